@@ -1,0 +1,5 @@
+import sys
+
+from fawkes.cli import main
+
+sys.exit(main())

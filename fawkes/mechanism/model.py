@@ -1,0 +1,194 @@
+"""Domain types of the FAWKES mechanism: what a snapshot holds and what a plan says.
+
+Everything here is an immutable value.  A :class:`Snapshot` is all the mechanism sees:
+the pool (capacity and free hosts), every MR-cluster that holds or wants nodes (its
+nodes by role, minimum, recent metric samples and allocation history) and the global
+FIFO queue of cluster requests.  The simulator builds snapshots from simulated state,
+the coordinator from its store and the daemons' metrics; the mechanism never does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Role(StrEnum):
+    """Node roles (spec A.6)."""
+
+    CORE = "core"  # compute + HDFS holding the input; never removed while active
+    TR = "transient"  # compute only; removed by FP (kill tasks)
+    TC = "transient-core"  # compute + HDFS for output only; removed by DP (decommission)
+
+
+class ShrinkMode(StrEnum):
+    FP = "FP"  # fast preemption: stop the node, its running tasks are re-run elsewhere
+    DP = "DP"  # delayed preemption: decommission (re-replicate blocks), then stop
+
+
+SHRINK_MODE: dict[Role, ShrinkMode] = {Role.TR: ShrinkMode.FP, Role.TC: ShrinkMode.DP}
+
+
+class ClusterState(StrEnum):
+    """MR-cluster lifecycle (spec A.5)."""
+
+    REQUESTED = "requested"  # waiting in the global FIFO queue
+    DEPLOYING = "deploying"  # admitted; core nodes being allocated, daemons starting
+    LOADING = "loading"  # input being loaded into HDFS (counts in n with y = 0, A-37)
+    ACTIVE = "active"  # runs jobs; resized by FAWKES
+    SAVING = "saving"  # inactive; output being saved; leaves the weighting
+    RELEASED = "released"  # every node handed back
+
+
+#: states in which a cluster takes part in weighting and targets (A-37)
+ALLOCATED_STATES = frozenset({ClusterState.DEPLOYING, ClusterState.LOADING, ClusterState.ACTIVE})
+#: states in which a cluster holds nodes
+HOLDING_STATES = ALLOCATED_STATES | {ClusterState.SAVING}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """One node held by an MR-cluster."""
+
+    id: str
+    role: Role
+    running_tasks: int = 0
+    stored_bytes: int = 0  # HDFS bytes on this node (DP victim order)
+    added_at: float = 0.0  # when it joined the cluster (FP tie-break: newest first)
+    draining: bool = False  # being removed: still counts for its cluster until released (A-19)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMetrics:
+    """One sample of one MR-cluster: the raw inputs of every weighting policy.
+
+    Built by :func:`fawkes.mechanism.sampling.sample_cluster` from job and node facts, so
+    the readings of the ambiguity register (A-13, A-14, A-17) live in one place.
+    """
+
+    time: float
+    unfinished_jobs: int = 0  # JD: submitted and not finished (A-13)
+    unfinished_input_bytes: float = 0.0  # DD (A-14)
+    pending_tasks: int = 0  # TD: tasks of unfinished jobs not started
+    running_tasks: int = 0  # TD (counted when count_running_in_demand, A-13)
+    busy_slots: float = 0.0  # PU (A-15)
+    configured_slots: float = 0.0  # PU
+    output_bytes: float = 0.0  # DU: HDFS bytes written since deployment (A-16)
+    storage_capacity: float = 0.0  # DU: configured HDFS capacity of current DataNodes
+    mean_job_slowdown: float = 0.0  # JS: mean (t - submit)/ref over unfinished jobs (A-17)
+    completed_jobs: int = 0  # JT: since deployment (A-3)
+    completed_tasks: int = 0  # TT: since deployment
+    loading: bool = False  # LOADING clusters weigh y = 0 (A-37)
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What a sampler knows about one unfinished job (input to ``sample_cluster``)."""
+
+    submit_time: float
+    input_bytes: float = 0.0
+    pending_tasks: int = 0
+    running_tasks: int = 0
+    started_at: float | None = None  # first task start, if any
+    ref_runtime: float | None = None  # runtime on the reference static cluster (JS)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """One MR-cluster as the mechanism sees it at decision time.
+
+    ``allocation`` is the piecewise-constant history of the number of nodes held:
+    change points ``(time, nodes)`` in time order, the first at or before the start of
+    the current interval.  ``samples`` are the metric samples of the last interval.
+    """
+
+    name: str
+    state: ClusterState
+    min_core: int
+    nodes: tuple[NodeView, ...] = ()
+    samples: tuple[ClusterMetrics, ...] = ()
+    allocation: tuple[tuple[float, int], ...] = ()
+    slots_per_node: int = 8  # used only by the optional demand cap (B.5)
+    idle_since: float | None = None  # start of the current inactivity (A-12), None if busy
+    last_grow_at: float | None = None  # anti-flap cooldown (B.5), off by default
+    last_shrink_at: float | None = None
+    cumulative_discrimination: float = 0.0  # overall D since deployment (A-5 alternative)
+
+    @property
+    def held(self) -> int:
+        """Nodes held, decommissioning ones included (A-19)."""
+        return len(self.nodes)
+
+    @property
+    def settled(self) -> int:
+        """Nodes held that are not on their way out."""
+        return sum(1 for n in self.nodes if not n.draining)
+
+    def count(self, role: Role) -> int:
+        return sum(1 for n in self.nodes if n.role is role)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRequest:
+    """A request for a new MR-cluster, waiting in the global FIFO queue."""
+
+    name: str
+    min_core: int
+    requested_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one decision looks at.  ``clusters`` are in admission order."""
+
+    now: float
+    capacity: int  # C: usable nodes in the pool
+    free_hosts: tuple[str, ...] = ()  # hosts held by nobody, in placement order
+    clusters: tuple[ClusterView, ...] = ()
+    queue: tuple[ClusterRequest, ...] = ()  # global FIFO of cluster requests
+
+    def cluster(self, name: str) -> ClusterView:
+        for c in self.clusters:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    @property
+    def allocated(self) -> tuple[ClusterView, ...]:
+        """Clusters taking part in weighting and targets (DEPLOYING, LOADING, ACTIVE)."""
+        return tuple(c for c in self.clusters if c.state in ALLOCATED_STATES)
+
+
+@dataclass(frozen=True, slots=True)
+class Grow:
+    cluster: str
+    host: str
+    role: Role
+
+
+@dataclass(frozen=True, slots=True)
+class Shrink:
+    cluster: str
+    node: str
+    role: Role
+    mode: ShrinkMode
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What to do now: nodes to add (from free hosts) and nodes to remove.
+
+    ``targets`` are the node counts each cluster should converge to; grows that cannot
+    happen yet (hosts still draining) happen when a later ``plan_towards`` sees them free.
+    """
+
+    grows: tuple[Grow, ...] = ()
+    shrinks: tuple[Shrink, ...] = ()
+    targets: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.grows and not self.shrinks
+
+    def changed_clusters(self) -> set[str]:
+        return {g.cluster for g in self.grows} | {s.cluster for s in self.shrinks}
