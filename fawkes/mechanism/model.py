@@ -113,6 +113,8 @@ class ClusterView:
     last_grow_at: float | None = None  # anti-flap cooldown (B.5), off by default
     last_shrink_at: float | None = None
     cumulative_discrimination: float = 0.0  # overall D since deployment (A-5 alternative)
+    weight: float = 0.0  # weight of the last tick (admission between ticks reclaims by it, A-8)
+    target: int | None = None  # standing target of the last rebalance (kept while the gate is closed)
 
     @property
     def held(self) -> int:

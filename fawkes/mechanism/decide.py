@@ -1,0 +1,217 @@
+"""One FAWKES decision: snapshot in, decision out.  No I/O, no clock.
+
+Every period T (spec A.10):
+
+1. weights: average each cluster's policy samples over the interval, normalise (eq. 3.4);
+2. discrimination: D_i = ∫ (c_i − w_i) dt over the interval, G = E[D²] (eqs. 3.2, 3.3);
+3. inactivity: ACTIVE clusters idle for T_idle leave (save output, release nodes) (A-12);
+4. admission: the head of the global FIFO queue enters if the minima fit (A-8..A-10);
+5. targets: if G > τ (EQ: always; None: never), weighted water-filling clamped at the
+   minima (A-7); otherwise the standing targets, less what admission reclaims;
+6. plan: shrink the surplus (TR by FP, then TC by DP), grow the deficits from free hosts,
+   most discriminated first.
+
+:func:`decide` runs all of it at a tick; :func:`admit_now` runs 4-6 between ticks (on a
+request or a release), reclaiming by the last tick's weights; :func:`refill` re-plans
+towards the standing targets when hosts become free.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fawkes.mechanism.admission import Admission, admit
+from fawkes.mechanism.discrimination import global_factor, interval_discrimination
+from fawkes.mechanism.inactivity import is_inactive
+from fawkes.mechanism.model import ClusterState, Plan, Role, Snapshot
+from fawkes.mechanism.plan import plan_towards
+from fawkes.mechanism.policies import get_policy
+from fawkes.mechanism.settings import Settings
+from fawkes.mechanism.targets import weighted_targets
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one tick decided and why: the record that ``fawkes explain`` shows."""
+
+    time: float
+    policy: str
+    mean_samples: dict[str, float]
+    weights: dict[str, float]
+    discrimination: dict[str, float]
+    global_discrimination: float
+    gate_open: bool
+    targets: dict[str, int]
+    plan: Plan
+    admission: Admission = field(default_factory=Admission)
+    deactivate: tuple[str, ...] = ()
+    reason: str = ""
+
+    @property
+    def resized(self) -> bool:
+        """True if any allocated cluster's allocation changes (one reconfiguration, A-20)."""
+        admitted = set(self.admission.admitted)
+        return any(g.cluster not in admitted for g in self.plan.grows) or bool(self.plan.shrinks)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["plan"] = {
+            "grows": [{"cluster": g.cluster, "host": g.host, "role": g.role.value} for g in self.plan.grows],
+            "shrinks": [
+                {"cluster": s.cluster, "node": s.node, "role": s.role.value, "mode": s.mode.value}
+                for s in self.plan.shrinks
+            ],
+            "targets": self.plan.targets,
+        }
+        if math.isinf(self.global_discrimination):
+            d["global_discrimination"] = None
+        return d
+
+
+def decide(snap: Snapshot, settings: Settings) -> Decision:
+    """The decision of the tick at ``snap.now`` (the interval is (now − T, now])."""
+    policy = get_policy(settings.policy)
+    allocated = snap.allocated
+    start = snap.now - settings.period_s
+
+    y, w = policy.weights({c.name: c.samples for c in allocated}, settings)
+    d = {
+        c.name: interval_discrimination(
+            c.allocation, w[c.name], start, snap.now, snap.capacity, settings, c.cumulative_discrimination
+        )
+        for c in allocated
+    }
+    g = global_factor(d.values(), settings)
+    if not policy.resizes:
+        gate = False
+    elif policy.ungated and not settings.eq_gated:
+        gate = True
+    else:
+        gate = g > settings.tau
+
+    leaving = frozenset(c.name for c in allocated if is_inactive(c, snap.now, settings))
+    adm = admit(snap, w, settings, leaving)
+    staying = [c for c in allocated if c.name not in leaving]
+    names = [c.name for c in staying] + list(adm.admitted)
+    minima = {c.name: c.min_core for c in staying} | adm.minima
+    # nodes held by clusters on their way out are not part of what can be shared now
+    pool = snap.capacity - sum(c.held for c in snap.clusters if c.state is ClusterState.SAVING or c.name in leaving)
+
+    if not policy.resizes:
+        targets = dict(minima)
+        why = f"policy {policy.name}: clusters stay at their minima"
+    elif gate:
+        caps = _demand_caps(staying) if settings.cap_to_demand else None
+        targets = weighted_targets(pool, names, w, minima, caps)
+        targets = _damp(targets, staying, snap.now, settings)
+        why = (
+            f"policy {policy.name} applied every tick"
+            if policy.ungated and not settings.eq_gated
+            else f"G={g:.4g} > tau={settings.tau:g}: rebalance by {policy.name} weights"
+        )
+    else:
+        targets = {c.name: max(c.min_core, c.target if c.target is not None else c.settled) for c in staying}
+        targets |= adm.minima
+        why = f"G={g:.4g} <= tau={settings.tau:g}: allocations kept"
+    for donor, k in adm.reclaim.items():
+        if not gate:
+            targets[donor] = max(minima[donor], targets[donor] - k)
+
+    order = sorted(names, key=lambda n: d.get(n, -math.inf))
+    plan = plan_towards(snap, targets, settings, order)
+    reasons = [why]
+    if leaving:
+        reasons.append("inactive, saving and releasing: " + ", ".join(sorted(leaving)))
+    if adm.reason:
+        reasons.append(adm.reason)
+    changes = _describe(plan)
+    if changes:
+        reasons.append(changes)
+    return Decision(
+        time=snap.now,
+        policy=policy.name,
+        mean_samples=y,
+        weights=w,
+        discrimination=d,
+        global_discrimination=g,
+        gate_open=gate,
+        targets=targets,
+        plan=plan,
+        admission=adm,
+        deactivate=tuple(sorted(leaving)),
+        reason="; ".join(reasons),
+    )
+
+
+def admit_now(snap: Snapshot, settings: Settings) -> tuple[Admission, Plan]:
+    """Admission between ticks (A-9): on a request or a release, reclaiming by the last weights."""
+    weights = {c.name: c.weight for c in snap.allocated}
+    adm = admit(snap, weights, settings)
+    if not adm.admitted:
+        return adm, Plan()
+    targets = {c.name: max(c.min_core, c.target if c.target is not None else c.settled) for c in snap.allocated}
+    for donor, k in adm.reclaim.items():
+        targets[donor] = max(snap.cluster(donor).min_core, targets[donor] - k)
+    targets |= adm.minima
+    return adm, plan_towards(snap, targets, settings)
+
+
+def refill(snap: Snapshot, settings: Settings) -> Plan:
+    """Grow clusters still below their standing target from hosts that became free (A-19)."""
+    targets = {
+        c.name: c.target if c.target is not None else max(c.min_core, c.settled)
+        for c in snap.allocated
+    }
+    deficits = {n: t for n, t in targets.items() if snap.cluster(n).settled < t}
+    if not deficits or not snap.free_hosts:
+        return Plan(targets=targets)
+    plan = plan_towards(snap, deficits, settings)
+    return Plan(grows=plan.grows, targets=targets)
+
+
+def _demand_caps(views) -> dict[str, int]:
+    """Optional cap (B.5): no more nodes than the cluster's tasks can use."""
+    caps = {}
+    for c in views:
+        if c.samples:
+            m = c.samples[-1]
+            caps[c.name] = max(c.min_core, math.ceil((m.pending_tasks + m.running_tasks) / max(1, c.slots_per_node)))
+    return caps
+
+
+def _damp(targets: dict[str, int], views, now: float, settings: Settings) -> dict[str, int]:
+    """Anti-flap (B.5): skip small changes and changes against a recent resize."""
+    if settings.min_change_nodes <= 0 and settings.cooldown_s <= 0:
+        return targets
+    out = dict(targets)
+    for c in views:
+        delta = targets[c.name] - c.settled
+        if delta == 0:
+            continue
+        if abs(delta) < settings.min_change_nodes and c.settled >= c.min_core:
+            out[c.name] = c.settled
+        elif settings.cooldown_s > 0:
+            recent = c.last_grow_at if delta < 0 else c.last_shrink_at
+            if recent is not None and now - recent < settings.cooldown_s:
+                out[c.name] = c.settled
+    return out
+
+
+def _describe(plan: Plan) -> str:
+    per: dict[str, list[int]] = {}
+    for g in plan.grows:
+        per.setdefault(g.cluster, [0, 0])[0] += 1
+    for s in plan.shrinks:
+        per.setdefault(s.cluster, [0, 0])[1] += 1
+    parts = []
+    for name, (up, down) in per.items():
+        if up:
+            parts.append(f"{name} +{up}")
+        if down:
+            parts.append(f"{name} -{down}")
+    return ", ".join(parts)
+
+
+__all__ = ["Decision", "decide", "admit_now", "refill", "Role"]

@@ -1,0 +1,82 @@
+"""From targets to a plan: which nodes to remove and which free hosts to add (A-18, A-19).
+
+Shrinking removes transient (TR) nodes first by fast preemption (FP), fewest running tasks
+first, then transient-core (TC) nodes by delayed preemption (DP) in non-decreasing order of
+stored bytes.  Core nodes are never removed and no cluster goes below its minimum.
+Nodes already draining count for their cluster until released but are not removed twice.
+Grows use only hosts that are free now; hosts freed by this plan are used by a later call
+(shrink first, grow as nodes become free).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from fawkes.mechanism.model import SHRINK_MODE, ClusterView, Grow, NodeView, Plan, Role, Shrink, Snapshot
+from fawkes.mechanism.settings import Settings
+
+
+def shrink_victims(view: ClusterView, k: int, settings: Settings) -> list[NodeView]:
+    """Up to ``k`` nodes to remove from ``view``, in removal order; never core, never below the minimum."""
+    keep = max(view.min_core, view.count(Role.CORE))
+    k = min(k, view.settled - keep)
+    if k <= 0:
+        return []
+    tr = [n for n in view.nodes if n.role is Role.TR and not n.draining]
+    tc = [n for n in view.nodes if n.role is Role.TC and not n.draining]
+    if settings.fp_victim_order == "fewest_tasks":
+        tr.sort(key=lambda n: (n.running_tasks, -n.added_at, n.id))
+    else:
+        tr.sort(key=lambda n: (-n.added_at, n.id))
+    tc.sort(key=lambda n: (n.stored_bytes, n.running_tasks, -n.added_at, n.id))
+    return (tr + tc)[:k]
+
+
+def grow_role(view: ClusterView, settings: Settings) -> Role:
+    """A cluster still short of its minimum gets core nodes; afterwards the configured grow type."""
+    return Role.CORE if view.count(Role.CORE) < view.min_core else settings.grow_type
+
+
+def plan_towards(
+    snap: Snapshot,
+    targets: Mapping[str, int],
+    settings: Settings,
+    grow_order: Sequence[str] | None = None,
+) -> Plan:
+    """The plan that moves every cluster in ``targets`` towards its target.
+
+    ``grow_order`` ranks the clusters that grow (most negative discrimination first); by
+    default the order of ``snap.clusters``.  Clusters named in ``targets`` but not yet in the
+    snapshot (just admitted) grow core nodes from zero.
+    """
+    views = {c.name: c for c in snap.clusters}
+    shrinks: list[Shrink] = []
+    deficits: dict[str, int] = {}
+    for name, target in targets.items():
+        view = views.get(name)
+        settled = view.settled if view else 0
+        if settled > target and view is not None:
+            for n in shrink_victims(view, settled - target, settings):
+                shrinks.append(Shrink(name, n.id, n.role, SHRINK_MODE[n.role]))
+        elif settled < target:
+            deficits[name] = target - settled
+    grows: list[Grow] = []
+    free = snap.free_hosts
+    next_free = 0
+    requested = {r.name: r.min_core for r in snap.queue}
+    order = list(grow_order) if grow_order is not None else [c.name for c in snap.clusters]
+    order += [n for n in deficits if n not in set(order)]
+    for name in order:
+        need = deficits.pop(name, 0)
+        if need <= 0:
+            continue
+        view = views.get(name)
+        if view is not None:
+            cores_missing = max(0, view.min_core - view.count(Role.CORE))
+        else:
+            cores_missing = requested.get(name, need)
+        for i in range(min(need, len(free) - next_free)):
+            role = Role.CORE if i < cores_missing else settings.grow_type
+            grows.append(Grow(name, free[next_free], role))
+            next_free += 1
+    return Plan(grows=tuple(grows), shrinks=tuple(shrinks), targets=dict(targets))

@@ -1,0 +1,30 @@
+"""Baselines: None (clusters stay at their minima) and EQ (equal split) (spec A.11; A-38, A-39)."""
+
+from __future__ import annotations
+
+from fawkes.mechanism.model import ClusterMetrics
+from fawkes.mechanism.policies import Policy, register
+
+
+@register
+class NoPolicy(Policy):
+    """None: no weights drive anything; clusters run on their minimum shares (not work-conserving)."""
+
+    name = "None"
+    kind = "baseline"
+    resizes = False
+
+    def sample(self, m: ClusterMetrics, s) -> float:
+        return 0.0  # all zero: equal weights, reported only
+
+
+@register
+class EQ(Policy):
+    """EQ: the capacity is always divided equally between the active clusters."""
+
+    name = "EQ"
+    kind = "baseline"
+    ungated = True
+
+    def sample(self, m: ClusterMetrics, s) -> float:
+        return 1.0

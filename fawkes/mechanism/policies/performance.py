@@ -1,0 +1,77 @@
+"""Performance-based policies: JS, JT, TT (spec A.11, eq. 3.6; readings A-3, A-17)."""
+
+from __future__ import annotations
+
+from fawkes.mechanism.model import ClusterMetrics
+from fawkes.mechanism.policies import Policy, Samples, mean_of, normalise, register
+
+
+@register
+class JS(Policy):
+    """Job slowdown: the mean slowdown so far of the jobs waiting in the queue."""
+
+    name = "JS"
+    kind = "performance"
+
+    def sample(self, m: ClusterMetrics, s) -> float:
+        return 0.0 if m.loading else m.mean_job_slowdown
+
+
+class _Throughput(Policy):
+    """y = a^(−φ), φ = completed / (completed + unfinished) ∈ [0, 1]; y = 0 with nothing unfinished."""
+
+    kind = "performance"
+
+    def counts(self, m: ClusterMetrics) -> tuple[float, float]:  # (completed, unfinished)
+        raise NotImplementedError
+
+    def y(self, completed: float, unfinished: float, s) -> float:
+        if unfinished <= 0:
+            return 0.0
+        phi = completed / (completed + unfinished)
+        return s.a ** (-phi)
+
+    def sample(self, m: ClusterMetrics, s) -> float:
+        if m.loading:
+            return 0.0
+        return self.y(*self.counts(m), s)
+
+    def weights(self, samples: Samples, s):
+        if s.throughput_window == "cumulative":
+            return super().weights(samples, s)
+        # A-3 alternative: φ = completed in the interval / waiting now, capped at 1
+        y = {}
+        for name, seq in samples.items():
+            if not seq:
+                y[name] = 0.0
+                continue
+            base = self.counts(seq[0])[0]
+            vals = []
+            for m in seq:
+                done, waiting = self.counts(m)
+                if m.loading or waiting <= 0:
+                    vals.append(0.0)
+                else:
+                    vals.append(s.a ** (-min(1.0, (done - base) / waiting)))
+            y[name] = mean_of(vals, s)
+        return y, normalise(y)
+
+
+@register
+class JT(_Throughput):
+    """Job throughput."""
+
+    name = "JT"
+
+    def counts(self, m: ClusterMetrics) -> tuple[float, float]:
+        return float(m.completed_jobs), float(m.unfinished_jobs)
+
+
+@register
+class TT(_Throughput):
+    """Task throughput."""
+
+    name = "TT"
+
+    def counts(self, m: ClusterMetrics) -> tuple[float, float]:
+        return float(m.completed_tasks), float(m.pending_tasks + m.running_tasks)

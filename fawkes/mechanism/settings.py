@@ -1,0 +1,78 @@
+"""Mechanism settings: every reading of the thesis' ambiguity register is a field here.
+
+Defaults are the spec's proposed readings (``../shared/spec/fawkes-spec.md`` §A.12, §A.14,
+§B.5); ``docs/ambiguities.md`` lists each A-nn with the field that controls it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from fawkes.mechanism.model import Role
+
+
+class Settings(BaseModel):
+    """How one FAWKES instance decides.  Immutable; validated on construction."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # --- the control loop (A-1, A-40, A-14 table)
+    policy: str = Field("TD", description="weighting policy: JD DD TD PU DU RU JS JT TT EQ None")
+    period_s: float = Field(60.0, gt=0, description="T: weights and discrimination period (A.14)")
+    sample_period_s: float = Field(5.0, gt=0, description="sampling period (A-1)")
+    tau: float = Field(10.0, ge=0, description="discrimination threshold; .inf disables resizing (A.7)")
+    sample_mean: Literal["arithmetic", "ewma"] = Field("arithmetic", description="A-1")
+    ewma_alpha: float = Field(0.5, gt=0, le=1, description="weight of the newest sample with sample_mean=ewma")
+
+    # --- policy parameters
+    lam: float = Field(0.5, ge=0, le=1, description="RU lambda, closed interval (A-2, A-32)")
+    a: float = Field(2.0, gt=1, description="JT/TT base a > 1 (eq. 3.6)")
+    ru_mix: Literal["weights", "raw"] = Field("weights", description="A-2: mix normalised PU/DU weights, or raw usages then normalise")
+    count_running_in_demand: bool = Field(True, description="A-13: TD counts running tasks of unfinished jobs")
+    demand_jobs: Literal["unfinished", "queued"] = Field("unfinished", description="A-13: JD/DD/JS job set")
+    dd_remaining_fraction: bool = Field(False, description="A-14: scale DD input bytes by the fraction of tasks left")
+    js_elapsed_from: Literal["submit", "start"] = Field("submit", description="A-17")
+    throughput_window: Literal["cumulative", "interval"] = Field("cumulative", description="A-3: JT/TT phi window")
+
+    # --- discrimination (A-4, A-5, A-6)
+    discrimination_units: Literal["fraction_seconds", "node_seconds"] = Field("fraction_seconds", description="A-5")
+    discrimination_window: Literal["interval", "cumulative"] = Field("interval", description="A-5")
+    global_factor: Literal["mean_square", "variance"] = Field("mean_square", description="A-4/A-6: E[D^2] or Var(D)")
+    eq_gated: bool = Field(False, description="A-39: EQ applied every tick (False) or behind the tau gate")
+
+    # --- growing and shrinking (A-7, A-18, A-19)
+    grow_type: Role = Field(Role.TC, description="node type used to grow (L1466): transient or transient-core")
+    fp_victim_order: Literal["fewest_tasks", "newest"] = Field("fewest_tasks", description="A-18")
+
+    # --- admission (A-8, A-9, A-10)
+    admission_reclaim: Literal["weights", "surplus"] = Field("weights", description="A-8: reclaim in proportion to weights or to surplus")
+    backfill: bool = Field(False, description="A-10: strict FIFO (False) or admit later requests that fit")
+    admission_deadline_s: float | None = Field(None, description="A-9: deadline for admission (None = T)")
+
+    # --- inactivity (A-12)
+    inactivity: Literal["decoupled", "weight_zero"] = Field("decoupled", description="A-12")
+    idle_timeout_s: float | None = Field(None, description="T_idle (None = T)")
+
+    # --- anti-flap (B.5 item 3); all off by default = the thesis' literal behaviour
+    min_change_nodes: int = Field(0, ge=0, description="ignore target changes smaller than this many nodes")
+    cooldown_s: float = Field(0.0, ge=0, description="per cluster and direction, no resize again within this time")
+    cap_to_demand: bool = Field(False, description="cap a target at ceil(demand tasks / slots per node), at least the minimum")
+
+    @model_validator(mode="after")
+    def _check(self) -> "Settings":
+        from fawkes.mechanism.policies import get_policy  # registry lookup, validated here once
+
+        get_policy(self.policy)
+        if self.grow_type is Role.CORE:
+            raise ValueError("grow_type must be transient or transient-core")
+        return self
+
+    @property
+    def idle_timeout(self) -> float:
+        return self.period_s if self.idle_timeout_s is None else self.idle_timeout_s
+
+    @property
+    def admission_deadline(self) -> float:
+        return self.period_s if self.admission_deadline_s is None else self.admission_deadline_s
