@@ -1,0 +1,229 @@
+"""Render an MR-cluster's config files from ``templates/`` (pure: no I/O besides reading templates).
+
+``render_cluster(cluster)`` returns ``{host: RenderedHost}``; each RenderedHost holds the files
+(path relative to the cluster's dir on that host -> content), a hash per component (the daemons
+that must restart when it changes) and one hash for the whole host.  The exclude file is state,
+not config: it is rendered by :func:`render_exclude` and hashed nowhere.
+
+Template sets (``templates/<set>/``):
+
+* ``spark-hdfs``: Spark standalone + HDFS (the lab's Spark 4 + HDFS 2.7.3, or Hadoop 3 HDFS).
+* ``hadoop3``: HDFS + YARN configs for real Hadoop 3.x deployments (rendered and checked in tests;
+  no YARN daemon runs on the development machine).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import PurePosixPath
+
+import jinja2
+
+from fawkes.errors import FawkesError
+from fawkes.frameworks.spec import ClusterSpec, NodeSpec
+from fawkes.mechanism.model import Role
+from fawkes.resources import data_dir
+
+
+@dataclass(frozen=True)
+class TemplateFile:
+    src: str  # relative to templates/
+    dest: str  # relative to the cluster dir on the host
+    component: str  # daemons restarted when it changes ("spark", "hdfs", "yarn"; "control" = all; "meta" = none)
+    where: str = "all"  # "all" hosts or only the "master"
+    mode: int = 0o644
+
+
+TEMPLATE_SETS: dict[str, tuple[TemplateFile, ...]] = {
+    "spark-hdfs": (
+        TemplateFile("spark-hdfs/spark-env.sh.j2", "conf/spark-env.sh", "spark"),
+        TemplateFile("spark-hdfs/spark-defaults.conf.j2", "conf/spark-defaults.conf", "spark"),
+        TemplateFile("spark-hdfs/metrics.properties.j2", "conf/metrics.properties", "spark"),
+        TemplateFile("spark-hdfs/log4j2.properties.j2", "conf/log4j2.properties", "spark"),
+        TemplateFile("spark-hdfs/core-site.xml.j2", "conf/core-site.xml", "hdfs"),
+        TemplateFile("spark-hdfs/hdfs-site.xml.j2", "conf/hdfs-site.xml", "hdfs"),
+        TemplateFile("spark-hdfs/log4j.properties.j2", "conf/log4j.properties", "hdfs"),
+        TemplateFile("spark-hdfs/hadoop-env.sh.j2", "conf/hadoop-env.sh", "hdfs"),
+        TemplateFile("spark-hdfs/fawkes-daemon.sh.j2", "bin/fawkes-daemon.sh", "control", mode=0o755),
+    ),
+    "hadoop3": (
+        TemplateFile("hadoop3/core-site.xml.j2", "conf/core-site.xml", "hdfs"),
+        TemplateFile("hadoop3/hdfs-site.xml.j2", "conf/hdfs-site.xml", "hdfs"),
+        TemplateFile("hadoop3/yarn-site.xml.j2", "conf/yarn-site.xml", "yarn"),
+        TemplateFile("hadoop3/mapred-site.xml.j2", "conf/mapred-site.xml", "yarn"),
+        TemplateFile("hadoop3/capacity-scheduler.xml.j2", "conf/capacity-scheduler.xml", "yarn"),
+        TemplateFile("hadoop3/workers.j2", "conf/workers", "meta", where="master"),
+    ),
+}
+COMPONENTS = ("spark", "hdfs", "yarn")
+EXCLUDE_FILE = "conf/dfs.exclude"
+CONTROL_SCRIPT = "bin/fawkes-daemon.sh"
+
+#: tunables (strings, as they come from a config file or the store); ClusterSpec.options override
+DEFAULT_OPTIONS: dict[str, str] = {
+    "replication": "3",  # clamped to the number of core nodes
+    "blocksize": "128m",
+    "spark_daemon_memory": "128m",
+    "daemon_jvm_opts": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    "nn_heap": "192m",
+    "dn_heap": "128m",
+    "tool_heap": "128m",
+    "executor_memory": "512m",
+    "worker_memory_mb": "",  # default: the node's memory_mb
+    "worker_timeout_s": "60",
+    "decommission_allow_mode": "ALLOW",  # lets fawkes (not on the master) POST /workers/kill/
+    "spark_log_level": "info",
+    "heartbeat_s": "3",
+    "recheck_ms": "300000",
+    "decommission_interval_s": "5",
+    "replication_max_streams": "4",
+    "replication_max_streams_hard": "8",
+    "replication_work_multiplier": "4",
+    # hadoop3/YARN only
+    "yarn_min_allocation_mb": "256",
+    "graceful_decommission_timeout_s": "3600",
+    "nm_expiry_ms": "600000",
+    "reduce_slowstart": "0.05",
+    "max_am_resource_percent": "0.5",
+}
+#: options that get into a JVM or shell command line unquoted: restrict their characters
+_TOKEN_OPTS = ("spark_daemon_memory", "nn_heap", "dn_heap", "tool_heap", "executor_memory", "daemon_jvm_opts")
+
+
+def ports_for(hdfs_major: int) -> dict[str, int]:
+    p = {"spark_master": 7077, "spark_master_ui": 8080, "spark_worker_ui": 8081, "nn_rpc": 8020}
+    if hdfs_major >= 3:
+        p |= {"nn_http": 9870, "nn_secondary_http": 9868, "dn_xfer": 9866, "dn_http": 9864, "dn_ipc": 9867}
+    else:
+        p |= {"nn_http": 50070, "nn_secondary_http": 50090, "dn_xfer": 50010, "dn_http": 50075, "dn_ipc": 50020}
+    return p
+
+
+@dataclass(frozen=True)
+class RenderedHost:
+    host: str
+    role: Role
+    cluster_dir: str
+    files: dict[str, str]
+    modes: dict[str, int]
+    hashes: dict[str, str]  # component -> hash
+    hash: str  # of every file
+
+    def changed_components(self, old: Mapping[str, str] | None) -> set[str]:
+        """Components whose hash differs from ``old`` (all of them when there is no record)."""
+        if not old:
+            return set(self.hashes)
+        return {c for c, h in self.hashes.items() if old.get(c) != h}
+
+
+def shell_quote(value: object) -> str:
+    """Jinja2 filter ``sq``: one shell word, whatever the value holds."""
+    return shlex.quote("" if value is None else str(value))
+
+
+@lru_cache(maxsize=4)
+def _env(root: str) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(root),
+        undefined=jinja2.StrictUndefined,
+        autoescape=jinja2.select_autoescape(enabled_extensions=("xml.j2",), default_for_string=False),
+        keep_trailing_newline=True,
+    )
+    env.filters["sq"] = shell_quote
+    return env
+
+
+def _options(cluster: ClusterSpec) -> dict[str, str]:
+    unknown = set(cluster.options) - set(DEFAULT_OPTIONS)
+    if unknown:
+        raise FawkesError(f"cluster {cluster.name}: unknown option(s) {', '.join(sorted(unknown))}")
+    opt = {**DEFAULT_OPTIONS, **{k: str(v) for k, v in cluster.options.items()}}
+    import re
+
+    for k in _TOKEN_OPTS:
+        if not re.fullmatch(r"[A-Za-z0-9 :+=._/-]*", opt[k]):
+            raise FawkesError(f"cluster {cluster.name}: option {k}={opt[k]!r} has characters a JVM flag cannot have")
+    return opt
+
+
+def cluster_dirs(cluster: ClusterSpec, node: NodeSpec) -> dict[str, str]:
+    c = PurePosixPath(cluster.cluster_dir(node))
+    return {"cluster": str(c), "conf": str(c / "conf"), "bin": str(c / "bin"), "logs": str(c / "logs"),
+            "pids": str(c / "pids"), "work": str(c / "work"), "local": str(c / "local"), "tmp": str(c / "tmp"),
+            "dfs_name": str(c / "dfs" / "name"), "dfs_data": str(c / "dfs" / "data")}
+
+
+def context(cluster: ClusterSpec, node: NodeSpec) -> dict[str, object]:
+    fw = cluster.framework
+    opt = _options(cluster)
+    n_core = len(cluster.by_role(Role.CORE))
+    return {
+        "cluster": cluster,
+        "node": node,
+        "master": cluster.master,
+        "fw": fw,
+        "java": fw.java,
+        "hdfs_classpath": ":".join(fw.hdfs_classpath),
+        "dirs": cluster_dirs(cluster, node),
+        "ports": ports_for(fw.hdfs_major),
+        "opt": opt,
+        "replication": max(1, min(int(opt["replication"]), n_core)),
+        "worker_memory_mb": int(opt["worker_memory_mb"] or node.memory_mb),
+    }
+
+
+def _digest(parts: Iterable[tuple[str, str]]) -> str:
+    h = hashlib.sha256()
+    for name, content in sorted(parts):
+        h.update(name.encode() + b"\0" + content.encode() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def render_node(cluster: ClusterSpec, node: NodeSpec, template_set: str | None = None) -> RenderedHost:
+    tset = template_set or cluster.framework.kind
+    if tset not in TEMPLATE_SETS:
+        raise FawkesError(f"no templates for {tset!r} (known: {', '.join(sorted(TEMPLATE_SETS))})")
+    env = _env(str(data_dir("templates")))
+    ctx = context(cluster, node)
+    files: dict[str, str] = {}
+    modes: dict[str, int] = {}
+    comp_of: dict[str, str] = {}
+    for tf in TEMPLATE_SETS[tset]:
+        if tf.where == "master" and node.name != cluster.master.name:
+            continue
+        try:
+            files[tf.dest] = env.get_template(tf.src).render(ctx)
+        except jinja2.TemplateError as exc:
+            raise FawkesError(f"template {tf.src}: {exc}") from None
+        modes[tf.dest] = tf.mode
+        comp_of[tf.dest] = tf.component
+    control = [(d, files[d]) for d, c in comp_of.items() if c == "control"]
+    hashes = {}
+    for comp in COMPONENTS:
+        mine = [(d, files[d]) for d, c in comp_of.items() if c == comp]
+        if mine:
+            hashes[comp] = _digest(mine + control)
+    return RenderedHost(host=node.name, role=node.role, cluster_dir=cluster.cluster_dir(node), files=files,
+                        modes=modes, hashes=hashes, hash=_digest(files.items()))
+
+
+def render_cluster(cluster: ClusterSpec, hosts: Iterable[str] | None = None,
+                   template_set: str | None = None) -> dict[str, RenderedHost]:
+    """Render every node of ``cluster`` (or only ``hosts``)."""
+    wanted = set(hosts) if hosts is not None else None
+    if wanted is not None:
+        unknown = wanted - {n.name for n in cluster.nodes}
+        if unknown:
+            raise FawkesError(f"cluster {cluster.name} has no host {', '.join(sorted(unknown))}")
+    return {n.name: render_node(cluster, n, template_set) for n in cluster.nodes
+            if wanted is None or n.name in wanted}
+
+
+def render_exclude(addresses: Iterable[str]) -> str:
+    """The HDFS exclude file (``dfs.hosts.exclude``): one address a line, sorted."""
+    env = _env(str(data_dir("templates")))
+    return env.get_template("spark-hdfs/dfs.exclude.j2").render(excluded=sorted(set(addresses)))
