@@ -1,0 +1,144 @@
+"""The coordinator config file and where the state lives.
+
+Config file (YAML, every key optional, unknown keys refused)::
+
+    state: sqlite:////var/lib/fawkes/fawkes.db   # or postgresql://user@host/db, or a file path
+    inventory: inventory.yaml                     # relative paths: relative to this file
+    policy: td-tc                                 # preset name (policies/) or path
+    period: 60                                    # T, seconds
+    sample_period: 5                              # seconds, <= period
+    metrics: {bind: 127.0.0.1, port: 9464}
+    log_format: text                              # text | json
+
+Where things are found:
+
+* config file: ``--config``/``FAWKES_CONFIG``, else ``$FAWKES_HOME/config.yaml`` or
+  ``~/.config/fawkes/config.yaml`` when that file exists (else built-in defaults);
+* state URL: ``--state URL`` / ``FAWKES_STATE``, else the config's ``state``, else the
+  SQLite file ``$FAWKES_HOME/fawkes.db`` or ``~/.local/share/fawkes/fawkes.db``.
+
+Errors are :class:`~fawkes.errors.ConfigError` naming the file, line and key.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import click
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from fawkes.errors import ConfigError
+from fawkes.store.db import normalize_url
+from fawkes.yamlfile import load_yaml, validate_data
+
+F = TypeVar("F", bound=Callable)
+
+
+class MetricsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    bind: str = "127.0.0.1"
+    port: int = Field(default=9464, ge=0, le=65535)
+
+    @field_validator("bind")
+    @classmethod
+    def _ip(cls, v: str) -> str:
+        if v != "localhost":
+            ipaddress.ip_address(v)  # ValueError -> pydantic error naming metrics.bind
+        return v
+
+
+class CoordinatorConfig(BaseModel):
+    """The validated coordinator config; ``source`` is the file it came from (None: defaults)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    state: str | None = None
+    inventory: Path | None = None
+    policy: str = Field(default="td-tc", min_length=1)
+    period: float = Field(default=60.0, gt=0)
+    sample_period: float = Field(default=5.0, gt=0)
+    metrics: MetricsConfig = MetricsConfig()
+    log_format: Literal["text", "json"] = "text"
+    source: Path | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _sample_within_period(self) -> CoordinatorConfig:
+        if self.sample_period > self.period:
+            raise ValueError(f"sample_period ({self.sample_period:g}) must not exceed period ({self.period:g})")
+        return self
+
+    def state_url(self) -> str:
+        """The state URL of this config (its ``state`` key or the default file)."""
+        if self.state is None:
+            return default_state_url()
+        return normalize_url(self.state, source=str(self.source) if self.source else None)
+
+
+def fawkes_home() -> Path | None:
+    home = os.environ.get("FAWKES_HOME")
+    return Path(home).expanduser() if home else None
+
+
+def default_state_url() -> str:
+    """``sqlite:///$FAWKES_HOME/fawkes.db`` or ``sqlite:///~/.local/share/fawkes/fawkes.db``."""
+    home = fawkes_home()
+    base = home if home else Path.home() / ".local" / "share" / "fawkes"
+    return normalize_url(str(base / "fawkes.db"))
+
+
+def default_config_path() -> Path:
+    home = fawkes_home()
+    return (home / "config.yaml") if home else Path.home() / ".config" / "fawkes" / "config.yaml"
+
+
+def load_config(path: str | Path | None = None) -> CoordinatorConfig:
+    """Load and validate the config at ``path``; ``None``: the default file if it exists.
+
+    A named file must exist.  Relative ``inventory``/``state`` paths are taken relative
+    to the file's directory.  Raises :class:`ConfigError` (file, line, key).
+    """
+    explicit = path is not None or bool(os.environ.get("FAWKES_CONFIG"))
+    p = Path(path if path is not None else os.environ.get("FAWKES_CONFIG") or default_config_path()).expanduser()
+    if not explicit and not p.exists():
+        return CoordinatorConfig()
+    data, lines = load_yaml(p)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(str(p), f"expected a mapping of settings, got {type(data).__name__}", line=lines.get(()))
+    if "source" in data:
+        raise ConfigError(str(p), "unknown field", line=lines.get(("source",)), field="source")
+    cfg = validate_data(p, data, lines, CoordinatorConfig)
+    base = p.resolve().parent
+    updates: dict = {"source": p}
+    if cfg.inventory is not None and not cfg.inventory.is_absolute():
+        updates["inventory"] = base / cfg.inventory.expanduser()
+    if cfg.state is not None:
+        if "://" not in cfg.state and not cfg.state.startswith("sqlite:"):
+            updates["state"] = str(base / Path(cfg.state).expanduser())
+        normalize_url(updates.get("state", cfg.state), source=f"{p}:{lines.get(('state',))}")
+    return cfg.model_copy(update=updates)
+
+
+def resolve_state_url(explicit: str | None = None, config_path: str | Path | None = None) -> str:
+    """The state URL a command uses: ``explicit`` (``--state``/``FAWKES_STATE``), else the config's."""
+    if explicit:
+        return normalize_url(explicit, source="--state/FAWKES_STATE")
+    return load_config(config_path).state_url()
+
+
+def state_option(f: F) -> F:
+    """Click decorator: ``--state URL`` (env ``FAWKES_STATE``) passed to the command as ``state``."""
+    return click.option("--state", "state", metavar="URL", envvar="FAWKES_STATE", default=None,
+                        help="State database URL or SQLite file (default: from the config, else "
+                             "$FAWKES_HOME/fawkes.db or ~/.local/share/fawkes/fawkes.db).")(f)
+
+
+def open_store(state: str | None):
+    """Open the :class:`fawkes.store.Store` a command should use (see :func:`resolve_state_url`)."""
+    from fawkes.store import Store
+
+    return Store(resolve_state_url(state))

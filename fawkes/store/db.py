@@ -1,0 +1,94 @@
+"""Engines and sessions: one place that knows SQLite from PostgreSQL.
+
+Contract:
+
+* :func:`normalize_url` turns what a user typed (a URL or a plain file path) into a
+  SQLAlchemy URL, or raises :class:`~fawkes.errors.ConfigError` naming ``state``.
+* :func:`make_engine` returns an engine tuned for several processes at once:
+  SQLite runs in WAL mode with a busy timeout and foreign keys on, and write sessions
+  start with ``BEGIN IMMEDIATE`` (they take the write lock up front, so a read that
+  later writes never dies with "database is locked" on a lock upgrade);
+  PostgreSQL uses psycopg 3 at READ COMMITTED and relies on unique constraints and
+  compare-and-set updates for races.
+* :func:`write_engine` is the same engine with the option that makes SQLite sessions
+  begin immediately; use it for every session that writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlmodel import create_engine
+
+from fawkes.errors import ConfigError
+
+#: how long a SQLite writer waits for the lock before giving up (milliseconds)
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+_BEGIN_OPTION = "fawkes_begin_immediate"
+
+
+def normalize_url(value: str, *, source: str | None = None) -> str:
+    """Return a SQLAlchemy URL for ``value``: a ``sqlite:``/``postgresql:`` URL or a file path.
+
+    ``postgresql://`` is rewritten to the psycopg 3 driver.  A bare path becomes an
+    absolute ``sqlite:///`` URL.  ``source`` names where the value came from, for errors.
+    """
+    text = str(value).strip()
+    if not text:
+        raise ConfigError(source, "empty state URL", field="state")
+    if "://" not in text and not text.startswith("sqlite:"):
+        return "sqlite:///" + str(Path(text).expanduser().resolve())
+    try:
+        url = make_url(text)
+    except ArgumentError as exc:
+        raise ConfigError(source, f"invalid state URL {text!r}: {exc}", field="state") from None
+    backend = url.get_backend_name()
+    if backend == "postgresql":
+        if url.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
+            url = url.set(drivername="postgresql+psycopg")
+    elif backend != "sqlite":
+        raise ConfigError(source, f"unsupported state URL scheme {url.drivername!r} (use sqlite:/// or postgresql://)",
+                          field="state")
+    return url.render_as_string(hide_password=False)
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def make_engine(url: str) -> Engine:
+    """Create an engine for ``url`` (already normalized); see the module contract."""
+    sa_url = make_url(url)
+    if sa_url.get_backend_name() == "sqlite":
+        db = sa_url.database
+        if db and db != ":memory:":
+            Path(db).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False})
+        _tune_sqlite(engine)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2)
+
+
+def write_engine(engine: Engine) -> Engine:
+    """The engine whose SQLite sessions begin with ``BEGIN IMMEDIATE`` (no-op elsewhere)."""
+    return engine.execution_options(**{_BEGIN_OPTION: True})
+
+
+def _tune_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):  # noqa: ANN001
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (pysqlite's own is broken)
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = NORMAL")
+        cur.execute("PRAGMA foreign_keys = ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):  # noqa: ANN001
+        immediate = conn.get_execution_options().get(_BEGIN_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")

@@ -1,0 +1,157 @@
+"""Explicit lifecycles: one transition table per kind of record (Ray autoscaler v2 style).
+
+Each table maps a state to the set of states it may move to; every edge carries a
+comment naming the event that causes it.  :func:`check` refuses an edge that is not in
+the table; the store's ``transition_*`` methods call it, update the row with a
+compare-and-set on the old state and write a history row with a timestamp and a detail
+string.  ``*_TIMEOUTS`` give, per state, how long a record may stay there before the
+reconciler calls it stuck (``None``: may stay forever).  They are data, not code, so a
+config can override them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+from fawkes.errors import FawkesError
+from fawkes.mechanism.model import ClusterState
+
+
+class NodeState(StrEnum):
+    """Lifecycle of one node: one host lent to one MR-cluster in one role."""
+
+    REQUESTED = "requested"  # the plan wants this host in this cluster; nothing done yet
+    PROVISIONING = "provisioning"  # config rendered, daemons being started on the host
+    RUNNING = "running"  # daemons up and registered with the cluster's masters
+    DRAINING = "draining"  # being removed: FP stop or DP decommission in progress
+    RELEASED = "released"  # host handed back to the pool (terminal)
+    FAILED = "failed"  # something broke; the host stays held until cleaned up
+
+
+class JobState(StrEnum):
+    """Lifecycle of one MR-job in its cluster's FIFO queue."""
+
+    QUEUED = "queued"
+    DISPATCHED = "dispatched"  # handed to the cluster's master, no application id yet
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class HostState(StrEnum):
+    """State of a pool host (from the inventory and the nodes on it)."""
+
+    FREE = "free"  # held by nobody
+    ALLOCATED = "allocated"  # held by a live node of one cluster
+    FAILED = "failed"  # unreachable or broken; not offered to the mechanism
+    RETIRED = "retired"  # no longer in the inventory (kept for history)
+
+
+N = NodeState
+NODE_TRANSITIONS: dict[NodeState, frozenset[NodeState]] = {
+    N.REQUESTED: frozenset({
+        N.PROVISIONING,  # the executor picked the node up and started deploying
+        N.RELEASED,  # cancelled before anything ran on the host (plan superseded, cluster released)
+        N.FAILED,  # the host was found unreachable before provisioning
+    }),
+    N.PROVISIONING: frozenset({
+        N.RUNNING,  # daemons started and registered with the masters
+        N.DRAINING,  # shrink chosen while still starting: stop what was started
+        N.FAILED,  # deploy command failed or provisioning timed out
+    }),
+    N.RUNNING: frozenset({
+        N.DRAINING,  # shrink (FP: stop now; DP: decommission first) or cluster teardown
+        N.FAILED,  # host lost or daemon died
+    }),
+    N.DRAINING: frozenset({
+        N.RELEASED,  # daemons stopped (and, for DP, blocks re-replicated): host is free
+        N.FAILED,  # stop/decommission failed or timed out
+    }),
+    N.FAILED: frozenset({
+        N.RELEASED,  # cleanup done (or the host written off): drop the hold
+    }),
+    N.RELEASED: frozenset(),  # terminal: a new allocation is a new node
+}
+
+C = ClusterState
+CLUSTER_TRANSITIONS: dict[ClusterState, frozenset[ClusterState]] = {
+    C.REQUESTED: frozenset({
+        C.DEPLOYING,  # admitted: head of the global FIFO and sum of minimums fits C (A.8)
+        C.RELEASED,  # withdrawn by the user while still queued (holds nothing)
+    }),
+    C.DEPLOYING: frozenset({
+        C.LOADING,  # core nodes running, HDFS up: start loading the input (l^D)
+        C.ACTIVE,  # no input to load
+        C.SAVING,  # release requested or deployment failed: tear down (nothing to save)
+    }),
+    C.LOADING: frozenset({
+        C.ACTIVE,  # input in HDFS: jobs may run
+        C.SAVING,  # release requested or loading failed: tear down
+    }),
+    C.ACTIVE: frozenset({
+        C.SAVING,  # inactive for T_idle (weight 0) or release requested: save output (b^D)
+    }),
+    C.SAVING: frozenset({
+        C.RELEASED,  # output saved and every node handed back
+    }),
+    C.RELEASED: frozenset(),  # terminal
+}
+
+J = JobState
+JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    J.QUEUED: frozenset({
+        J.DISPATCHED,  # head of the cluster's FIFO queue handed to the master
+        J.CANCELLED,  # user cancel or cluster released before dispatch
+    }),
+    J.DISPATCHED: frozenset({
+        J.RUNNING,  # the master reported an application id
+        J.FAILED,  # submission failed
+        J.CANCELLED,  # cluster torn down before it started
+        J.QUEUED,  # coordinator restarted and found no trace of it: run it again (never lose a job)
+    }),
+    J.RUNNING: frozenset({
+        J.SUCCEEDED,  # exit code 0
+        J.FAILED,  # non-zero exit code or lost application
+        J.CANCELLED,  # killed on user request or cluster teardown
+    }),
+    J.SUCCEEDED: frozenset(),
+    J.FAILED: frozenset(),
+    J.CANCELLED: frozenset(),
+}
+
+#: seconds a node may stay in a state before the reconciler treats it as stuck
+NODE_TIMEOUTS: dict[NodeState, float | None] = {
+    N.REQUESTED: 120.0,
+    N.PROVISIONING: 600.0,
+    N.RUNNING: None,
+    N.DRAINING: 3600.0,  # DP re-replication can be long
+    N.FAILED: 600.0,
+    N.RELEASED: None,
+}
+
+#: seconds a cluster may stay in a state before it is stuck (REQUESTED waits in the queue)
+CLUSTER_TIMEOUTS: dict[ClusterState, float | None] = {
+    C.REQUESTED: None,
+    C.DEPLOYING: 900.0,
+    C.LOADING: 7200.0,
+    C.ACTIVE: None,
+    C.SAVING: 7200.0,
+    C.RELEASED: None,
+}
+
+#: node states in which the node holds its host
+NODE_HOLDING = frozenset(s for s in NodeState if s is not N.RELEASED)
+#: cluster states that accept job submissions
+CLUSTER_ACCEPTING_JOBS = frozenset({C.REQUESTED, C.DEPLOYING, C.LOADING, C.ACTIVE})
+#: terminal job states
+JOB_FINISHED = frozenset({J.SUCCEEDED, J.FAILED, J.CANCELLED})
+
+
+def check(table: Mapping, kind: str, ident: str, current: str, to: str) -> None:
+    """Raise :class:`FawkesError` unless ``current -> to`` is an edge of ``table``."""
+    allowed = table[type(next(iter(table)))(current)]
+    if type(next(iter(table)))(to) not in allowed:
+        nxt = ", ".join(sorted(allowed)) or "nothing (terminal)"
+        raise FawkesError(f"{kind} {ident}: transition {current} -> {to} not allowed (from {current}: {nxt})")

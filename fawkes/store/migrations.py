@@ -1,0 +1,80 @@
+"""Schema versioning: create a fresh schema, migrate an older one, refuse a newer one.
+
+``MIGRATIONS[i]`` upgrades a database from version ``i + 1`` to ``i + 2``; so the
+version this binary writes is ``CURRENT = 1 + len(MIGRATIONS)``.  A migration is a plain
+function of a SQLAlchemy ``Connection`` that runs inside the migration transaction
+(DDL is transactional in PostgreSQL and in SQLite).  To change the schema: edit
+:mod:`fawkes.store.schema` (fresh databases get the new tables directly) *and* append
+a function here that brings an existing database to the same shape.
+
+:func:`ensure_schema` is safe when several processes open a fresh database at once:
+SQLite serializes them with ``BEGIN IMMEDIATE``, PostgreSQL with an advisory lock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import Connection, Engine
+from sqlmodel import SQLModel
+
+from fawkes.errors import FawkesError
+from fawkes.store import schema  # noqa: F401  (registers the tables)
+from fawkes.store.db import write_engine
+
+Migration = Callable[[Connection], None]
+
+#: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)
+MIGRATIONS: list[Migration] = []
+CURRENT = 1 + len(MIGRATIONS)
+
+_PG_LOCK_KEY = 0x46415753  # "FAWS": advisory lock id for schema changes
+
+
+def read_version(conn: Connection) -> int | None:
+    """The stored schema version, or ``None`` for a database without fawkes tables."""
+    if not inspect(conn).has_table("schema_version"):
+        return None
+    row = conn.execute(text("SELECT version FROM schema_version WHERE id = 1")).first()
+    return int(row[0]) if row else None
+
+
+def ensure_schema(engine: Engine, *, migrations: Sequence[Migration] | None = None, where: str = "state") -> int:
+    """Bring the database behind ``engine`` to the current schema; return its version.
+
+    Fresh database: create every table and stamp the current version.  Older version:
+    run the pending migrations in order, in one transaction.  Newer version: raise
+    :class:`FawkesError` (one line) and change nothing.  ``migrations`` defaults to
+    :data:`MIGRATIONS` (tests pass their own list to exercise the mechanism).
+    """
+    steps = list(MIGRATIONS if migrations is None else migrations)
+    current = 1 + len(steps)
+    with write_engine(engine).begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK_KEY})
+        version = read_version(conn)
+        if version is None:
+            if inspect(conn).get_table_names() and inspect(conn).has_table("mr_clusters"):
+                raise FawkesError(f"{where}: fawkes tables without a schema version: not a fawkes state database?")
+            SQLModel.metadata.create_all(conn)
+            _stamp(conn, current, insert=True)
+            return current
+        if version > current:
+            raise FawkesError(
+                f"{where}: schema version {version} is newer than this fawkes understands ({current}); upgrade fawkes"
+            )
+        for v in range(version, current):
+            steps[v - 1](conn)
+        if version < current:
+            _stamp(conn, current, insert=False)
+        return current
+
+
+def _stamp(conn: Connection, version: int, *, insert: bool) -> None:
+    params = {"v": version, "t": time.time()}
+    if insert:
+        conn.execute(text("INSERT INTO schema_version (id, version, migrated_at) VALUES (1, :v, :t)"), params)
+    else:
+        conn.execute(text("UPDATE schema_version SET version = :v, migrated_at = :t WHERE id = 1"), params)

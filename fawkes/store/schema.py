@@ -1,0 +1,188 @@
+"""The tables of the coordinator state (schema version :data:`fawkes.store.migrations.CURRENT`).
+
+Times are POSIX seconds (floats), like the mechanism's.  States are stored as the
+string values of their enums (:class:`~fawkes.mechanism.model.ClusterState`,
+:class:`~fawkes.mechanism.model.Role`, :class:`~fawkes.store.lifecycle.NodeState`,
+:class:`~fawkes.store.lifecycle.JobState`, :class:`~fawkes.store.lifecycle.HostState`),
+never as database enum types, so adding a state needs no DDL.
+
+Invariants enforced by the database, not only by code:
+
+* a host is held by at most one live node (``nodes.holds_host`` is the host name while
+  the node holds it and NULL once released; it is UNIQUE) -- so never by two clusters;
+* at most one live MR-cluster per name (``mr_clusters.live_name``, same trick), while
+  released clusters keep their history and the name can be requested again;
+* the global FIFO position ``mr_clusters.queue_seq`` is unique.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Column, Index, Text
+from sqlmodel import Field, SQLModel
+
+
+class SchemaVersion(SQLModel, table=True):
+    __tablename__ = "schema_version"
+    id: int = Field(default=1, primary_key=True)
+    version: int
+    migrated_at: float
+
+
+class Host(SQLModel, table=True):
+    __tablename__ = "hosts"
+    name: str = Field(primary_key=True, max_length=253)
+    address: str = Field(max_length=253)
+    cores: int
+    memory_mb: int = 0
+    state: str = Field(default="free", max_length=16, index=True)
+    position: int = 0  # placement order (the inventory's order)
+    last_seen: float | None = None
+    added_at: float = 0.0
+
+
+class Framework(SQLModel, table=True):
+    __tablename__ = "frameworks"
+    name: str = Field(primary_key=True, max_length=64)
+    kind: str = Field(max_length=32)
+    spark_home: str | None = None
+    hadoop_home: str | None = None
+    hdfs_jars: str | None = None
+    java_home: str | None = None
+    created: float
+
+
+class MRCluster(SQLModel, table=True):
+    __tablename__ = "mr_clusters"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=64, index=True)
+    live_name: str | None = Field(default=None, max_length=64, unique=True)  # NULL once released
+    framework: str = Field(max_length=64)  # no FK: a framework may go once no live cluster uses it
+    min_core: int
+    state: str = Field(max_length=16, index=True)
+    input_path: str | None = None
+    queue_seq: int | None = Field(default=None, unique=True)  # global FIFO position
+    requested_at: float
+    admitted_at: float | None = None
+    active_at: float | None = None
+    saving_at: float | None = None
+    released_at: float | None = None
+    release_requested_at: float | None = None
+    state_since: float
+
+
+class ClusterTransition(SQLModel, table=True):
+    __tablename__ = "cluster_transitions"
+    id: int | None = Field(default=None, primary_key=True)
+    cluster_id: int = Field(foreign_key="mr_clusters.id", index=True)
+    from_state: str | None = Field(default=None, max_length=16)
+    to_state: str = Field(max_length=16)
+    time: float
+    detail: str = ""
+
+
+class Node(SQLModel, table=True):
+    __tablename__ = "nodes"
+    id: int | None = Field(default=None, primary_key=True)
+    cluster_id: int = Field(foreign_key="mr_clusters.id", index=True)
+    host: str = Field(foreign_key="hosts.name", max_length=253)
+    holds_host: str | None = Field(default=None, max_length=253, unique=True)  # NULL once released
+    role: str = Field(max_length=16)
+    desired_state: str = Field(default="running", max_length=16)
+    state: str = Field(max_length=16, index=True)
+    requested_at: float
+    running_at: float | None = None
+    draining_at: float | None = None
+    released_at: float | None = None
+    state_since: float
+    config_hash: str | None = Field(default=None, max_length=128)
+    stored_bytes: int = Field(default=0, sa_type=BigInteger)
+
+
+class NodeTransition(SQLModel, table=True):
+    __tablename__ = "node_transitions"
+    id: int | None = Field(default=None, primary_key=True)
+    node_id: int = Field(foreign_key="nodes.id", index=True)
+    from_state: str | None = Field(default=None, max_length=16)
+    to_state: str = Field(max_length=16)
+    time: float
+    detail: str = ""
+
+
+class Job(SQLModel, table=True):
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_cluster_state_id", "cluster_id", "state", "id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    cluster_id: int = Field(foreign_key="mr_clusters.id")
+    argv: list[str] = Field(sa_column=Column(JSON, nullable=False))
+    input_path: str | None = None
+    input_bytes: int | None = Field(default=None, sa_type=BigInteger)
+    state: str = Field(default="queued", max_length=16)
+    submitted_at: float
+    dispatched_at: float | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    app_id: str | None = Field(default=None, max_length=128)
+    exit_code: int | None = None
+    output_path: str | None = None
+    ref_runtime: float | None = None
+    detail: str = ""
+
+
+class Sample(SQLModel, table=True):
+    """One :class:`~fawkes.mechanism.model.ClusterMetrics` of one cluster (same field names)."""
+
+    __tablename__ = "samples"
+    __table_args__ = (Index("ix_samples_cluster_time", "cluster_id", "time"),)
+    id: int | None = Field(default=None, primary_key=True)
+    cluster_id: int = Field(foreign_key="mr_clusters.id")
+    time: float
+    unfinished_jobs: int = 0
+    unfinished_input_bytes: float = 0.0
+    pending_tasks: int = 0
+    running_tasks: int = 0
+    busy_slots: float = 0.0
+    configured_slots: float = 0.0
+    output_bytes: float = 0.0
+    storage_capacity: float = 0.0
+    mean_job_slowdown: float = 0.0
+    completed_jobs: int = 0
+    completed_tasks: int = 0
+    loading: bool = False
+
+
+class Decision(SQLModel, table=True):
+    """One tick of the control loop; ``id`` is the tick number shown by ``fawkes explain``.
+
+    ``weights`` and ``discriminations`` map cluster name -> value; ``targets`` maps
+    cluster name -> node count; ``plan`` is ``{"grows": [...], "shrinks": [...]}``.
+    """
+
+    __tablename__ = "decisions"
+    id: int | None = Field(default=None, primary_key=True)
+    time: float = Field(index=True)
+    policy: str = Field(max_length=128)
+    inputs: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    weights: dict[str, float] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    discriminations: dict[str, float] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    global_factor: float = 0.0
+    gate_open: bool = False
+    targets: dict[str, int] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    plan: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False))
+
+
+class Event(SQLModel, table=True):
+    __tablename__ = "events"
+    id: int | None = Field(default=None, primary_key=True)
+    time: float = Field(index=True)
+    level: str = Field(default="info", max_length=16)
+    kind: str = Field(max_length=64)
+    cluster: str | None = Field(default=None, max_length=64, index=True)
+    node: str | None = Field(default=None, max_length=300)
+    message: str = Field(sa_column=Column(Text, nullable=False))
+
+
+TABLES = [SchemaVersion, Host, Framework, MRCluster, ClusterTransition, Node, NodeTransition,
+          Job, Sample, Decision, Event]
