@@ -1,0 +1,90 @@
+"""`fawkes lab`: the SSH test lab (hosts as network namespaces with their own sshd)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+DIR_HELP = "lab directory (default: $FAWKES_LAB_DIR or /tmp/fawkes-lab)"
+
+
+def _dir(value: str | None) -> Path:
+    from fawkes.lab import default_dir
+    return Path(value) if value else default_dir()
+
+
+@click.group()
+def lab() -> None:
+    """SSH test hosts as network namespaces: up, status, crash, revive, down."""
+
+
+@lab.command()
+@click.option("--hosts", "-n", default=4, show_default=True, type=int, help="number of hosts")
+@click.option("--dir", "dir_", default=None, help=DIR_HELP)
+@click.option("--prefix", default="fawkes", show_default=True, help="name prefix of namespaces and links")
+@click.option("--subnet", default="10.200.0", show_default=True, help="the lab's /24 (first three octets)")
+def up(hosts: int, dir_: str | None, prefix: str, subnet: str) -> None:
+    """Start (or keep) a lab of N hosts and write its inventory."""
+    from fawkes.lab import Lab
+    lab_ = Lab.up(hosts, _dir(dir_), prefix=prefix, subnet=subnet)
+    click.echo(f"lab up: {len(lab_.hosts)} hosts in {lab_.dir} "
+               f"({lab_.hosts[0].address} .. {lab_.hosts[-1].address}, controller {lab_.controller_address})")
+    click.echo(f"inventory: {lab_.inventory_path}")
+    click.echo(f"ssh: ssh -i {lab_.key_file} -o UserKnownHostsFile={lab_.known_hosts} root@{lab_.hosts[0].address}")
+
+
+@lab.command()
+@click.option("--dir", "dir_", default=None, help=DIR_HELP)
+@click.option("--prefix", default="fawkes", show_default=True, help="prefix to clean when no lab state exists")
+@click.option("--subnet", default="10.200.0", show_default=True, help="subnet to clean when no lab state exists")
+def down(dir_: str | None, prefix: str, subnet: str) -> None:
+    """Stop every host and remove every namespace, link and route of the lab."""
+    from fawkes.errors import FawkesError
+    from fawkes.lab import Lab
+    try:
+        removed = Lab.load(_dir(dir_)).down()
+    except FawkesError as exc:
+        if "no lab in" not in str(exc):
+            raise
+        removed = Lab.cleanup(prefix, subnet)
+    click.echo("lab down: removed {processes} processes, {netns} namespaces, {links} links{r}".format(
+        **removed, r=", the guard route" if removed["route"] else ""))
+
+
+@lab.command()
+@click.option("--dir", "dir_", default=None, help=DIR_HELP)
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def status(dir_: str | None, as_json: bool) -> None:
+    """Show the lab's hosts and whether they are alive."""
+    from fawkes.lab import Lab
+    st = Lab.load(_dir(dir_)).status()
+    if as_json:
+        click.echo(json.dumps(st, indent=2))
+        return
+    alive = sum(h["alive"] for h in st["hosts"])
+    click.echo(f"lab {st['dir']} (prefix {st['prefix']}, {st['subnet']}.0/24): {alive}/{len(st['hosts'])} alive")
+    for h in st["hosts"]:
+        state = f"up   pid {h['pid']}, {h['processes']} processes" if h["alive"] else "DOWN"
+        click.echo(f"  {h['name']:<6} {h['address']:<15} {state}")
+
+
+@lab.command()
+@click.argument("host")
+@click.option("--dir", "dir_", default=None, help=DIR_HELP)
+def crash(host: str, dir_: str | None) -> None:
+    """Kill every process of HOST at once (a host crash)."""
+    from fawkes.lab import Lab
+    Lab.load(_dir(dir_)).crash(host)
+    click.echo(f"crashed {host}")
+
+
+@lab.command()
+@click.argument("host")
+@click.option("--dir", "dir_", default=None, help=DIR_HELP)
+def revive(host: str, dir_: str | None) -> None:
+    """Start HOST's sshd again after a crash (same host key)."""
+    from fawkes.lab import Lab
+    Lab.load(_dir(dir_)).revive(host)
+    click.echo(f"revived {host}")

@@ -1,0 +1,7 @@
+"""Host inventories: the YAML format (inventory/README.md), loading with line numbers, checks,
+probing over SSH, and SLURM hostlist expansion."""
+
+from fawkes.inventory.load import check_inventory, load_inventory
+from fawkes.inventory.model import Host, Inventory
+
+__all__ = ["Host", "Inventory", "check_inventory", "load_inventory"]

@@ -1,0 +1,87 @@
+"""Load an inventory file and check it: every problem names the file, line and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fawkes.errors import ConfigError
+from fawkes.inventory.model import DEFAULT_WORK_DIR, Host, Inventory
+from fawkes.inventory.schema import InventoryFile
+from fawkes.yamlfile import Lines, errors_for, field_name, line_of, load_yaml
+
+import pydantic
+
+
+def check_inventory(path: str | Path, *, check_files: bool = True) -> list[ConfigError]:
+    """All problems of the inventory at ``path`` (empty list: valid)."""
+    try:
+        _, problems = _load(Path(path), check_files)
+    except ConfigError as exc:
+        return [exc]
+    return problems
+
+
+def load_inventory(path: str | Path, *, check_files: bool = True) -> Inventory:
+    """Load and check ``path``; the first problem is raised as ConfigError."""
+    inv, problems = _load(Path(path), check_files)
+    if problems:
+        raise problems[0]
+    assert inv is not None
+    return inv
+
+
+def _load(path: Path, check_files: bool) -> tuple[Inventory | None, list[ConfigError]]:
+    data, lines = load_yaml(path)
+    file = str(path)
+    if not isinstance(data, dict):
+        raise ConfigError(file, "an inventory must be a mapping with a 'hosts' list", line=line_of(lines, ()))
+    try:
+        spec = InventoryFile.model_validate(data)
+    except pydantic.ValidationError as exc:
+        return None, errors_for(file, data, lines, exc)
+    problems: list[ConfigError] = []
+
+    def err(p: tuple, msg: str) -> None:
+        problems.append(ConfigError(file, msg, line=line_of(lines, p), field=field_name(p)))
+
+    base = path.resolve().parent
+    d = spec.defaults
+    hosts: list[Host] = []
+    names: dict[str, int] = {}
+    addrs: dict[str, int] = {}
+    for i, h in enumerate(spec.hosts):
+        if h.name in names:
+            err(("hosts", i, "name"), f"duplicate host name {h.name!r} (also hosts[{names[h.name]}])")
+        names.setdefault(h.name, i)
+        if h.address in addrs:
+            err(("hosts", i, "address"), f"duplicate address {h.address!r} (also hosts[{addrs[h.address]}])")
+        addrs.setdefault(h.address, i)
+        key = _pick(h.key_file, d.key_file)
+        key_path = (base / key) if key else None
+        if check_files and key_path is not None and not key_path.is_file():
+            where = ("hosts", i, "key_file") if h.key_file else ("defaults", "key_file")
+            err(where, f"key file {str(key_path)!r} not found")
+        hosts.append(Host(
+            name=h.name, address=h.address, port=_pick(h.port, d.port, 22), user=_pick(h.user, d.user, "root"),
+            key_file=key_path, cores=_pick(h.cores, d.cores), memory_mb=_pick(h.memory, d.memory),
+            disks=tuple(_pick(h.disks, d.disks, [])), rack=_pick(h.rack, d.rack),
+            labels=tuple(_pick(h.labels, d.labels, [])), work_dir=_pick(h.work_dir, d.work_dir, DEFAULT_WORK_DIR)))
+    for g, members in spec.groups.items():
+        if g in names:
+            err(("groups", g), f"group {g!r} has the name of a host")
+        for j, m in enumerate(members):
+            if m not in names:
+                err(("groups", g, j), f"unknown host {m!r}")
+    known = (base / spec.known_hosts) if spec.known_hosts else None
+    if check_files and known is not None and not known.is_file():
+        err(("known_hosts",), f"known_hosts file {str(known)!r} not found")
+    inv = Inventory(path=path, hosts=hosts, groups={g: list(m) for g, m in spec.groups.items()},
+                    known_hosts=known, strict_host_keys=spec.strict_host_keys)
+    return inv, problems
+
+
+def _pick(*values):
+    for v in values:
+        if v is not None:
+            return v
+    return None

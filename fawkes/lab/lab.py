@@ -1,0 +1,241 @@
+"""The SSH test lab: N hosts as network namespaces with their own sshd, on one machine.
+
+Layout of the lab directory::
+
+    lab.json                 state: prefix, subnet, hosts (netns, veth, pid of each host)
+    id_ed25519(.pub)         the lab's login key;  authorized_keys
+    known_hosts              every host's key, under its name and address
+    etc_hosts                bind-mounted over /etc/hosts on every host (hosts + "controller")
+    inventory.yaml           an inventory of the lab (see inventory/README.md)
+    node/                    each host sees its own root directory here (bind mount)
+    hosts/<h>/root/          that root, as seen from the root namespace
+    hosts/<h>/{ssh_host_ed25519_key, sshd_config, sshd.log}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from fawkes.errors import FawkesError
+from fawkes.lab import netns, sshd
+from fawkes.ssh.executor import Executor, Target
+
+DEFAULT_DIR = Path("/tmp/fawkes-lab")
+_PREFIX = re.compile(r"^[a-z][a-z0-9]{0,7}$")
+_SUBNET = re.compile(r"^(\d{1,3})\.(\d{1,3})\.(\d{1,3})$")
+_SAFE_DIR = re.compile(r"^[A-Za-z0-9_./+-]+$")
+MAX_HOSTS = 200
+
+
+def default_dir() -> Path:
+    return Path(os.environ.get("FAWKES_LAB_DIR") or DEFAULT_DIR)
+
+
+@dataclass(frozen=True)
+class LabHost:
+    name: str
+    address: str
+    root: Path          # the host's own root directory, as seen from the root namespace
+    netns: str
+    veth: str
+    pid: int | None = None  # the host's `unshare` process (its PID namespace)
+
+
+class Lab:
+    """A running (or crashed/partly running) lab.  Build one with :meth:`up` or :meth:`load`."""
+
+    def __init__(self, dir: Path, prefix: str, subnet: str, hosts: list[LabHost]):
+        self.dir = Path(dir).resolve()
+        self.prefix, self.subnet = prefix, subnet
+        self.hosts = hosts
+        self.inventory_path = self.dir / "inventory.yaml"
+        self.known_hosts = self.dir / "known_hosts"
+        self.key_file = self.dir / "id_ed25519"
+        self.node_dir = self.dir / "node"
+        self.controller_address = f"{subnet}.1"
+
+    # ------------------------------------------------------------------ create / load
+    @classmethod
+    def up(cls, hosts: int = 4, dir: Path | None = None, *, prefix: str = "fawkes",
+           subnet: str = "10.200.0") -> "Lab":
+        """Bring up ``hosts`` SSH hosts (idempotent: a healthy lab of that shape is reused)."""
+        dir = Path(dir or default_dir()).resolve()
+        _check_args(hosts, dir, prefix, subnet)
+        netns.require_support()
+        if (dir / "lab.json").is_file():
+            try:
+                old = cls.load(dir)
+            except FawkesError:
+                old = None
+            if old and (old.prefix, old.subnet, len(old.hosts)) == (prefix, subnet, hosts) and old.healthy():
+                return old
+            if old and (old.prefix, old.subnet) != (prefix, subnet):
+                old.down()
+        cls.cleanup(prefix, subnet, dir)
+        lab = cls(dir, prefix, subnet, [])
+        try:
+            lab._create(hosts)
+        except BaseException:
+            cls.cleanup(prefix, subnet, dir)
+            raise
+        return lab
+
+    @classmethod
+    def load(cls, dir: Path | None = None) -> "Lab":
+        dir = Path(dir or default_dir()).resolve()
+        try:
+            state = json.loads((dir / "lab.json").read_text())
+            hosts = [LabHost(**{**h, "root": Path(h["root"])}) for h in state["hosts"]]
+            return cls(dir, state["prefix"], state["subnet"], hosts)
+        except FileNotFoundError:
+            raise FawkesError(f"no lab in {dir} (start one with `fawkes lab up --dir {dir}`)") from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise FawkesError(f"{dir / 'lab.json'}: unreadable lab state ({exc}); run `fawkes lab down`") from None
+
+    @classmethod
+    def cleanup(cls, prefix: str = "fawkes", subnet: str = "10.200.0", dir: Path | None = None) -> dict:
+        """Remove leftovers of any earlier lab with this prefix (processes, netns, links, guard route)."""
+        netns.require_support()
+        removed = netns.teardown(prefix, subnet)
+        if dir is not None:
+            (Path(dir) / "lab.json").unlink(missing_ok=True)
+        return removed
+
+    def _create(self, n: int) -> None:
+        d = self.dir
+        for sub in ("hosts", "node"):
+            (d / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(d, 0o755)
+        sshd.ensure_key(self.key_file, "fawkes-lab")
+        (d / "authorized_keys").write_text(sshd.public_key(self.key_file) + " fawkes-lab\n")
+        names = [f"h{i}" for i in range(1, n + 1)]
+        addrs = [f"{self.subnet}.{10 + i}" for i in range(1, n + 1)]
+        hosts_lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback",
+                       f"{self.controller_address} controller"]
+        hosts_lines += [f"{a} {h}" for h, a in zip(names, addrs)]
+        (d / "etc_hosts").write_text("\n".join(hosts_lines) + "\n")
+        known = []
+        netns.create_bridge(self.prefix, self.subnet)
+        for i, (name, addr) in enumerate(zip(names, addrs), start=1):
+            hd = d / "hosts" / name
+            (hd / "root").mkdir(parents=True, exist_ok=True)
+            key = hd / "ssh_host_ed25519_key"
+            sshd.ensure_key(key, name)
+            known.append(f"{name},{addr} {sshd.public_key(key)}")
+            (hd / "sshd_config").write_text(sshd.sshd_config(
+                name=name, host_key=key, authorized_keys=d / "authorized_keys", log_root=hd / "root"))
+            netns.create_host_net(self.prefix, i, addr)
+            self.hosts.append(LabHost(name, addr, hd / "root", netns.netns_name(self.prefix, i),
+                                      netns.veth_name(self.prefix, i)))
+        self.known_hosts.write_text("\n".join(known) + "\n")
+        self.hosts = [self._start(h) for h in self.hosts]
+        self._save()
+        sshd.wait_port([h.address for h in self.hosts])
+        self.inventory_path.write_text(self.inventory_yaml())
+
+    def _start(self, h: LabHost) -> LabHost:
+        hd = self.dir / "hosts" / h.name
+        pid = sshd.start(netns=h.netns, hostname=h.name, config=hd / "sshd_config", log=hd / "sshd.log",
+                         root=h.root, node_dir=self.node_dir, etc_hosts=self.dir / "etc_hosts")
+        return LabHost(h.name, h.address, h.root, h.netns, h.veth, pid)
+
+    def _save(self) -> None:
+        state = {"prefix": self.prefix, "subnet": self.subnet,
+                 "hosts": [{**asdict(h), "root": str(h.root)} for h in self.hosts]}
+        tmp = self.dir / "lab.json.tmp"
+        tmp.write_text(json.dumps(state, indent=2) + "\n")
+        tmp.replace(self.dir / "lab.json")
+
+    # ------------------------------------------------------------------ use
+    def host(self, name: str) -> LabHost:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise FawkesError(f"no lab host {name!r} (hosts: {', '.join(h.name for h in self.hosts)})")
+
+    def targets(self, names: list[str] | None = None) -> list[Target]:
+        chosen = self.hosts if names is None else [self.host(n) for n in names]
+        return [Target(h.name, h.address, 22, "root", self.key_file) for h in chosen]
+
+    def executor(self, names: list[str] | None = None, **kw) -> Executor:
+        kw.setdefault("known_hosts", self.known_hosts)
+        return Executor(self.targets(names), **kw)
+
+    def crash(self, host: str) -> None:
+        """Kill every process of ``host`` at once (its PID namespace goes away)."""
+        h = self.host(host)
+        sshd.kill_host(h.pid)
+        for pid in netns.netns_pids(h.netns):  # anything that escaped the PID namespace
+            sshd.kill_host(pid)
+        self._replace(LabHost(h.name, h.address, h.root, h.netns, h.veth, None))
+
+    def revive(self, host: str) -> None:
+        """Start ``host``'s sshd again (same host key, same root directory)."""
+        h = self.host(host)
+        if sshd.alive(h.pid):
+            return
+        h = self._start(h)
+        self._replace(h)
+        sshd.wait_port([h.address])
+
+    def _replace(self, new: LabHost) -> None:
+        self.hosts = [new if h.name == new.name else h for h in self.hosts]
+        self._save()
+
+    def healthy(self) -> bool:
+        return all(s["alive"] for s in self.status()["hosts"])
+
+    def status(self) -> dict:
+        present = set(netns.list_netns(self.prefix))
+        hosts = []
+        for h in self.hosts:
+            up = sshd.alive(h.pid) and h.netns in present
+            hosts.append({"name": h.name, "address": h.address, "netns": h.netns, "pid": h.pid,
+                          "alive": up, "processes": len(netns.netns_pids(h.netns)) if h.netns in present else 0,
+                          "root": str(h.root)})
+        return {"dir": str(self.dir), "prefix": self.prefix, "subnet": self.subnet,
+                "controller": self.controller_address, "inventory": str(self.inventory_path), "hosts": hosts}
+
+    def down(self) -> dict:
+        """Remove every process, namespace, link and route of this lab (files stay for inspection)."""
+        removed = netns.teardown(self.prefix, self.subnet)
+        sshd.reap()
+        (self.dir / "lab.json").unlink(missing_ok=True)
+        self.hosts = [LabHost(h.name, h.address, h.root, h.netns, h.veth, None) for h in self.hosts]
+        return removed
+
+    def inventory_yaml(self) -> str:
+        lines = ["# The fawkes SSH test lab (written by `fawkes lab up`; see inventory/README.md).",
+                 "# Declared capacity is a slice: all lab hosts share one machine.",
+                 "version: 1", "known_hosts: known_hosts", "strict_host_keys: true",
+                 "defaults:", "  user: root", "  port: 22", "  key_file: id_ed25519",
+                 "  cores: 1", "  memory: 1GiB", f"  work_dir: {self.node_dir}", "  labels: [lab]",
+                 "groups:", f"  lab: [{', '.join(h.name for h in self.hosts)}]", "hosts:"]
+        half = (len(self.hosts) + 1) // 2
+        for i, h in enumerate(self.hosts):
+            lines.append(f"  - {{name: {h.name}, address: {h.address}, rack: r{1 + (i >= half)}}}")
+        return "\n".join(lines) + "\n"
+
+    def wait_gone(self, host: str, timeout: float = 5.0) -> None:
+        """Wait until no process is left in ``host``'s network namespace."""
+        ns = self.host(host).netns
+        deadline = time.monotonic() + timeout
+        while netns.netns_pids(ns) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+def _check_args(hosts: int, dir: Path, prefix: str, subnet: str) -> None:
+    if not isinstance(hosts, int) or not 1 <= hosts <= MAX_HOSTS:
+        raise FawkesError(f"lab: --hosts must be between 1 and {MAX_HOSTS}, not {hosts!r}")
+    if not _PREFIX.match(prefix):
+        raise FawkesError(f"lab: prefix {prefix!r} must be 1-8 lowercase letters/digits, starting with a letter")
+    m = _SUBNET.match(subnet)
+    if not m or any(int(x) > 255 for x in m.groups()):
+        raise FawkesError(f"lab: subnet {subnet!r} must be the first three octets of an IPv4 /24, e.g. 10.200.0")
+    if not _SAFE_DIR.match(str(dir)):
+        raise FawkesError(f"lab: directory {str(dir)!r} must contain only letters, digits and ./_+-")
