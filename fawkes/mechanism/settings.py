@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fawkes.mechanism.model import Role
 
@@ -60,14 +60,19 @@ class Settings(BaseModel):
     cooldown_s: float = Field(0.0, ge=0, description="per cluster and direction, no resize again within this time")
     cap_to_demand: bool = Field(False, description="cap a target at ceil(demand tasks / slots per node), at least the minimum")
 
-    @model_validator(mode="after")
-    def _check(self) -> "Settings":
-        from fawkes.mechanism.policies import get_policy  # registry lookup, validated here once
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, v: str) -> str:
+        from fawkes.mechanism.policies import get_policy  # the registry names the valid values
 
-        get_policy(self.policy)
-        if self.grow_type is Role.CORE:
+        return get_policy(v).name
+
+    @field_validator("grow_type")
+    @classmethod
+    def _grow_type(cls, v: Role) -> Role:
+        if v is Role.CORE:
             raise ValueError("grow_type must be transient or transient-core")
-        return self
+        return v
 
     @property
     def idle_timeout(self) -> float:
