@@ -1,0 +1,217 @@
+"""Schema versioning, constraints enforced by the database itself, lifecycle tables."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+
+from fawkes.errors import FawkesError
+from fawkes.mechanism.model import ClusterState, Role
+from fawkes.store import (
+    CLUSTER_TIMEOUTS,
+    CLUSTER_TRANSITIONS,
+    JOB_TRANSITIONS,
+    NODE_TIMEOUTS,
+    NODE_TRANSITIONS,
+    SCHEMA_VERSION,
+    JobState,
+    NodeState,
+    Store,
+    ensure_schema,
+)
+from fawkes.store.db import make_engine, normalize_url
+
+try:
+    from store_fixtures import pg_server, store, store_url  # noqa: F401
+except ImportError:
+    from tests.store_fixtures import pg_server, store, store_url  # noqa: F401
+
+
+def _version(store: Store) -> int:
+    with store.engine.connect() as c:
+        return c.execute(text("SELECT version FROM schema_version")).scalar_one()
+
+
+# ---------------------------------------------------------------- versioning
+def test_fresh_database_is_stamped_and_reopening_keeps_data(store_url):
+    s = Store(store_url)
+    assert s.schema_version == SCHEMA_VERSION == _version(s)
+    s.register_framework("spark", "spark")
+    s.close()
+    s2 = Store(store_url)
+    assert [f.name for f in s2.list_frameworks()] == ["spark"] and _version(s2) == SCHEMA_VERSION
+    s2.close()
+
+
+def test_newer_schema_is_refused_with_one_line_and_left_alone(store: Store, store_url):
+    store.register_framework("spark", "spark")
+    with store.engine.begin() as c:
+        c.execute(text("UPDATE schema_version SET version = 99"))
+    with pytest.raises(FawkesError) as err:
+        Store(store_url)
+    msg = str(err.value)
+    assert "schema version 99 is newer than this fawkes understands (1); upgrade fawkes" in msg
+    assert "\n" not in msg
+    assert _version(store) == 99 and [f.name for f in store.list_frameworks()] == ["spark"]
+
+
+def test_older_schema_is_migrated_in_order(store: Store):
+    """The mechanism with a list of two upgrades (1->2, 2->3) on a real version-1 database."""
+    store.register_framework("spark", "spark")
+    ran = []
+
+    def v1_to_v2(conn):
+        ran.append(2)
+        conn.execute(text("ALTER TABLE frameworks ADD COLUMN notes VARCHAR(200)"))
+        conn.execute(text("UPDATE frameworks SET notes = 'migrated'"))
+
+    def v2_to_v3(conn):
+        ran.append(3)
+        conn.execute(text("CREATE TABLE extra_v3 (id INTEGER PRIMARY KEY)"))
+
+    assert ensure_schema(store.engine, migrations=[v1_to_v2, v2_to_v3]) == 3
+    assert ran == [2, 3] and _version(store) == 3
+    with store.engine.connect() as c:
+        assert c.execute(text("SELECT notes FROM frameworks")).scalar_one() == "migrated"
+        assert c.execute(text("SELECT count(*) FROM extra_v3")).scalar_one() == 0
+    assert ensure_schema(store.engine, migrations=[v1_to_v2, v2_to_v3]) == 3 and ran == [2, 3]  # idempotent
+
+
+def test_failed_migration_rolls_back_completely(store: Store):
+    def half(conn):
+        conn.execute(text("CREATE TABLE half_done (id INTEGER PRIMARY KEY)"))
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        ensure_schema(store.engine, migrations=[half])
+    assert _version(store) == 1
+    with store.engine.connect() as c:
+        from sqlalchemy import inspect
+
+        assert not inspect(c).has_table("half_done")
+
+
+def test_unreachable_database_is_one_line_error(tmp_path):
+    with pytest.raises(FawkesError, match=r"^state postgresql\+psycopg://nobody:\*\*\*@/x.*: cannot open: "):
+        Store(f"postgresql://nobody:secret@/x?host={tmp_path}")
+
+
+@pytest.mark.parametrize("url, expected", [
+    ("sqlite:////tmp/x.db", "sqlite:////tmp/x.db"),
+    ("postgresql://u@h/db", "postgresql+psycopg://u@h/db"),
+    ("/tmp/a/../b.db", "sqlite:////tmp/b.db"),
+])
+def test_normalize_url(url, expected):
+    assert normalize_url(url) == expected
+
+
+def test_normalize_url_refuses_other_schemes():
+    with pytest.raises(FawkesError, match="state: unsupported state URL scheme 'mysql'"):
+        normalize_url("mysql://u@h/db")
+
+
+def test_sqlite_runs_in_wal_mode_with_busy_timeout(tmp_path):
+    engine = make_engine(normalize_url(str(tmp_path / "s.db")))
+    with engine.connect() as c:
+        assert c.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert c.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 10_000
+        assert c.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    engine.dispose()
+
+
+# ---------------------------------------------------------------- database-level invariants
+def _setup_two_clusters(store: Store) -> int:
+    store.register_framework("spark", "spark")
+    store.sync_hosts([{"name": "h1", "cores": 2}, {"name": "h2", "cores": 2}])
+    for name in ("a", "b"):
+        store.request_cluster(name, framework="spark", min_core=1)
+        store.transition_cluster(name, ClusterState.DEPLOYING)
+    store.allocate_node("a", "h1", Role.CORE)
+    return store.get_cluster("b").id
+
+
+def test_database_refuses_a_second_owner_even_bypassing_the_api(store: Store):
+    b = _setup_two_clusters(store)
+    with pytest.raises(IntegrityError):
+        with store.engine.begin() as c:
+            c.execute(text("INSERT INTO nodes (cluster_id, host, holds_host, role, desired_state, state, "
+                           "requested_at, state_since, stored_bytes) VALUES "
+                           "(:b, 'h1', 'h1', 'core', 'running', 'requested', 0, 0, 0)"), {"b": b})
+    assert [(n.host, n.cluster_id) for n in store.list_nodes()] == [("h1", store.get_cluster("a").id)]
+
+
+def test_database_refuses_two_live_clusters_with_one_name(store: Store):
+    _setup_two_clusters(store)
+    with pytest.raises(IntegrityError):
+        with store.engine.begin() as c:
+            c.execute(text("INSERT INTO mr_clusters (name, live_name, framework, min_core, state, requested_at, "
+                           "state_since) VALUES ('a', 'a', 'spark', 1, 'requested', 0, 0)"))
+
+
+# ---------------------------------------------------------------- lifecycle tables
+@pytest.mark.parametrize("table, timeouts", [(NODE_TRANSITIONS, NODE_TIMEOUTS),
+                                             (CLUSTER_TRANSITIONS, CLUSTER_TIMEOUTS),
+                                             (JOB_TRANSITIONS, None)])
+def test_tables_cover_every_state_and_terminals_are_reachable(table, timeouts):
+    states = set(type(next(iter(table))))
+    assert set(table) == states
+    assert all(to in states for tos in table.values() for to in tos)
+    terminals = {s for s, tos in table.items() if not tos}
+    assert terminals
+    for s in states:  # every state can reach a terminal one
+        seen, todo = {s}, [s]
+        while todo:
+            for nxt in table[todo.pop()]:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        assert seen & terminals, s
+    if timeouts is not None:
+        assert set(timeouts) == states and all(timeouts[t] is None for t in terminals)
+
+
+def test_every_node_state_but_released_may_fail():
+    for s in NodeState:
+        if s not in (NodeState.RELEASED, NodeState.FAILED):
+            assert NodeState.FAILED in NODE_TRANSITIONS[s], s
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(walk=st.lists(st.sampled_from(list(NodeState)), min_size=1, max_size=8))
+def test_random_node_walks_follow_the_table_exactly(store: Store, walk):
+    """Any attempted sequence: allowed edges happen and are recorded, others change nothing."""
+    if not store.list_frameworks():
+        _setup_two_clusters(store)
+    host = "h2"
+    node = store.allocate_node("b", host, Role.TC)
+    expected = [(None, "requested")]
+    cur = NodeState.REQUESTED
+    for to in walk:
+        if to in NODE_TRANSITIONS[cur]:
+            store.clock = (lambda t=len(expected): 1000.0 + t)
+            store.transition_node(node.id, to, "walk")
+            expected.append((cur, to))
+            cur = to
+        else:
+            with pytest.raises(FawkesError, match="not allowed"):
+                store.transition_node(node.id, to)
+        assert store.get_node(node.id).state == cur
+    hist = store.node_history(node.id)
+    assert [(h.from_state, h.to_state) for h in hist] == expected
+    assert [h.time for h in hist[1:]] == sorted(h.time for h in hist[1:])
+    held = store.get_node(node.id).holds_host
+    assert (held is None) == (cur == NodeState.RELEASED)
+    if cur != NodeState.RELEASED:  # clean up so the next example can use the host
+        if cur not in (NodeState.FAILED,):
+            store.transition_node(node.id, NodeState.FAILED)
+        store.transition_node(node.id, NodeState.RELEASED)
+    assert host in store.free_hosts()
+
+
+def test_job_dispatched_can_return_to_queue_but_finished_is_final():
+    assert JobState.QUEUED in JOB_TRANSITIONS[JobState.DISPATCHED]
+    for s in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED):
+        assert JOB_TRANSITIONS[s] == frozenset()
