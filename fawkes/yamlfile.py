@@ -128,7 +128,7 @@ def errors_for(file: str | None, data: Any, lines: Lines, exc: pydantic.Validati
     out = []
     for err in exc.errors(include_url=False):
         path = _data_path(data, err["loc"])
-        msg = err["msg"]
+        msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown field"
         elif err["type"] == "missing":

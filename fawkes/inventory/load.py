@@ -7,7 +7,7 @@ from pathlib import Path
 from fawkes.errors import ConfigError
 from fawkes.inventory.model import DEFAULT_WORK_DIR, Host, Inventory
 from fawkes.inventory.schema import InventoryFile
-from fawkes.yamlfile import Lines, errors_for, field_name, line_of, load_yaml
+from fawkes.yamlfile import errors_for, field_name, line_of, load_yaml
 
 import pydantic
 
@@ -35,27 +35,26 @@ def _load(path: Path, check_files: bool) -> tuple[Inventory | None, list[ConfigE
     file = str(path)
     if not isinstance(data, dict):
         raise ConfigError(file, "an inventory must be a mapping with a 'hosts' list", line=line_of(lines, ()))
-    try:
-        spec = InventoryFile.model_validate(data)
-    except pydantic.ValidationError as exc:
-        return None, errors_for(file, data, lines, exc)
     problems: list[ConfigError] = []
 
     def err(p: tuple, msg: str) -> None:
-        problems.append(ConfigError(file, msg, line=line_of(lines, p), field=field_name(p)))
+        e = ConfigError(file, msg, line=line_of(lines, p), field=field_name(p))
+        if str(e) not in {str(x) for x in problems}:
+            problems.append(e)
+
+    _duplicates(data, err)
+    try:
+        spec = InventoryFile.model_validate(data)
+    except pydantic.ValidationError as exc:
+        problems += errors_for(file, data, lines, exc)
+        return None, sorted(problems, key=lambda e: e.line or 0)
 
     base = path.resolve().parent
     d = spec.defaults
     hosts: list[Host] = []
     names: dict[str, int] = {}
-    addrs: dict[str, int] = {}
     for i, h in enumerate(spec.hosts):
-        if h.name in names:
-            err(("hosts", i, "name"), f"duplicate host name {h.name!r} (also hosts[{names[h.name]}])")
         names.setdefault(h.name, i)
-        if h.address in addrs:
-            err(("hosts", i, "address"), f"duplicate address {h.address!r} (also hosts[{addrs[h.address]}])")
-        addrs.setdefault(h.address, i)
         key = _pick(h.key_file, d.key_file)
         key_path = (base / key) if key else None
         if check_files and key_path is not None and not key_path.is_file():
@@ -77,7 +76,24 @@ def _load(path: Path, check_files: bool) -> tuple[Inventory | None, list[ConfigE
         err(("known_hosts",), f"known_hosts file {str(known)!r} not found")
     inv = Inventory(path=path, hosts=hosts, groups={g: list(m) for g, m in spec.groups.items()},
                     known_hosts=known, strict_host_keys=spec.strict_host_keys)
-    return inv, problems
+    return inv, sorted(problems, key=lambda e: e.line or 0)
+
+
+def _duplicates(data: dict, err) -> None:
+    """Duplicate host names and addresses, checked on the raw data (also when other fields are bad)."""
+    hosts = data.get("hosts")
+    if not isinstance(hosts, list):
+        return
+    for key, what in (("name", "host name"), ("address", "address")):
+        seen: dict = {}
+        for i, h in enumerate(hosts):
+            v = h.get(key) if isinstance(h, dict) else None
+            if not isinstance(v, str):
+                continue
+            norm = v.lower()
+            if norm in seen:
+                err(("hosts", i, key), f"duplicate {what} {v!r} (also hosts[{seen[norm]}])")
+            seen.setdefault(norm, i)
 
 
 def _pick(*values):

@@ -1,0 +1,117 @@
+"""`fawkes inventory`: check, probe and generate host inventories."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def inventory() -> None:
+    """Host inventories (YAML): check, probe over SSH, write one from a SLURM allocation."""
+
+
+@inventory.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--no-files", is_flag=True, help="do not check that key and known_hosts files exist")
+def check(file: Path, no_files: bool) -> None:
+    """Validate FILE: every problem is printed as FILE:LINE: FIELD: message (exit 2)."""
+    from fawkes.inventory import check_inventory, load_inventory
+    problems = check_inventory(file, check_files=not no_files)
+    if problems:
+        for p in problems[:-1]:
+            click.echo(f"fawkes: error: {p}", err=True)
+        raise problems[-1]
+    inv = load_inventory(file, check_files=not no_files)
+    click.echo(f"{file}: ok ({len(inv.hosts)} hosts, {len(inv.groups)} groups)")
+
+
+@inventory.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--host", "-H", "hosts", multiple=True, help="only these hosts or groups (repeatable)")
+@click.option("--max-connects", default=8, show_default=True, help="concurrent connection attempts")
+@click.option("--timeout", default=30.0, show_default=True, help="per-host command timeout (s)")
+def probe(file: Path, hosts: tuple[str, ...], max_connects: int, timeout: float) -> None:
+    """Connect to every host of FILE in parallel and report cores, memory, free disk, Java."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from fawkes.inventory import load_inventory
+    from fawkes.inventory.probe import probe as run_probe
+
+    inv = load_inventory(file)
+    chosen = inv.select(list(hosts) if hosts else None)
+    console = Console(stderr=True)
+    with Progress(TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=console, transient=True) as bar:
+        task = bar.add_task("", total=len(chosen))
+        results = run_probe(inv, chosen, max_connects=max_connects, command_timeout=timeout,
+                            on_result=lambda p: bar.update(task, advance=1, description=p.host))
+    table = Table(title=f"{file}: {len(chosen)} hosts")
+    for col in ("host", "address", "cores", "memory", "free disk", "java", "status"):
+        table.add_column(col)
+    failed = 0
+    for h in chosen:
+        p = results[h.name]
+        if not p.ok:
+            failed += 1
+            table.add_row(h.name, h.address, "", "", "", "", f"[red]{p.error}[/red]")
+            continue
+        notes = []
+        if h.cores and p.cores and h.cores > p.cores:
+            notes.append(f"declares {h.cores} cores")
+        if h.memory_mb and p.memory_mb and h.memory_mb > p.memory_mb:
+            notes.append(f"declares {h.memory_mb} MiB")
+        table.add_row(h.name, h.address, str(p.cores), _mib(p.memory_mb), _mib(p.disk_free_mb),
+                      p.java or "[yellow]none[/yellow]", "[yellow]" + "; ".join(notes) + "[/yellow]" if notes
+                      else "[green]ok[/green]")
+    Console().print(table)
+    if failed:
+        click.echo(f"{failed} of {len(chosen)} hosts failed", err=True)
+        raise click.exceptions.Exit(1)
+
+
+def _mib(v: int | None) -> str:
+    if v is None:
+        return "?"
+    return f"{v / 1024:.1f} GiB" if v >= 1024 else f"{v} MiB"
+
+
+@inventory.command("from-slurm")
+@click.option("--nodelist", default=None, help="hostlist expression (default: $SLURM_JOB_NODELIST)")
+@click.option("--cpus-per-node", default=None, help="e.g. '16(x3),8' (default: $SLURM_JOB_CPUS_PER_NODE)")
+@click.option("--user", default="root", show_default=True)
+@click.option("--key-file", default=None, help="SSH key for every host")
+@click.option("--work-dir", default=None, help="absolute work directory on every host")
+@click.option("--known-hosts", default=None, help="known_hosts file for the hosts")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="write here (default: stdout)")
+def from_slurm(nodelist, cpus_per_node, user, key_file, work_dir, known_hosts, output) -> None:
+    """Write an inventory of a SLURM allocation."""
+    from fawkes.errors import ConfigError, FawkesError
+    from fawkes.inventory.slurm import inventory_text
+    from fawkes.yamlfile import load_yaml_text, validate_data
+    from fawkes.inventory.schema import InventoryFile
+
+    nodelist = nodelist or os.environ.get("SLURM_JOB_NODELIST")
+    cpus_per_node = cpus_per_node or os.environ.get("SLURM_JOB_CPUS_PER_NODE")
+    if not nodelist:
+        raise FawkesError("no nodelist: pass --nodelist or run inside a SLURM job ($SLURM_JOB_NODELIST)")
+    text = inventory_text(nodelist, cpus_per_node, user=user, key_file=key_file, work_dir=work_dir,
+                          known_hosts=known_hosts)
+    data, lines = load_yaml_text(text, "<from-slurm>")
+    try:  # user, work_dir, ... are checked before anything is written
+        validate_data("<from-slurm>", data, lines, InventoryFile)
+    except ConfigError as exc:
+        opt = (exc.field or "").rsplit(".", 1)[-1].replace("_", "-")
+        raise FawkesError(f"--{opt}: {exc.detail}") from None
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    tmp = output.with_name(output.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(output)
+    click.echo(f"wrote {output} ({len(data['hosts'])} hosts)", err=True)
