@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, update
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
 
 from fawkes.errors import FawkesError
@@ -101,9 +101,12 @@ class Store:
     @contextmanager
     def session(self, *, write: bool = False) -> Iterator[Session]:
         """One transaction: commit on success, roll back on any error.  ``write=True`` for writes."""
-        with Session(self._writer if write else self.engine, expire_on_commit=False) as s:
-            with s.begin():
-                yield s
+        try:
+            with Session(self._writer if write else self.engine, expire_on_commit=False) as s:
+                with s.begin():
+                    yield s
+        except OperationalError as exc:  # locked past the busy timeout, server gone: one line
+            raise FawkesError(f"state {self.display_url}: {_first_line(exc.orig or exc)}") from None
 
     # ------------------------------------------------------------------ frameworks
     def register_framework(self, name: str, kind: str, *, spark_home: str | None = None,
