@@ -28,7 +28,7 @@ COMMANDS: dict[str, str] = {
     "submit": "fawkes.cli.jobs:submit",
     "jobs": "fawkes.cli.jobs:jobs",
     "status": "fawkes.cli.status:status",
-    "plan": "fawkes.cli.status:plan",
+    "plan": "fawkes.cli.plan:plan",
     "explain": "fawkes.cli.status:explain",
     "events": "fawkes.cli.status:events",
 }

@@ -1,0 +1,79 @@
+"""Write what the mechanism decided into the durable state, before anything touches a host.
+
+Intent first, action second: a decision becomes store rows (clusters admitted or leaving,
+nodes allocated in state REQUESTED, nodes marked DRAINING); the reconciler then carries
+them out.  A crash between the two leaves intent that the next run completes, never a
+daemon the store does not know about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from fawkes.errors import FawkesError
+from fawkes.mechanism import ClusterState, Decision, Plan, Settings, Snapshot
+from fawkes.store import Store
+from fawkes.store.lifecycle import NodeState
+
+
+def record_decision(store: Store, d: Decision, snap: Snapshot, settings: Settings) -> int:
+    """Persist one tick: inputs, weights, discriminations, gate, targets, plan and reason."""
+    inputs: dict[str, Any] = {
+        "capacity": snap.capacity,
+        "free_hosts": len(snap.free_hosts),
+        "period_s": settings.period_s,
+        "tau": settings.tau,
+        "queue": [r.name for r in snap.queue],
+        "clusters": {
+            c.name: {"state": c.state.value, "min_core": c.min_core, "held": c.held, "settled": c.settled,
+                     "samples": len(c.samples), "mean_sample": d.mean_samples.get(c.name)}
+            for c in snap.clusters
+        },
+        "admitted": list(d.admission.admitted),
+        "deactivate": list(d.deactivate),
+    }
+    g = d.global_discrimination
+    return store.record_decision(
+        policy=d.policy, inputs=inputs, weights=d.weights, discriminations=d.discrimination,
+        global_factor=g if g == g and g != float("inf") else -1.0, gate_open=d.gate_open,
+        targets=d.targets, plan=d.to_dict()["plan"], reason=d.reason, time=d.time,
+    )
+
+
+def apply(store: Store, plan: Plan, *, admitted: Iterable[str] = (), deactivate: Iterable[str] = (),
+          why: str = "") -> list[str]:
+    """Turn a plan into intent.  Returns one line per part that could not be applied.
+
+    Every step is its own short transaction guarded by the lifecycle tables, so a race
+    with a CLI call (a release, say) fails that step alone and is reported, not fatal.
+    """
+    problems: list[str] = []
+
+    def attempt(what: str, fn, *args, **kw) -> None:
+        try:
+            fn(*args, **kw)
+        except FawkesError as exc:
+            problems.append(f"{what}: {exc}")
+
+    for name in deactivate:
+        attempt(f"deactivate {name}", store.transition_cluster, name, ClusterState.SAVING, "inactive for T_idle")
+    for name in admitted:
+        attempt(f"admit {name}", store.transition_cluster, name, ClusterState.DEPLOYING, "admitted: minimum share fits")
+    if plan.shrinks:
+        by_cluster: dict[str, dict[str, int]] = {}
+        for s in plan.shrinks:
+            if s.cluster not in by_cluster:
+                by_cluster[s.cluster] = {n.host: n.id for n in store.list_nodes(s.cluster)}
+            node_id = by_cluster[s.cluster].get(s.node)
+            if node_id is None:
+                problems.append(f"shrink {s.cluster}/{s.node}: node not found")
+                continue
+            attempt(f"shrink {s.cluster}/{s.node}", store.transition_node, node_id, NodeState.DRAINING,
+                    f"{s.mode.value} ({why or 'plan'})")
+    for g in plan.grows:
+        attempt(f"grow {g.cluster}/{g.host}", store.allocate_node, g.cluster, g.host, g.role,
+                detail=f"{g.role.value} for {g.cluster} ({why or 'plan'})")
+    for p in problems:
+        store.record_event("plan", p, level="warning")
+    return problems

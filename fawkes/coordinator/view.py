@@ -1,0 +1,80 @@
+"""Build the mechanism's :class:`Snapshot` from the durable state (the coordinator's eyes).
+
+Pure reading: nothing here writes.  The allocation history of each cluster is derived from
+its nodes' request and release times, the samples of the last interval come from the
+store, and the standing weights and targets from the latest decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fawkes.mechanism import ClusterRequest, ClusterState, ClusterView, NodeView, Role, Settings, Snapshot
+from fawkes.mechanism.inactivity import next_idle_since
+from fawkes.store import Store
+from fawkes.store.lifecycle import HostState, NodeState
+
+
+def allocation_history(nodes: Iterable, since: float) -> tuple[tuple[float, int], ...]:
+    """Change points ``(time, nodes held)`` from node lifetimes, the first at or before ``since``."""
+    deltas: dict[float, int] = {}
+    for n in nodes:
+        start = n.requested_at
+        end = n.released_at
+        if end is not None and end <= since:
+            continue
+        deltas[max(start, since)] = deltas.get(max(start, since), 0) + 1
+        if end is not None:
+            deltas[end] = deltas.get(end, 0) - 1
+    held, points = 0, []
+    for t in sorted(deltas):
+        held += deltas[t]
+        points.append((t, held))
+    return tuple(points)
+
+
+def build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
+    """The snapshot of the tick at ``now`` (interval (now − T, now])."""
+    start = now - settings.period_s
+    window = max(settings.period_s, settings.idle_timeout)
+    last = store.latest_decision()
+    weights = last.weights if last else {}
+    targets = last.targets if last else {}
+    hosts = store.list_hosts()
+    usable = {h.name for h in hosts if h.state in (HostState.FREE, HostState.ALLOCATED)}
+    free = tuple(h.name for h in hosts if h.state == HostState.FREE)
+    failed_held = 0
+    views: list[ClusterView] = []
+    queue: list[ClusterRequest] = []
+    for c in store.list_clusters(include_released=False):
+        state = ClusterState(c.state)
+        if state is ClusterState.REQUESTED:
+            queue.append(ClusterRequest(c.name, c.min_core, c.requested_at))
+            continue
+        every = store.list_nodes(c.name, live=False)
+        live = [n for n in every if n.holds_host is not None]
+        nodes = []
+        for n in live:
+            if n.state == NodeState.FAILED or n.host not in usable:
+                failed_held += n.host in usable
+                continue
+            nodes.append(NodeView(n.host, Role(n.role), stored_bytes=n.stored_bytes or 0, added_at=n.requested_at,
+                                  draining=n.state == NodeState.DRAINING))
+        samples = store.samples(c.name, since=now - window, until=now)
+        idle_since = None
+        for m in samples:
+            idle_since = next_idle_since(idle_since, m)
+        if idle_since is not None and c.active_at is not None:
+            idle_since = max(idle_since, c.active_at)
+        if state is not ClusterState.ACTIVE or not samples:
+            idle_since = None
+        transient = [n for n in every if Role(n.role) is not Role.CORE]
+        views.append(ClusterView(
+            name=c.name, state=state, min_core=c.min_core, nodes=tuple(nodes),
+            samples=tuple(m for m in samples if m.time > start), allocation=allocation_history(every, start),
+            idle_since=idle_since, weight=weights.get(c.name, 0.0), target=targets.get(c.name),
+            last_grow_at=max((n.requested_at for n in transient), default=None),
+            last_shrink_at=max((n.draining_at for n in transient if n.draining_at is not None), default=None),
+        ))
+    return Snapshot(now=now, capacity=len(usable) - failed_held, free_hosts=free,
+                    clusters=tuple(views), queue=tuple(queue))

@@ -1,0 +1,128 @@
+"""The control loop's decisions on real durable state (SQLite): intent written, nothing executed.
+
+Hosts here are inventory rows only; the reconciler (tested on the lab) carries intent out.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fawkes.coordinator.control import Control
+from fawkes.coordinator.view import allocation_history, build_snapshot
+from fawkes.mechanism import ClusterMetrics, ClusterState, Role, Settings
+from fawkes.store import Store
+from fawkes.store.lifecycle import NodeState
+
+
+class Clock:
+    def __init__(self, t: float = 1000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def world(tmp_path):
+    clock = Clock()
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}", clock=clock)
+    store.register_framework("spark", "spark-hdfs", spark_home="/opt/spark", hdfs_jars="/opt/hdfs")
+    store.sync_hosts([{"name": f"h{i:02d}", "address": f"10.9.0.{i + 10}", "cores": 2, "memory_mb": 2048}
+                      for i in range(12)])
+    yield store, clock
+    store.close()
+
+
+def run_to_active(store, clock, control, names):
+    """Admit and mark nodes running / clusters active as the reconciler would."""
+    control.between()
+    for name in names:
+        for n in store.list_nodes(name):
+            store.transition_node(n.id, NodeState.PROVISIONING)
+            store.transition_node(n.id, NodeState.RUNNING)
+        store.transition_cluster(name, ClusterState.ACTIVE, "no input")
+
+
+def test_admission_between_ticks_allocates_core_nodes_in_fifo_order(world):
+    store, clock = world
+    control = Control(store, Settings(policy="TD", period_s=60), clock)
+    for name in ("a", "b", "c", "d"):
+        store.request_cluster(name, framework="spark", min_core=4)
+    assert control.between() == []
+    states = {c.name: c.state for c in store.list_clusters()}
+    assert states == {"a": "deploying", "b": "deploying", "c": "deploying", "d": "requested"}
+    for name in ("a", "b", "c"):
+        nodes = store.list_nodes(name)
+        assert len(nodes) == 4 and {n.role for n in nodes} == {Role.CORE.value}
+    hosts = [n.host for n in store.list_nodes()]
+    assert len(hosts) == len(set(hosts)) == 12
+    assert control.between() == [] and store.get_cluster("d").state == "requested"  # waits for a release
+
+
+def test_tick_grows_the_loaded_cluster_and_records_why(world):
+    store, clock = world
+    control = Control(store, Settings(policy="TD", period_s=60, grow_type=Role.TR), clock)
+    store.request_cluster("busy", framework="spark", min_core=3)
+    store.request_cluster("idle", framework="spark", min_core=3)
+    run_to_active(store, clock, control, ["busy", "idle"])
+    for t in (1010, 1020, 1030):
+        store.record_sample("busy", ClusterMetrics(time=t, unfinished_jobs=2, pending_tasks=40))
+        store.record_sample("idle", ClusterMetrics(time=t, unfinished_jobs=0))
+    clock.t = 1060
+    tick, d, problems = control.tick()
+    assert problems == []
+    assert d.gate_open and d.targets == {"busy": 9, "idle": 3}
+    nodes = store.list_nodes("busy")
+    grown = [n for n in nodes if n.state == NodeState.REQUESTED]
+    assert len(grown) == 6 and {n.role for n in grown} == {Role.TR.value}
+    assert not store.free_hosts()
+    stored = store.decision(tick)
+    assert stored.weights == pytest.approx({"busy": 1.0, "idle": 0.0})
+    assert "rebalance" in stored.reason and "busy +6" in stored.reason
+    # the preview of the next tick changes nothing
+    before = [(n.id, n.state) for n in store.list_nodes()]
+    control.preview()
+    assert [(n.id, n.state) for n in store.list_nodes()] == before
+
+
+def test_shrink_marks_victims_draining_and_never_core(world):
+    store, clock = world
+    control = Control(store, Settings(policy="TD", period_s=60, grow_type=Role.TC), clock)
+    store.request_cluster("a", framework="spark", min_core=3)
+    store.request_cluster("b", framework="spark", min_core=3)
+    run_to_active(store, clock, control, ["a", "b"])
+    store.record_sample("a", ClusterMetrics(time=1010, unfinished_jobs=1, pending_tasks=60))
+    clock.t = 1060
+    control.tick()  # a takes the 6 free hosts as TC
+    for n in store.list_nodes("a"):
+        if n.state == NodeState.REQUESTED:
+            store.transition_node(n.id, NodeState.PROVISIONING)
+            store.transition_node(n.id, NodeState.RUNNING)
+    for t in (1070, 1090, 1110):
+        store.record_sample("a", ClusterMetrics(time=t, unfinished_jobs=1, pending_tasks=10))
+        store.record_sample("b", ClusterMetrics(time=t, unfinished_jobs=1, pending_tasks=10))
+    clock.t = 1120
+    _, d, problems = control.tick()
+    assert problems == [] and d.targets == {"a": 6, "b": 6}
+    draining = [n for n in store.list_nodes("a") if n.state == NodeState.DRAINING]
+    assert len(draining) == 3 and all(n.role == Role.TC.value for n in draining)
+    assert all(n.role == Role.CORE.value for n in store.list_nodes("a") if n.state == NodeState.RUNNING
+               and n.requested_at < 1060)
+    # draining nodes still count for a until released; b grows only into free hosts (none yet)
+    snap = build_snapshot(store, control.settings, clock())
+    assert snap.cluster("a").held == 9 and snap.cluster("a").settled == 6
+    assert not [n for n in store.list_nodes("b") if n.state == NodeState.REQUESTED]
+    for n in draining:
+        store.transition_node(n.id, NodeState.RELEASED, "decommissioned")
+    clock.t = 1130
+    control.between()  # refill: b grows into the released hosts towards its standing target
+    assert len([n for n in store.list_nodes("b") if n.state == NodeState.REQUESTED]) == 3
+
+
+def test_allocation_history_from_node_lifetimes():
+    class N:
+        def __init__(self, a, r=None):
+            self.requested_at, self.released_at = a, r
+
+    nodes = [N(0), N(0), N(50, 70), N(80), N(10, 20)]
+    assert allocation_history(nodes, 40) == ((40, 2), (50, 3), (70, 2), (80, 3))
