@@ -1,0 +1,65 @@
+"""The pool as the drivers see it: store rows + inventory -> ClusterSpec, plus the SSH executor."""
+
+from __future__ import annotations
+
+import threading
+
+from fawkes.errors import FawkesError
+from fawkes.frameworks.base import FrameworkDriver, Progress, driver_for
+from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
+from fawkes.inventory import Inventory
+from fawkes.mechanism import Role
+from fawkes.store import Store
+from fawkes.store.lifecycle import NodeState
+
+#: node states whose daemons belong in the cluster's configuration
+CONFIGURED = frozenset({NodeState.REQUESTED, NodeState.PROVISIONING, NodeState.RUNNING, NodeState.DRAINING})
+
+
+class Fleet:
+    """Builds driver inputs from durable state; owns the executor and one driver per framework kind.
+
+    The executor is thread-safe (one connection per host per thread), so reconciler workers
+    share it.
+    """
+
+    def __init__(self, store: Store, inventory: Inventory, *, executor=None, progress: Progress | None = None,
+                 default_cores: int = 1, default_memory_mb: int = 1024):
+        self.store = store
+        self.inventory = inventory
+        self.ex = executor if executor is not None else inventory.executor()
+        self.progress = progress
+        self.default_cores = default_cores
+        self.default_memory_mb = default_memory_mb
+        self._drivers: dict[str, FrameworkDriver] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.ex.close()
+
+    def framework(self, name: str) -> FrameworkPaths:
+        fw = self.store.get_framework(name)
+        return FrameworkPaths(name=fw.name, kind=fw.kind, spark_home=fw.spark_home, hadoop_home=fw.hadoop_home,
+                              hdfs_jars=fw.hdfs_jars, java_home=fw.java_home)
+
+    def driver(self, kind: str) -> FrameworkDriver:
+        with self._lock:
+            if kind not in self._drivers:
+                self._drivers[kind] = driver_for(kind, self.ex, progress=self.progress)
+            return self._drivers[kind]
+
+    def node_spec(self, host: str, role: Role | str) -> NodeSpec:
+        h = self.inventory.host(host)
+        return NodeSpec(name=h.name, address=h.address, role=Role(role), root=h.work_dir,
+                        cores=h.cores or self.default_cores, memory_mb=h.memory_mb or self.default_memory_mb,
+                        port=h.port, user=h.user, key_file=str(h.key_file) if h.key_file else None)
+
+    def spec(self, cluster: str, *, states=CONFIGURED) -> tuple[ClusterSpec, FrameworkDriver]:
+        """The cluster's spec (nodes in allocation order: the oldest core node is the master) and driver."""
+        c = self.store.get_cluster(cluster)
+        nodes = [n for n in self.store.list_nodes(cluster) if NodeState(n.state) in states]
+        if not any(Role(n.role) is Role.CORE for n in nodes):
+            raise FawkesError(f"cluster {cluster}: no core node to run the masters on")
+        fw = self.framework(c.framework)
+        spec = ClusterSpec(name=c.name, framework=fw, nodes=tuple(self.node_spec(n.host, n.role) for n in nodes))
+        return spec, self.driver(fw.kind)

@@ -1,0 +1,193 @@
+"""The coordinator as a long-running service: APScheduler runs the loop, SIGTERM stops it.
+
+Three scheduled jobs, run one at a time (a single scheduler worker) so they never interleave:
+
+* ``sample``  every sample period: host liveness, one policy sample per cluster;
+* ``tick``    every T from start (A-40): the mechanism's decision, recorded and written as intent;
+* ``fast``    every ``fast_s``: admission and refill between ticks, reconcile, dispatch jobs.
+
+Long driver operations (deploy, grow, DP drains) run in the reconciler's own pool, so the
+scheduled jobs stay short.  On SIGTERM/SIGINT the scheduler stops after the current step,
+running DP waits are cancelled (their nodes stay DRAINING and resume on the next start).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+from apscheduler.executors.pool import ThreadPoolExecutor as APThreadPool
+from apscheduler.schedulers.blocking import BlockingScheduler
+
+from fawkes.coordinator.control import Control, mechanism_settings
+from fawkes.coordinator.dispatch import Dispatcher
+from fawkes.coordinator.fleet import Fleet
+from fawkes.coordinator.reconcile import Reconciler
+from fawkes.coordinator.sampler import Sampler
+from fawkes.errors import FawkesError
+from fawkes.inventory import Inventory, load_inventory
+from fawkes.mechanism import ClusterState, Role, Settings
+from fawkes.store import Store
+from fawkes.store.lifecycle import NodeState
+
+log = logging.getLogger("fawkes.coordinator")
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out = {"time": round(record.created, 3), "level": record.levelname.lower(), "logger": record.name,
+               "message": record.getMessage()}
+        if record.exc_info:
+            out["error"] = self.formatException(record.exc_info).splitlines()[-1]
+        return json.dumps(out)
+
+
+def setup_logging(fmt: str = "text", level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter() if fmt == "json" else
+                         logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    root = logging.getLogger("fawkes")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for noisy in ("apscheduler", "paramiko"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+class Coordinator:
+    """Everything the service runs, wired once.  Tests drive ``sample``/``tick``/``fast`` directly."""
+
+    def __init__(self, store: Store, inventory: Inventory, settings: Settings, *, executor=None,
+                 clock: Callable[[], float] = time.time, workers: int = 4, max_running_jobs: int = 1,
+                 host_grace_s: float = 30.0):
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        self.counters: dict[str, float] = {"reconfigurations": 0.0, "ssh_failures": 0.0, "ticks": 0.0}
+        self._sync_inventory(inventory)
+        self.fleet = Fleet(store, inventory, executor=executor, progress=self._progress)
+        self.control = Control(store, settings, clock)
+        self.reconciler = Reconciler(store, self.fleet, workers=workers, clock=clock)
+        self.dispatcher = Dispatcher(store, self.fleet, max_running=max_running_jobs)
+        self.sampler = Sampler(store, self.fleet, self.dispatcher, settings, clock=clock, grace_s=host_grace_s)
+        self._lock = threading.Lock()
+
+    def _sync_inventory(self, inv: Inventory) -> None:
+        self.store.sync_hosts([{"name": h.name, "address": h.address, "cores": h.cores or 1,
+                                "memory_mb": h.memory_mb or 1024} for h in inv.hosts])
+
+    def _progress(self, ev) -> None:
+        log.info("%s: %s%s", ev.cluster, ev.message, f" [{ev.host}]" if ev.host else "")
+
+    # ------------------------------------------------------------------ the scheduled steps
+    def sample(self) -> None:
+        with self._lock:
+            self.sampler.step()
+
+    def tick(self) -> None:
+        with self._lock:
+            tick, d, problems = self.control.tick()
+            self.counters["ticks"] += 1
+            if d.resized:
+                self.counters["reconfigurations"] += 1
+            log.info("tick %d: %s", tick, d.reason)
+            for p in problems:
+                log.warning("tick %d: %s", tick, p)
+
+    def fast(self) -> None:
+        with self._lock:
+            for p in self.control.between():
+                log.warning("%s", p)
+            self.reconciler.step()
+            self.dispatcher.step()
+
+    def recover(self) -> None:
+        """After a (re)start: restart daemons that should run but do not (kill -9 of hosts or us).
+
+        Everything else resumes from the recorded intent: PROVISIONING nodes are added again,
+        DRAINING nodes drained again, DISPATCHED jobs found on their master or queued again.
+        """
+        for c in self.store.list_clusters(include_released=False):
+            if ClusterState(c.state) is not ClusterState.ACTIVE:
+                continue
+            try:
+                spec, driver = self.fleet.spec(c.name, states={NodeState.RUNNING})
+                health = driver.health(spec)
+            except FawkesError as exc:
+                log.warning("recover %s: %s", c.name, exc)
+                continue
+            down = [n for n in spec.nodes if not all(health.daemons.get(n.name, {}).values() or [False])]
+            if down:
+                log.warning("recover %s: daemons missing on %s, starting them", c.name, ", ".join(n.name for n in down))
+                try:
+                    driver.add_nodes(spec, down)
+                except FawkesError as exc:
+                    log.warning("recover %s: %s", c.name, exc)
+
+    def close(self) -> None:
+        self.reconciler.shutdown(wait=True)
+        self.fleet.close()
+
+    # ------------------------------------------------------------------ the service
+    def run(self, *, fast_s: float = 2.0, duration_s: float | None = None, on_tick=None) -> None:
+        """Run in the foreground until SIGTERM/SIGINT (or ``duration_s``)."""
+        sched = BlockingScheduler(executors={"default": APThreadPool(1)},
+                                  job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30})
+        start = time.time()
+        sched.add_job(self.sample, "interval", seconds=self.settings.sample_period_s, id="sample",
+                      next_run_time=_dt(start))
+        sched.add_job(self._tick_job(on_tick), "interval", seconds=self.settings.period_s, id="tick",
+                      next_run_time=_dt(start + self.settings.period_s))
+        sched.add_job(self.fast, "interval", seconds=fast_s, id="fast", next_run_time=_dt(start))
+        if duration_s is not None:
+            sched.add_job(lambda: sched.shutdown(wait=False), "date", run_date=_dt(start + duration_s), id="stop")
+
+        def stop(signum, _frame):
+            log.info("signal %d: stopping after the current step", signum)
+            self.reconciler.cancel.set()
+            sched.shutdown(wait=False)
+
+        old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self.recover()
+            log.info("coordinator running: policy %s, T=%gs, tau=%g, sample every %gs",
+                     self.settings.policy, self.settings.period_s, self.settings.tau, self.settings.sample_period_s)
+            sched.start()
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            self.close()
+            log.info("coordinator stopped")
+
+    def _tick_job(self, on_tick):
+        def job():
+            self.tick()
+            if on_tick:
+                on_tick(self)
+        return job
+
+
+def _dt(t: float):
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(t, tz=timezone.utc)
+
+
+def build(cfg, *, inventory_path=None) -> Coordinator:
+    """A Coordinator from a config (state URL, inventory, policy preset, periods)."""
+    path = inventory_path or cfg.inventory
+    if path is None:
+        raise FawkesError(f"{cfg.source or 'config'}: inventory: required to run the coordinator")
+    inv = load_inventory(path)
+    store = Store(cfg.state_url())
+    try:
+        return Coordinator(store, inv, mechanism_settings(cfg))
+    except Exception:
+        store.close()
+        raise
+
+
+__all__ = ["Coordinator", "build", "setup_logging", "Role"]
