@@ -1,0 +1,399 @@
+"""One simulated MR-cluster: its nodes, its FIFO job queue and Hadoop-1 slot scheduling (B.3).
+
+* FIFO: a free slot goes to the earliest-submitted job with a pending task of that type.
+* Reduce slow-start: reduces are eligible once ``slowstart`` of the job's maps are done.
+* A reduce copies while the maps run and cannot pass the end of the map phase; the rest of
+  its work (``1 - shuffle_frac``) follows the last map.
+* Slots ask for work as soon as they are free; core nodes first, then TC, then TR (so the
+  load-aware node-type penalty only bites when transient nodes are actually used).
+* A node's running tasks are killed when it is removed; map outputs it holds are re-run
+  when some reduce of the job has not fetched them yet (``lose_map_outputs``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from math import ceil
+
+from fawkes.mechanism.model import ClusterState, Role
+from fawkes.sim.costs import CostModel, penalty
+
+RANK = {Role.CORE: 0, Role.TC: 1, Role.TR: 2}
+EV_TASK = 0
+
+
+class Node:
+    __slots__ = ("host", "role", "cluster", "rank", "seq", "running", "ready", "draining", "stored",
+                 "added_at", "attached", "free_map", "free_red", "in_map_heap", "in_red_heap", "tasks",
+                 "map_outputs", "view", "view_key")
+
+    def __init__(self, host: str, role: Role, cluster: "SimCluster", seq: int, now: float):
+        self.host, self.role, self.cluster, self.seq = host, role, cluster, seq
+        self.rank = RANK[role]
+        self.running = 0
+        self.ready = False
+        self.draining = False
+        self.stored = 0.0
+        self.added_at = now
+        self.attached = True
+        self.free_map = self.free_red = 0
+        self.in_map_heap = self.in_red_heap = False
+        self.tasks: set[Task] = set()
+        self.map_outputs: list[tuple[Job, int]] = []
+        self.view = None
+        self.view_key = None
+
+    @property
+    def usable(self) -> bool:
+        return self.attached and self.ready and not self.draining
+
+
+class Task:
+    __slots__ = ("job", "is_map", "idx", "node", "start", "dur", "end", "alive")
+
+    def __init__(self, job: "Job", is_map: bool, idx: int, node: Node, start: float, dur: float):
+        self.job, self.is_map, self.idx, self.node, self.start, self.dur = job, is_map, idx, node, start, dur
+        self.end = -1.0
+        self.alive = True
+
+    def __lt__(self, other: "Task") -> bool:  # heap ties never compare tasks (seq is unique)
+        return id(self) < id(other)
+
+
+class Job:
+    __slots__ = ("spec", "id", "submit", "map_d", "red_d", "pend_maps", "pend_reds", "n_maps", "n_reds",
+                 "maps_done", "reds_done", "running", "waiting", "scheduled_reds", "slow_need", "started",
+                 "end", "out_per_writer", "ref")
+
+    def __init__(self, spec, submit: float, slowstart: float, ref: float | None):
+        self.spec = spec
+        self.id = spec.id
+        self.submit = submit
+        self.map_d, self.red_d = spec.map_d, spec.red_d
+        self.n_maps, self.n_reds = spec.maps, spec.reduces
+        self.pend_maps = list(range(self.n_maps - 1, -1, -1))
+        self.pend_reds = list(range(self.n_reds - 1, -1, -1))
+        self.maps_done = self.reds_done = self.running = self.scheduled_reds = 0
+        self.waiting: list[Task] = []
+        self.slow_need = max(1, ceil(slowstart * self.n_maps)) if self.n_maps else 0
+        self.started: float | None = None
+        self.end: float | None = None
+        writers = self.n_reds or self.n_maps
+        self.out_per_writer = spec.output_bytes / writers if writers else 0.0
+        self.ref = ref
+
+
+class SimCluster:
+    """Nodes, jobs and slot scheduling of one MR-cluster incarnation."""
+
+    def __init__(self, sim, spec):
+        self.sim = sim
+        self.spec = spec
+        self.name = spec.name
+        self.min_core = spec.min_core
+        self.state = ClusterState.REQUESTED
+        self.jobs: list[Job] = []  # unfinished, FIFO
+        self.first_incarnation = True
+        self.reset_incarnation(0.0)
+
+    def reset_incarnation(self, now: float) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.map_heap: list = []
+        self.red_heap: list = []
+        self.free_map = self.free_red = 0
+        self.n_core = self.busy_tr = self.busy_tc = 0
+        self.n_ready_tr = self.n_ready_tc = self.n_ready_core = 0
+        self.n_dn = 0  # DataNodes (core + TC) not draining
+        self.n_draining = 0
+        self.version = 0  # bumped on every change a sample could see
+        self.last_sample = None
+        self.last_sample_version = -1
+        self.samples: list = []
+        self.alloc: list[tuple[float, int]] = []
+        self.idle_since: float | None = None
+        self.last_grow_at = self.last_shrink_at = None
+        self.cum_d = 0.0
+        self.weight = 0.0
+        self.target: int | None = None
+        self.completed_jobs = self.completed_tasks = 0
+        self.output_bytes = 0.0
+        self.requested_at = now
+        self.deploy_pending = False
+        self.running_tasks = 0
+
+    # --- nodes ------------------------------------------------------------------------------
+    @property
+    def held(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def runnable(self) -> bool:
+        return self.state is ClusterState.ACTIVE
+
+    def record_alloc(self, now: float) -> None:
+        n = len(self.nodes)
+        if self.alloc and self.alloc[-1][0] == now:
+            self.alloc[-1] = (now, n)
+        elif not self.alloc or self.alloc[-1][1] != n:
+            self.alloc.append((now, n))
+        self.sim.on_alloc_change(self, now)
+
+    def attach(self, host: str, role: Role, now: float, seq: int) -> Node:
+        node = Node(host, role, self, seq, now)
+        self.nodes[host] = node
+        if role is Role.CORE:
+            self.n_core += 1
+        if role is not Role.TR:
+            self.n_dn += 1
+        self.version += 1
+        self.record_alloc(now)
+        return node
+
+    def make_ready(self, node: Node) -> None:
+        if not node.attached or node.draining or node.ready:
+            return
+        node.ready = True
+        cost = self.sim.cost
+        node.free_map, node.free_red = cost.map_slots, cost.reduce_slots
+        self.free_map += node.free_map
+        self.free_red += node.free_red
+        if node.role is Role.TR:
+            self.n_ready_tr += 1
+        elif node.role is Role.TC:
+            self.n_ready_tc += 1
+        else:
+            self.n_ready_core += 1
+        self.version += 1
+        self._push_map(node)
+        self._push_red(node)
+
+    def _push_map(self, node: Node) -> None:
+        if not node.in_map_heap and node.free_map > 0:
+            node.in_map_heap = True
+            heapq.heappush(self.map_heap, (node.rank, node.seq, node))
+
+    def _push_red(self, node: Node) -> None:
+        if not node.in_red_heap and node.free_red > 0:
+            node.in_red_heap = True
+            heapq.heappush(self.red_heap, (node.rank, node.seq, node))
+
+    def _take(self, heap: list, is_map: bool) -> Node:
+        while True:
+            node = heap[0][2]
+            if node.usable and (node.free_map if is_map else node.free_red) > 0:
+                if is_map:
+                    node.free_map -= 1
+                    self.free_map -= 1
+                    if node.free_map == 0:
+                        heapq.heappop(heap)
+                        node.in_map_heap = False
+                else:
+                    node.free_red -= 1
+                    self.free_red -= 1
+                    if node.free_red == 0:
+                        heapq.heappop(heap)
+                        node.in_red_heap = False
+                return node
+            heapq.heappop(heap)
+            if is_map:
+                node.in_map_heap = False
+            else:
+                node.in_red_heap = False
+
+    def stop_node(self, node: Node, now: float, kill: bool = True) -> int:
+        """Take ``node`` out of scheduling (draining): its free slots go, its tasks are killed."""
+        if node.draining:
+            return 0
+        if node.ready:
+            self.free_map -= node.free_map
+            self.free_red -= node.free_red
+            node.free_map = node.free_red = 0
+            if node.role is Role.TR:
+                self.n_ready_tr -= 1
+            elif node.role is Role.TC:
+                self.n_ready_tc -= 1
+            else:
+                self.n_ready_core -= 1
+        if node.role is not Role.TR:
+            self.n_dn -= 1
+        self.n_draining += 1
+        self.version += 1
+        node.draining = True
+        killed = 0
+        if kill:
+            for t in list(node.tasks):
+                self._kill(t, now)
+                killed += 1
+            if self.sim.cost.lose_map_outputs:
+                self._lose_outputs(node)
+        return killed
+
+    def detach(self, node: Node, now: float) -> None:
+        if not node.draining:
+            self.stop_node(node, now)
+        for t in list(node.tasks):  # DP without kill: whatever still runs dies with the node
+            self._kill(t, now)
+        node.attached = False
+        del self.nodes[node.host]
+        self.n_draining -= 1
+        if node.role is Role.CORE:
+            self.n_core -= 1
+        self.version += 1
+        self.record_alloc(now)
+
+    def _kill(self, t: Task, now: float) -> None:
+        t.alive = False
+        node, job = t.node, t.job
+        node.tasks.discard(t)
+        self._task_off_node(node)
+        job.running -= 1
+        self.running_tasks -= 1
+        self.version += 1
+        if t.is_map:
+            job.pend_maps.append(t.idx)
+        else:
+            if t.end >= 0:
+                job.scheduled_reds -= 1
+            job.pend_reds.append(t.idx)
+        self.sim.stats_kill(t, now)
+
+    def _lose_outputs(self, node: Node) -> None:
+        for job, idx in node.map_outputs:
+            if job.end is None and (job.pend_reds or job.scheduled_reds + job.reds_done < job.n_reds):
+                job.maps_done -= 1
+                job.pend_maps.append(idx)
+                self.sim.stats.lost_maps += 1
+        node.map_outputs.clear()
+
+    def _task_off_node(self, node: Node) -> None:
+        node.running -= 1
+        if node.running == 0:
+            if node.role is Role.TR:
+                self.busy_tr -= 1
+            elif node.role is Role.TC:
+                self.busy_tc -= 1
+
+    # --- scheduling -------------------------------------------------------------------------
+    def submit(self, job: Job, now: float) -> None:
+        self.jobs.append(job)
+        self.version += 1
+        self.dispatch(now)
+
+    def dispatch(self, now: float) -> None:
+        if self.state is not ClusterState.ACTIVE:
+            return
+        fm, fr = self.free_map, self.free_red
+        if fm <= 0 and fr <= 0:
+            return
+        for job in self.jobs:
+            if fm > 0 and job.pend_maps:
+                while fm > 0 and job.pend_maps:
+                    self._start(job, True, job.pend_maps.pop(), self._take(self.map_heap, True), now)
+                    fm -= 1
+            if fr > 0 and job.pend_reds and job.maps_done >= job.slow_need:
+                while fr > 0 and job.pend_reds:
+                    self._start(job, False, job.pend_reds.pop(), self._take(self.red_heap, False), now)
+                    fr -= 1
+            if fm <= 0 and fr <= 0:
+                break
+
+    def _start(self, job: Job, is_map: bool, idx: int, node: Node, now: float) -> None:
+        if node.running == 0:
+            if node.role is Role.TR:
+                self.busy_tr += 1
+            elif node.role is Role.TC:
+                self.busy_tc += 1
+        node.running += 1
+        self.running_tasks += 1
+        self.version += 1
+        d = job.map_d[idx] if is_map else job.red_d[idx]
+        if job.spec.beta_in or job.spec.beta_out:
+            mode = self.sim.cost.penalty
+            if mode == "load_aware":
+                n = self.n_core + self.busy_tr + self.busy_tc
+                d *= penalty(job.spec.beta_in, job.spec.beta_out, n, self.n_core, self.n_core + self.busy_tc)
+            elif mode == "literal":
+                n = self.n_core + self.n_ready_tr + self.n_ready_tc
+                d *= penalty(job.spec.beta_in, job.spec.beta_out, n, self.n_core, self.n_core + self.n_ready_tc)
+        t = Task(job, is_map, idx, node, now, d)
+        node.tasks.add(t)
+        job.running += 1
+        if job.started is None:
+            job.started = now
+        if is_map:
+            t.end = now + d
+            self.sim.push(t.end, EV_TASK, t)
+        elif job.maps_done >= job.n_maps:
+            t.end = now + d
+            job.scheduled_reds += 1
+            self.sim.push(t.end, EV_TASK, t)
+        else:
+            job.waiting.append(t)
+
+    def finish(self, t: Task, now: float) -> None:
+        """A task ends at ``now`` (only called for live tasks)."""
+        node, job = t.node, t.job
+        node.tasks.discard(t)
+        self._task_off_node(node)
+        job.running -= 1
+        self.running_tasks -= 1
+        self.completed_tasks += 1
+        self.version += 1
+        self.sim.stats_done(t)
+        if node.usable:
+            if t.is_map:
+                node.free_map += 1
+                self.free_map += 1
+                self._push_map(node)
+            else:
+                node.free_red += 1
+                self.free_red += 1
+                self._push_red(node)
+        if t.is_map:
+            job.maps_done += 1
+            if job.n_reds and node.role is not Role.CORE and self.sim.cost.lose_map_outputs:
+                node.map_outputs.append((job, t.idx))
+            if job.n_reds == 0:
+                self._write_output(node, job.out_per_writer)
+            elif job.maps_done >= job.n_maps and job.waiting:
+                sh = self.sim.cost.shuffle_frac
+                for r in job.waiting:
+                    if r.alive:
+                        r.end = max(r.start + sh * r.dur, now) + (1.0 - sh) * r.dur
+                        job.scheduled_reds += 1
+                        self.sim.push(r.end, EV_TASK, r)
+                job.waiting.clear()
+        else:
+            job.reds_done += 1
+            job.scheduled_reds -= 1
+            self._write_output(node, job.out_per_writer)
+        if job.maps_done >= job.n_maps and job.reds_done >= job.n_reds and job.running == 0:
+            self.jobs.remove(job)
+            job.end = now + self.sim.cost.job_overhead_s
+            self.completed_jobs += 1
+            self.sim.on_job_done(self, job)
+        self.dispatch(now)
+
+    def _write_output(self, node: Node, out: float) -> None:
+        if out <= 0:
+            return
+        rep = self.sim.cost.replication
+        self.output_bytes += out * rep
+        dns = [n for n in self.nodes.values() if n.role is not Role.TR and not n.draining]
+        if not dns:
+            return
+        first = node if node.role is not Role.TR and not node.draining else dns[self.sim.rand(len(dns))]
+        first.stored += out
+        for _ in range(min(rep - 1, len(dns))):
+            dns[self.sim.rand(len(dns))].stored += out
+
+    # --- facts for sampling -----------------------------------------------------------------
+    def configured_slots(self) -> int:
+        return self.sim.cost.slots_per_node * (self.n_ready_core + self.n_ready_tr + self.n_ready_tc)
+
+    def storage_capacity(self) -> float:
+        return self.sim.cost.hdfs_capacity_bytes * self.n_dn
+
+    @property
+    def settled(self) -> int:
+        return len(self.nodes) - self.n_draining

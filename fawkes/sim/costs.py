@@ -1,0 +1,155 @@
+"""The simulator's cost model (spec B.3, corrected by B.5): task durations, node types,
+shrink costs and the MR-cluster lifecycle.  Every number is a field with the spec's default.
+
+Task durations (B.3, calibrated per B.5 item 6, see docs/simulation.md):
+
+* a map's mean duration is affine in its split: ``map_fixed_s + (map_s_per_block -
+  map_fixed_s) * split / 128 MB`` (at least ``map_min_s``), lognormal with CV ``cv``;
+* a reduce's mean is ``red_fixed_s + red_s_per_block * (128 MB blocks of input per reduce)``
+  capped at ``red_max_s``.  A reduce copies while maps run (the first ``shuffle_frac`` of its
+  work) and cannot pass the end of the map phase; the rest runs after the last map.
+
+Node-type penalty (B.3 bottleneck-sum model, load-aware per B.5 item 1): a task that starts
+on an MR-cluster with ``N_in`` core nodes is slowed by
+``m = 1 + beta_in (N/N_in - 1) + beta_out (N/N_out - 1)`` where ``N`` counts the core nodes
+plus the transient nodes currently running tasks of the cluster and ``N_out`` the core plus
+the busy transient-core nodes (``penalty="literal"``: every node held counts).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+MB = 1024 * 1024
+GB = 1024 * MB
+BLOCK = 128 * MB
+
+
+class AppProfile(BaseModel):
+    """One application of Table 3.1 (durations for the DAS-4 node of ch. 3)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    map_s_per_block: float = Field(40.0, gt=0, description="mean map duration on a 128 MB split [s]")
+    map_fixed_s: float = Field(4.0, ge=0, description="start-up part of a map, independent of its split")
+    red_fixed_s: float = Field(20.0, ge=0)
+    red_s_per_block: float = Field(2.0, ge=0, description="reduce seconds per 128 MB of job input per reduce")
+    red_max_s: float = Field(math.inf, gt=0)
+    beta_in: float = Field(0.0, ge=0, description="I/O share that depends on input-holding (core) nodes")
+    beta_out: float = Field(0.0, ge=0, description="I/O share that depends on DataNodes (core + TC)")
+    selectivity: float = Field(1e-4, ge=0, description="output bytes / input bytes")
+
+
+#: Table 3.1 applications (+ grep for Table 5.2); aliases resolve in :func:`app_profile`
+APPS: dict[str, AppProfile] = {
+    "wordcount": AppProfile(name="wordcount", map_s_per_block=40, red_fixed_s=20, red_s_per_block=2,
+                            red_max_s=60, selectivity=5.5 / (200 * 1024)),
+    "sort": AppProfile(name="sort", map_s_per_block=20, red_fixed_s=10, red_s_per_block=5,
+                       beta_in=0.23, beta_out=0.17, selectivity=1.0),
+    "pagerank": AppProfile(name="pagerank", map_s_per_block=45, red_fixed_s=20, red_s_per_block=2,
+                           red_max_s=60, selectivity=1.5 / (50 * 1024)),
+    "kmeans": AppProfile(name="kmeans", map_s_per_block=35, red_fixed_s=10, red_s_per_block=4,
+                         beta_in=0.1, beta_out=0.1, selectivity=72 / 70),
+    "trackerovertime": AppProfile(name="trackerovertime", map_s_per_block=35, red_fixed_s=20,
+                                  red_s_per_block=1, red_max_s=40, selectivity=3.9 / (100 * 1024)),
+    "activehashes": AppProfile(name="activehashes", map_s_per_block=30, red_fixed_s=15, red_s_per_block=3,
+                               red_max_s=60, beta_in=0.1, beta_out=0.1, selectivity=1e-6),
+    "grep": AppProfile(name="grep", map_s_per_block=20, red_fixed_s=10, red_s_per_block=1, red_max_s=40,
+                       selectivity=1e-3),
+}
+ALIASES = {"wt": "wordcount", "wc": "wordcount", "st": "sort", "pr": "pagerank", "km": "kmeans",
+           "tt": "trackerovertime", "ah": "activehashes", "gr": "grep"}
+
+
+def app_profile(name: str, apps: dict[str, AppProfile] | None = None) -> AppProfile:
+    apps = apps or APPS
+    key = name.strip().lower()
+    key = ALIASES.get(key, key)
+    try:
+        return apps[key]
+    except KeyError:
+        raise KeyError(f"unknown app {name!r}; known: {', '.join(sorted(apps))} (aliases {', '.join(sorted(ALIASES))})") from None
+
+
+class CostModel(BaseModel):
+    """Every simulator parameter (spec B.3) with its default; override with ``model_copy(update=...)``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    map_slots: int = Field(6, ge=1, description="map slots per node (ch. 3: 6; ch. 2: 8)")
+    reduce_slots: int = Field(2, ge=1)
+    cv: float = Field(0.3, ge=0, description="coefficient of variation of task durations (lognormal)")
+    map_min_s: float = Field(5.0, gt=0)
+    slowstart: float = Field(0.05, ge=0, le=1, description="fraction of maps done before reduces start")
+    shuffle_frac: float = Field(0.6, ge=0, le=1, description="part of a reduce that overlaps the map phase")
+    job_overhead_s: float = Field(8.0, ge=0, description="job set-up + clean-up (L3114-3117)")
+    penalty: Literal["load_aware", "literal", "off"] = Field("load_aware", description="B.5 item 1")
+    lose_map_outputs: bool = Field(True, description="maps done on a removed node are re-run if reduces still need them")
+    dp_kill_tasks: bool = Field(True, description="DP kills the node's running tasks (False: let them finish first)")
+    fp_stop_s: float = Field(5.0, ge=0, description="FP: daemon stop before the host is free again")
+    tr_ready_s: float = Field(10.0, ge=0, description="a new TR node is usable after this")
+    tc_ready_s: float = Field(15.0, ge=0, description="a new TC node is usable after this (DataNode registration)")
+    core_ready_s: float = Field(15.0, ge=0, description="a core node added to an active cluster (refill) is usable after this")
+    w_dst_Bps: float = Field(100 * MB, gt=0, description="DP: re-replication write rate per receiving DataNode")
+    deploy_s: float = Field(30.0, ge=0, description="w^D beyond queueing: daemon start")
+    load_Bps: float = Field(350 * MB, gt=0, description="l^D = dataset bytes / this")
+    save_Bps: float = Field(350 * MB, gt=0, description="b^D = output bytes / this")
+    replication: int = Field(3, ge=1)
+    hdfs_capacity_bytes: float = Field(2 * 1024 * GB, gt=0, description="configured HDFS capacity per DataNode (DU)")
+    apps: dict[str, AppProfile] = Field(default_factory=lambda: dict(APPS))
+
+    @property
+    def slots_per_node(self) -> int:
+        return self.map_slots + self.reduce_slots
+
+    def profile(self, app: str) -> AppProfile:
+        return app_profile(app, self.apps)
+
+    def map_mean(self, app: AppProfile, split_bytes: float) -> float:
+        s = app.map_fixed_s + (app.map_s_per_block - app.map_fixed_s) * split_bytes / BLOCK
+        return max(self.map_min_s, s)
+
+    def reduce_mean(self, app: AppProfile, input_bytes: float, reduces: int) -> float:
+        if reduces <= 0:
+            return 0.0
+        blocks = input_bytes / reduces / BLOCK
+        return min(app.red_max_s, app.red_fixed_s + app.red_s_per_block * blocks)
+
+    def durations(self, app: AppProfile, input_bytes: float, maps: int, reduces: int,
+                  rng: np.random.Generator) -> tuple[list[float], list[float]]:
+        """Base task durations (on a core-only cluster) of one job: lognormal around the means."""
+        split = input_bytes / maps if maps else 0.0
+        mm = self.map_mean(app, split)
+        rm = self.reduce_mean(app, input_bytes, reduces)
+        return _lognormal(rng, mm, self.cv, maps, self.map_min_s * 0.5), _lognormal(rng, rm, self.cv, reduces, 1.0)
+
+    def removal_time(self, stored: float, k: int, n_datanodes: int) -> float:
+        """DP (B.3): re-replicate ``stored`` bytes of ``k`` nodes leaving a cluster of ``n_datanodes``."""
+        if stored <= 0:
+            return 0.0
+        receivers = max(1, n_datanodes - k)
+        r_nn = max(1.0, n_datanodes / 2) * self.w_dst_Bps
+        return stored / min(r_nn, receivers * self.w_dst_Bps)
+
+
+def _lognormal(rng: np.random.Generator, mean: float, cv: float, n: int, floor: float) -> list[float]:
+    if n <= 0:
+        return []
+    if cv <= 0:
+        return [mean] * n
+    s2 = math.log1p(cv * cv)
+    mu = math.log(mean) - s2 / 2
+    x = rng.lognormal(mu, math.sqrt(s2), n)
+    return np.maximum(x, floor).tolist()
+
+
+def penalty(beta_in: float, beta_out: float, n: int, n_in: int, n_out: int) -> float:
+    """Node-type multiplier m = 1 + beta_in (N/N_in - 1) + beta_out (N/N_out - 1) (B.3)."""
+    if (beta_in == 0.0 and beta_out == 0.0) or n_in <= 0:
+        return 1.0
+    return 1.0 + beta_in * (n / n_in - 1.0) + beta_out * (n / max(1, n_out) - 1.0)

@@ -1,0 +1,528 @@
+"""The discrete-event loop: the pool, the MR-cluster lifecycle and the controllers.
+
+The FAWKES controller calls the mechanism library unchanged: every ``sample_period`` it builds
+one :class:`ClusterMetrics` per cluster with :func:`sample_cluster`; every T it builds one
+:class:`Snapshot` and calls :func:`decide`; on a cluster request or when a host becomes free
+it calls :func:`admit_now` and :func:`refill`.  It only carries out the plans in simulated
+time (FP: kill and free the host after ``fp_stop_s``; DP: kill, re-replicate, then free).
+
+The ch. 2 controller calls :func:`fawkes.mechanism.koala_mr.on_offer` every offer period.
+The static controller runs fixed clusters (reference runtimes and micro checks).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass, field
+
+from fawkes.mechanism import (
+    ClusterMetrics,
+    ClusterRequest,
+    ClusterState,
+    ClusterView,
+    JobFacts,
+    NodeView,
+    Role,
+    Settings,
+    ShrinkMode,
+    Snapshot,
+    admit_now,
+    decide,
+    next_idle_since,
+    refill,
+    sample_cluster,
+)
+from fawkes.mechanism.koala_mr import ResizeParams, on_offer
+from fawkes.mechanism.plan import shrink_victims
+from fawkes.sim.cluster import EV_TASK, Job, SimCluster, Task
+from fawkes.sim.workloads import Workload
+
+_METRIC_FIELDS = tuple(f for f in ClusterMetrics.__dataclass_fields__ if f != "time")
+
+
+def _view(n) -> NodeView:
+    """The node's NodeView, rebuilt only when something the mechanism sees has changed."""
+    key = (n.running, int(n.stored), n.draining)
+    v = n.view
+    if v is None or n.view_key != key:
+        v = n.view = NodeView(n.host, n.role, key[0], key[1], n.added_at, key[2])
+        n.view_key = key
+    return v
+
+
+# event kinds, in the order they run at equal times
+EV_RELEASE, EV_READY, EV_SUBMIT, EV_REQUEST, EV_DEPLOYED, EV_LOADED, EV_SAVED, EV_SAMPLE, EV_TICK = range(1, 10)
+
+
+@dataclass
+class Stats:
+    events: int = 0
+    killed_tasks: int = 0
+    lost_maps: int = 0
+    wasted_s: float = 0.0
+    busy_slot_s: float = 0.0
+    rereplicated_bytes: float = 0.0
+    reconfigurations: int = 0
+    resizes: dict[str, int] = field(default_factory=dict)
+    ticks: list[tuple[float, float, bool]] = field(default_factory=list)  # (t, G, gate)
+    overall_d: dict[str, float] = field(default_factory=dict)
+    admission_latency: dict[str, float] = field(default_factory=dict)
+    reconfig_times: list[float] = field(default_factory=list)
+    node_s: float = 0.0  # allocated node-seconds
+    invariant_errors: list[str] = field(default_factory=list)
+    rerequests: int = 0
+
+
+class Simulator:
+    """Run one workload under one controller; ``run()`` returns the finished simulator."""
+
+    def __init__(self, wl: Workload, settings: Settings | None = None, *, refs: list[float] | None = None,
+                 timeline: bool = False, check_invariants: bool = False, ch2: ResizeParams | None = None,
+                 seed: int = 0):
+        self.wl = wl
+        self.cost = wl.cost
+        self.settings = settings
+        self.capacity = wl.capacity
+        self.heap: list = []
+        self.seq = 0
+        self.now = 0.0
+        self.stats = Stats()
+        self.refs = refs
+        self._rng = random.Random(seed)
+        self.free: list[str] = [f"h{i:05d}" for i in range(wl.capacity)]
+        self.clusters: dict[str, SimCluster] = {c.name: SimCluster(self, c) for c in wl.clusters}
+        self.order: list[SimCluster] = []  # clusters holding nodes, in admission order
+        self.queue: list[SimCluster] = []  # global FIFO of requests
+        self.jobs: dict[int, Job] = {}
+        self.done_jobs: list[Job] = []
+        self.successors: dict[int, list] = {}
+        self.pending_jobs = len(wl.jobs)
+        self.node_seq = 0
+        self.check = check_invariants
+        self.ch2 = ch2
+        self.timeline = timeline
+        self.alloc_tl: dict[str, list[tuple[float, int]]] = {c: [(0.0, 0)] for c in self.clusters}
+        self.queue_tl: dict[str, list[tuple[float, int]]] = {c: [] for c in self.clusters}
+        self._alloc_total = 0
+        self._alloc_since = 0.0
+        self.finished = False
+        self.decisions = 0
+
+    # --- event plumbing -----------------------------------------------------------------------
+    def push(self, t: float, kind: int, obj) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, kind, self.seq, obj))
+
+    def rand(self, n: int) -> int:
+        return int(self._rng.random() * n)
+
+    def run(self) -> "Simulator":
+        wl = self.wl
+        for j in wl.jobs:
+            if j.after is None:
+                self.push(j.submit_s, EV_SUBMIT, j)
+            else:
+                self.successors.setdefault(j.after, []).append(j)
+        if wl.controller == "fawkes":
+            for c in wl.clusters:
+                self.push(c.request_s, EV_REQUEST, self.clusters[c.name])
+            sp = self.settings.sample_period_s
+            self.push(sp, EV_SAMPLE, None)
+            self.push(self.settings.period_s, EV_TICK, None)
+        else:
+            for c in wl.clusters:
+                self._static_cluster(self.clusters[c.name], c.static or {Role.CORE: c.min_core})
+            if wl.controller == "ch2":
+                self.push(self.ch2.offer_period_s, EV_TICK, None)
+            if self.timeline:
+                self.push(5.0, EV_SAMPLE, None)
+        heap = self.heap
+        pop = heapq.heappop
+        n = 0
+        while heap and not self.finished:
+            t, kind, _, obj = pop(heap)
+            self.now = t
+            n += 1
+            if kind == EV_TASK:
+                if obj.alive:
+                    obj.node.cluster.finish(obj, t)
+            elif kind == EV_SUBMIT:
+                self._submit(obj, t)
+            elif kind == EV_SAMPLE:
+                self._sample(t)
+            elif kind == EV_TICK:
+                self._tick(t)
+            elif kind == EV_RELEASE:
+                self._release(obj, t)
+            elif kind == EV_READY:
+                obj.cluster.make_ready(obj)
+                obj.cluster.dispatch(t)
+            elif kind == EV_REQUEST:
+                self._request(obj, t)
+            elif kind == EV_DEPLOYED:
+                self._deployed(obj, t)
+            elif kind == EV_LOADED:
+                self._loaded(obj, t)
+            elif kind == EV_SAVED:
+                self._saved(obj, t)
+        self.stats.events = n
+        self._account_nodes(self.makespan_end())
+        return self
+
+    def makespan_end(self) -> float:
+        return max((j.end for j in self.done_jobs), default=self.now)
+
+    # --- statistics hooks called by clusters ---------------------------------------------------
+    def stats_kill(self, t: Task, now: float) -> None:
+        self.stats.killed_tasks += 1
+        self.stats.wasted_s += now - t.start
+        self.stats.busy_slot_s += now - t.start
+
+    def stats_done(self, t: Task) -> None:
+        self.stats.busy_slot_s += self.now - t.start
+
+    def on_alloc_change(self, c: SimCluster, now: float) -> None:
+        self._account_nodes(now)
+        tl = self.alloc_tl[c.name]
+        if tl[-1][0] == now:
+            tl[-1] = (now, c.held)
+        else:
+            tl.append((now, c.held))
+
+    def _account_nodes(self, now: float) -> None:
+        if now > self._alloc_since:
+            self.stats.node_s += self._alloc_total * (now - self._alloc_since)
+            self._alloc_since = now
+        self._alloc_total = sum(c.held for c in self.clusters.values())
+
+    # --- jobs ---------------------------------------------------------------------------------
+    def _submit(self, spec, now: float) -> None:
+        c = self.clusters[spec.cluster]
+        ref = self.refs[spec.id] if self.refs is not None else spec.ref_runtime_s
+        job = Job(spec, now, self.cost.slowstart, ref)
+        self.jobs[spec.id] = job
+        if c.state is ClusterState.RELEASED:  # it left after T_idle: request it again (redeploy, reload)
+            c.jobs.append(job)
+            self._rerequest(c, now)
+            return
+        c.submit(job, now)  # queued until ACTIVE; a SAVING cluster is requested again once saved
+
+    def on_job_done(self, c: SimCluster, job: Job) -> None:
+        self.done_jobs.append(job)
+        self.pending_jobs -= 1
+        for nxt in self.successors.pop(job.id, ()):
+            self.push(job.end + nxt.submit_s, EV_SUBMIT, nxt)
+        if self.pending_jobs == 0:
+            self.finished = True
+
+    # --- nodes --------------------------------------------------------------------------------
+    def _grow(self, c: SimCluster, host: str, role: Role, now: float, ready_now: bool = False) -> None:
+        self.free.remove(host)
+        self.node_seq += 1
+        node = c.attach(host, role, now, self.node_seq)
+        if role is Role.CORE and (ready_now or c.state in (ClusterState.REQUESTED, ClusterState.DEPLOYING)):
+            c.make_ready(node)  # deployment time covers the daemons of the first core nodes
+        else:
+            delay = {Role.TR: self.cost.tr_ready_s, Role.TC: self.cost.tc_ready_s}.get(role, self.cost.core_ready_s)
+            if ready_now or delay <= 0:
+                c.make_ready(node)
+            else:
+                self.push(now + delay, EV_READY, node)
+
+    def _release(self, node, now: float) -> None:
+        c = node.cluster
+        if node.attached:
+            c.detach(node, now)
+        self.free.append(node.host)
+        if self.wl.controller == "fawkes":
+            self._after_free(now)
+        c.dispatch(now)
+
+    def _static_cluster(self, c: SimCluster, comp: dict[Role, int]) -> None:
+        c.reset_incarnation(0.0)
+        c.state = ClusterState.ACTIVE
+        self.order.append(c)
+        for role in (Role.CORE, Role.TC, Role.TR):
+            for _ in range(comp.get(role, 0)):
+                self._grow(c, self.free[0], role, 0.0, ready_now=True)
+
+    # --- FAWKES: lifecycle ------------------------------------------------------------------------
+    def _request(self, c: SimCluster, now: float) -> None:
+        c.reset_incarnation(now)
+        c.state = ClusterState.REQUESTED
+        self.queue.append(c)
+        self._admit(now)
+
+    def _rerequest(self, c: SimCluster, now: float) -> None:
+        c.first_incarnation = False
+        self.stats.rerequests += 1
+        self._request(c, now)
+
+    def _admit(self, now: float) -> None:
+        if not self.queue:
+            return
+        adm, plan = admit_now(self.snapshot(now), self.settings)
+        if adm.admitted:
+            self._admitted(adm.admitted, now)
+            self._execute(plan, now, tick=False)
+            for name, t in plan.targets.items():
+                self.clusters[name].target = t
+
+    def _admitted(self, names, now: float) -> None:
+        for name in names:
+            c = self.clusters[name]
+            self.queue.remove(c)
+            c.state = ClusterState.DEPLOYING
+            self.order.append(c)
+            self.stats.admission_latency.setdefault(name, now - c.requested_at)
+            c.record_alloc(now)
+
+    def _maybe_deploy(self, c: SimCluster, now: float) -> None:
+        if c.state is ClusterState.DEPLOYING and not c.deploy_pending and c.n_core >= c.min_core:
+            c.deploy_pending = True
+            pre = c.first_incarnation and c.spec.preloaded
+            self.push(now + (0.0 if pre else self.cost.deploy_s), EV_DEPLOYED, c)
+
+    def _deployed(self, c: SimCluster, now: float) -> None:
+        if c.state is not ClusterState.DEPLOYING:
+            return
+        c.state = ClusterState.LOADING
+        pre = c.first_incarnation and c.spec.preloaded
+        self.push(now + (0.0 if pre else c.spec.dataset_bytes / self.cost.load_Bps), EV_LOADED, c)
+
+    def _loaded(self, c: SimCluster, now: float) -> None:
+        if c.state is ClusterState.LOADING:
+            c.state = ClusterState.ACTIVE
+            c.dispatch(now)
+
+    def _saved(self, c: SimCluster, now: float) -> None:
+        for node in list(c.nodes.values()):
+            c.detach(node, now)
+            self.free.append(node.host)
+        c.state = ClusterState.RELEASED
+        self.order.remove(c)
+        if c.jobs:
+            self._rerequest(c, now)
+        self._after_free(now)
+
+    def _after_free(self, now: float) -> None:
+        if self.queue:
+            self._admit(now)
+        if self.free and any(c.target is not None and c.settled < c.target for c in self.order):
+            plan = refill(self.snapshot(now), self.settings)
+            if plan.grows:
+                self._execute(plan, now, tick=False)
+
+    # --- FAWKES: sampling, ticks, plans ---------------------------------------------------------
+    def _sample(self, now: float) -> None:
+        if self.wl.controller != "fawkes":
+            for c in self.order:
+                self.queue_tl[c.name].append((now, len(c.jobs)))
+            self.push(now + 5.0, EV_SAMPLE, None)
+            return
+        s = self.settings
+        horizon = now - s.period_s
+        js = s.policy.lower() == "js"
+        for c in self.order:
+            if c.state is ClusterState.SAVING:
+                continue
+            key = (c.version, c.state)
+            if key == c.last_sample_version and not js:
+                m = ClusterMetrics(now, *c.last_sample)  # nothing changed since the last sample
+            else:
+                m = self._measure(c, now, s)
+                c.last_sample = tuple(getattr(m, f) for f in _METRIC_FIELDS)
+                c.last_sample_version = key
+            c.samples.append(m)
+            while c.samples and c.samples[0].time <= horizon:
+                c.samples.pop(0)
+            c.idle_since = next_idle_since(c.idle_since, m)
+        for c in self.clusters.values():
+            self.queue_tl[c.name].append((now, len(c.jobs)))
+        self.push(now + s.sample_period_s, EV_SAMPLE, None)
+
+    def _measure(self, c: SimCluster, now: float, s: Settings):
+        facts = [JobFacts(j.submit, j.spec.input_bytes, len(j.pend_maps) + len(j.pend_reds), j.running,
+                          j.started, j.ref) for j in c.jobs]
+        return sample_cluster(now, facts, s, busy_slots=float(c.running_tasks),
+                              configured_slots=float(c.configured_slots()), output_bytes=c.output_bytes,
+                              storage_capacity=c.storage_capacity(), completed_jobs=c.completed_jobs,
+                              completed_tasks=c.completed_tasks, loading=c.state is not ClusterState.ACTIVE)
+
+    def snapshot(self, now: float) -> Snapshot:
+        keep_from = now - 2 * (self.settings.period_s if self.settings else 60.0)
+        views = []
+        for c in self.order:
+            alloc = c.alloc
+            i = len(alloc) - 1
+            while i > 0 and alloc[i][0] > keep_from:
+                i -= 1
+            if i > 0:
+                del alloc[:i]
+            nodes = tuple(_view(n) for n in c.nodes.values())
+            views.append(ClusterView(c.name, c.state, c.min_core, nodes, tuple(c.samples), tuple(alloc),
+                                     self.cost.slots_per_node, c.idle_since, c.last_grow_at, c.last_shrink_at,
+                                     c.cum_d, c.weight, c.target))
+        queue = tuple(ClusterRequest(c.name, c.min_core, c.requested_at) for c in self.queue)
+        return Snapshot(now, self.capacity, tuple(self.free), tuple(views), queue)
+
+    def _tick(self, now: float) -> None:
+        if self.wl.controller == "ch2":
+            self._offer(now)
+            self.push(now + self.ch2.offer_period_s, EV_TICK, None)
+            return
+        s = self.settings
+        snap = self.snapshot(now)
+        dec = decide(snap, s)
+        self.decisions += 1
+        st = self.stats
+        st.ticks.append((now, dec.global_discrimination, dec.gate_open))
+        for name, d in dec.discrimination.items():
+            c = self.clusters[name]
+            c.cum_d = d if s.discrimination_window == "cumulative" else c.cum_d + d
+            st.overall_d[name] = st.overall_d.get(name, 0.0) + d
+        if dec.resized:
+            st.reconfigurations += 1
+            st.reconfig_times.append(now)
+            admitted = set(dec.admission.admitted)
+            for name in dec.plan.changed_clusters() - admitted:
+                st.resizes[name] = st.resizes.get(name, 0) + 1
+        if self.check:
+            self._check_tick(snap, dec)
+        for name in dec.deactivate:
+            self._deactivate(self.clusters[name], now)
+        if dec.admission.admitted:
+            self._admitted(dec.admission.admitted, now)
+        for name, w in dec.weights.items():
+            self.clusters[name].weight = w
+        self._execute(dec.plan, now, tick=True)
+        for name, t in dec.targets.items():
+            self.clusters[name].target = t
+        self.push(now + s.period_s, EV_TICK, None)
+
+    def _deactivate(self, c: SimCluster, now: float) -> None:
+        c.state = ClusterState.SAVING
+        self.push(now + c.output_bytes / self.cost.replication / self.cost.save_Bps, EV_SAVED, c)
+
+    def _execute(self, plan, now: float, tick: bool) -> None:
+        dp: dict[str, list] = {}
+        for sh in plan.shrinks:
+            c = self.clusters[sh.cluster]
+            node = c.nodes.get(sh.node)
+            if node is None or node.draining:
+                continue
+            if tick:
+                c.last_shrink_at = now
+            if sh.mode is ShrinkMode.FP:
+                c.stop_node(node, now)
+                self.push(now + self.cost.fp_stop_s, EV_RELEASE, node)
+            else:
+                dp.setdefault(sh.cluster, []).append(node)
+        for name, nodes in dp.items():
+            c = self.clusters[name]
+            n_dn = sum(1 for n in c.nodes.values() if n.role is not Role.TR and not n.draining)
+            nodes.sort(key=lambda n: n.stored)
+            k = len(nodes)
+            cum = 0.0
+            for node in nodes:
+                c.stop_node(node, now, kill=self.cost.dp_kill_tasks)
+                cum += node.stored
+                self.stats.rereplicated_bytes += node.stored
+                self.push(now + self.cost.removal_time(cum, k, n_dn), EV_RELEASE, node)
+            self._spread_blocks(c, nodes)
+        touched = set()
+        for g in plan.grows:
+            c = self.clusters[g.cluster]
+            if g.host not in self.free or c.state not in (ClusterState.DEPLOYING, ClusterState.LOADING,
+                                                         ClusterState.ACTIVE):
+                continue
+            if tick:
+                c.last_grow_at = now
+            self._grow(c, g.host, g.role, now)
+            touched.add(c)
+        for c in touched:
+            self._maybe_deploy(c, now)
+            c.dispatch(now)
+
+    def _spread_blocks(self, c: SimCluster, leaving) -> None:
+        """Re-replicated blocks land on the DataNodes that stay."""
+        stay = [n for n in c.nodes.values() if n.role is not Role.TR and not n.draining]
+        if not stay:
+            return
+        total = sum(n.stored for n in leaving)
+        for n in stay:
+            n.stored += total / len(stay)
+
+    # --- chapter 2 controller ---------------------------------------------------------------------
+    def _offer(self, now: float) -> None:
+        p = self.ch2
+        for c in self.order:
+            pending = sum(len(j.pend_maps) + len(j.pend_reds) for j in c.jobs)
+            slots = sum(self.cost.slots_per_node for n in c.nodes.values() if not n.draining)
+            n_tr = sum(1 for n in c.nodes.values() if n.role is not Role.CORE and not n.draining)
+            done = self.pending_jobs == 0
+            r = on_offer(p, pending=pending, running=c.running_tasks, slots=slots, pool_free=len(self.free),
+                         n_transient=n_tr, workload_done=done)
+            if r.delta > 0:
+                for _ in range(r.delta):
+                    self._grow(c, self.free[0], r.role, now)
+                self.stats.reconfigurations += 1
+            elif r.delta < 0:
+                view = ClusterView(c.name, c.state, c.min_core,
+                                   tuple(NodeView(n.host, n.role, n.running, int(n.stored), n.added_at, n.draining)
+                                         for n in c.nodes.values()))
+                settings = Settings(policy="None", fp_victim_order="fewest_tasks")
+                for v in shrink_victims(view, -r.delta, settings):
+                    node = c.nodes[v.id]
+                    c.stop_node(node, now)
+                    self.push(now + self.cost.fp_stop_s, EV_RELEASE, node)
+                self.stats.reconfigurations += 1
+
+    # --- invariants (spec A.13) -----------------------------------------------------------------
+    def _check_tick(self, snap: Snapshot, dec) -> None:
+        err = self.stats.invariant_errors
+        t = snap.now
+        if dec.weights:
+            tot = sum(dec.weights.values())
+            if abs(tot - 1.0) > 1e-6:
+                err.append(f"t={t}: weights sum {tot}")
+        for v in snap.clusters:
+            if v.state in (ClusterState.LOADING, ClusterState.ACTIVE) and v.count(Role.CORE) < v.min_core:
+                err.append(f"t={t}: {v.name} has {v.count(Role.CORE)} core < min {v.min_core}")
+            if v.state in (ClusterState.LOADING, ClusterState.ACTIVE) and v.held < v.min_core:
+                err.append(f"t={t}: {v.name} holds {v.held} < min {v.min_core}")
+        targets = dec.targets
+        for name, tgt in targets.items():
+            v = next((c for c in snap.clusters if c.name == name), None)
+            m = v.min_core if v is not None else dec.admission.minima.get(name, 0)
+            if tgt < m:
+                err.append(f"t={t}: target {name}={tgt} < min {m}")
+        pol = dec.policy
+        leaving = set(dec.deactivate)
+        saving = sum(v.held for v in snap.clusters if v.state is ClusterState.SAVING or v.name in leaving)
+        if pol == "None":
+            for name, tgt in targets.items():
+                v = next((c for c in snap.clusters if c.name == name), None)
+                if v is not None and tgt != v.min_core:
+                    err.append(f"t={t}: None target {name}={tgt} != min")
+        elif dec.gate_open and targets and not self.settings.cap_to_demand:
+            if sum(targets.values()) != snap.capacity - saving and sum(dec.admission.minima.values()) + sum(
+                    v.min_core for v in snap.allocated if v.name not in leaving) <= snap.capacity:
+                err.append(f"t={t}: not work-conserving: {sum(targets.values())} != {snap.capacity - saving}")
+        for sh in dec.plan.shrinks:
+            if sh.role is Role.CORE:
+                err.append(f"t={t}: core node {sh.node} removed")
+        by_cluster: dict[str, list] = {}
+        for sh in dec.plan.shrinks:
+            if sh.mode is ShrinkMode.DP:
+                v = snap.cluster(sh.cluster)
+                by_cluster.setdefault(sh.cluster, []).append(next(n for n in v.nodes if n.id == sh.node).stored_bytes)
+        for name, stored in by_cluster.items():
+            if stored != sorted(stored):
+                err.append(f"t={t}: DP order not by stored bytes in {name}: {stored}")
+            v = snap.cluster(name)
+            rest = [n.stored_bytes for n in v.nodes if n.role is Role.TC and not n.draining and n.id not in
+                    {s.node for s in dec.plan.shrinks}]
+            if rest and stored and max(stored) > min(rest):
+                err.append(f"t={t}: DP in {name} removed {max(stored)} B while a TC node holds {min(rest)} B")

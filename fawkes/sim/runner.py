@@ -1,0 +1,251 @@
+"""Run experiments: one policy over several seeds, or several policies on the same seeds.
+
+Workloads and reference runtimes are cached per (experiment, seed) in each process; a
+comparison is split into (seed, policies) chunks that run on a process pool across the cores.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fawkes.errors import FawkesError
+from fawkes.mechanism import Settings
+from fawkes.mechanism.koala_mr import ResizeParams
+from fawkes.mechanism.model import Role
+from fawkes.sim.engine import Simulator
+from fawkes.sim.metrics import RunResult, aggregate, collect
+from fawkes.sim.workloads import EXPERIMENTS, Workload, experiment_name, generate, static_job_workload
+
+FAWKES_POLICIES = ("None", "EQ", "JD", "DD", "TD", "PU", "DU", "RU", "JS", "JT", "TT")
+CH2_POLICIES = ("static", "GG", "GS", "GGD")
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A policy to simulate: a label, and either FAWKES settings overrides or a ch. 2 policy."""
+
+    label: str
+    overrides: dict[str, Any] = field(default_factory=dict)  # Settings fields explicitly chosen
+    ch2: str | None = None
+
+    def __hash__(self) -> int:
+        return hash((self.label, tuple(sorted(self.overrides.items(), key=lambda kv: kv[0])), self.ch2))
+
+
+def _preset_loader() -> Callable[[str], Settings] | None:
+    try:
+        from fawkes.presets import load_preset  # shipped by another part of the project
+    except ImportError:
+        return None
+    return load_preset
+
+
+def parse_policy(text: str, experiment: str | None = None, sets: Sequence[str] = ()) -> PolicySpec:
+    """A policy name (TD, None, ...), a preset name or YAML path, or for ch2 GS/GG/GGD/static.
+
+    ``sets`` are ``key=value`` Settings overrides (e.g. ``min_change_nodes=3``).
+    """
+    text = text.strip()
+    extra = _parse_sets(sets)
+    if experiment == "ch2":
+        for p in CH2_POLICIES:
+            if p.lower() == text.lower():
+                return PolicySpec(p, {}, ch2=p)
+        raise FawkesError(f"experiment ch2 takes --policy one of {', '.join(CH2_POLICIES)}, not {text!r}")
+    from fawkes.mechanism.policies import policy_names
+
+    names = {n.lower(): n for n in policy_names()}
+    if text.lower() in names:
+        ov = {"policy": names[text.lower()]} | extra
+        label = names[text.lower()] + _label_suffix(extra)
+        _validate(ov)
+        return PolicySpec(label, ov)
+    loader = _preset_loader()
+    looks_like_path = text.endswith((".yaml", ".yml")) or os.sep in text
+    if loader is None:
+        if looks_like_path:
+            raise FawkesError(f"policy presets need fawkes.presets, which is not installed yet: {text}")
+        raise FawkesError(f"unknown policy {text!r}; known: {', '.join(policy_names())}")
+    settings = loader(text)  # raises ConfigError naming the file on a bad preset
+    ov = {k: getattr(settings, k) for k in settings.model_fields_set} | extra
+    ov.setdefault("policy", settings.policy)
+    _validate(ov)
+    label = (Path(text).stem if looks_like_path else text) + _label_suffix(extra)
+    return PolicySpec(label, ov)
+
+
+def _label_suffix(extra: dict[str, Any]) -> str:
+    return "" if not extra else "[" + ",".join(f"{k}={v}" for k, v in extra.items()) + "]"
+
+
+def _parse_sets(sets: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in sets:
+        if "=" not in item:
+            raise FawkesError(f"--set expects KEY=VALUE, not {item!r}")
+        k, v = item.split("=", 1)
+        k = k.strip()
+        if k not in Settings.model_fields:
+            raise FawkesError(f"--set: unknown setting {k!r}; known: {', '.join(sorted(Settings.model_fields))}")
+        out[k] = _coerce(v.strip())
+    return out
+
+
+def _coerce(v: str) -> Any:
+    low = v.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    if low in ("none", "null"):
+        return None
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    return v
+
+
+def _validate(ov: dict[str, Any]) -> None:
+    try:
+        Settings(**ov)
+    except Exception as exc:  # pydantic.ValidationError
+        raise FawkesError(f"invalid policy settings {ov}: {_first_line(exc)}") from None
+
+
+def _first_line(exc: Exception) -> str:
+    lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+    return " ".join(lines[:3])
+
+
+def settings_for(wl: Workload, spec: PolicySpec, grow: str | None = None) -> Settings:
+    """Experiment defaults (T, grow type, idle timeout), then the policy's explicit choices."""
+    base: dict[str, Any] = {"period_s": wl.period_s, "grow_type": wl.grow_type} | dict(wl.settings)
+    base.pop("policy", None)
+    if grow:
+        base["grow_type"] = Role.TR if grow.lower() in ("tr", "transient") else Role.TC
+    return Settings(**(base | spec.overrides))
+
+
+# --- caches (per process) ------------------------------------------------------------------------
+
+_REFS: dict[tuple[int, int], tuple[Workload, tuple[float, ...]]] = {}
+
+
+def reference_runtimes(wl: Workload, n_core: int = 10) -> tuple[float, ...]:
+    """Each job's runtime alone on a static cluster of ``n_core`` core nodes (A-23); cached."""
+    key = (id(wl), n_core)
+    hit = _REFS.get(key)
+    if hit is not None and hit[0] is wl:
+        return hit[1]
+    if len(_REFS) > 64:
+        _REFS.clear()
+    refs = []
+    for j in wl.jobs:
+        if j.ref_runtime_s:
+            refs.append(float(j.ref_runtime_s))
+            continue
+        sim = Simulator(static_job_workload(j, wl.cost, n_core)).run()
+        job = sim.done_jobs[0]
+        refs.append(job.end - job.submit)
+    _REFS[key] = (wl, tuple(refs))
+    return _REFS[key][1]
+
+
+def run_one(wl: Workload, spec: PolicySpec, seed: int, *, grow: str | None = None, timeline: bool = False,
+            check: bool = False, experiment: str | None = None) -> RunResult:
+    t0 = time.perf_counter()
+    refs = list(reference_runtimes(wl))
+    if spec.ch2:
+        params = ResizeParams.for_policy(spec.ch2)
+        sim = Simulator(wl, None, refs=refs, ch2=params, timeline=timeline, seed=seed).run()
+    else:
+        settings = settings_for(wl, spec, grow)
+        sim = Simulator(wl, settings, refs=refs, timeline=timeline, check_invariants=check, seed=seed).run()
+    return collect(sim, experiment or wl.name, spec.label, seed, time.perf_counter() - t0, timeline)
+
+
+def _chunk(args) -> list[RunResult]:
+    experiment, seed, specs, grow, check, scale, timeline = args
+    wl = generate(experiment, seed, scale)
+    return [run_one(wl, s, seed, grow=grow, check=check, timeline=timeline, experiment=experiment) for s in specs]
+
+
+def run_matrix(experiment: str, specs: Sequence[PolicySpec], seeds: Sequence[int], *, grow: str | None = None,
+               check: bool = False, scale: int = 1, workers: int | None = None, timeline: bool = False,
+               progress: Callable[[int, int, str], None] | None = None,
+               workload: Workload | None = None) -> dict[str, list[RunResult]]:
+    """Every policy on every seed; results grouped by policy label, in seed order."""
+    specs = list(specs)
+    total = len(specs) * len(seeds)
+    out: dict[str, list[RunResult]] = {s.label: [] for s in specs}
+    done = 0
+    if workload is not None:  # a trace: one workload, durations drawn per seed
+        from fawkes.sim.trace import reseed
+
+        for seed in seeds:
+            wl = reseed(workload, seed)
+            for s in specs:
+                out[s.label].append(run_one(wl, s, seed, grow=grow, check=check, timeline=timeline,
+                                            experiment=workload.name))
+                done += 1
+                if progress:
+                    progress(done, total, f"{s.label} seed {seed}")
+        return out
+    experiment = experiment_name(experiment)
+    half = max(1, math.ceil(len(specs) / 2))
+    chunks = [(experiment, seed, tuple(specs[i:i + half]), grow, check, scale, timeline)
+              for seed in seeds for i in range(0, len(specs), half)]
+    n_workers = workers if workers is not None else min(os.cpu_count() or 1, len(chunks))
+    if n_workers <= 1 or total <= 2:
+        results = []
+        for ch in chunks:
+            rs = _chunk(ch)
+            results.append(rs)
+            done += len(rs)
+            if progress:
+                progress(done, total, f"seed {ch[1]}")
+    else:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+        with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
+            results = []
+            for ch, rs in zip(chunks, pool.map(_chunk, chunks)):
+                results.append(rs)
+                done += len(rs)
+                if progress:
+                    progress(done, total, f"seed {ch[1]}")
+    for rs in results:
+        for r in rs:
+            out[r.policy].append(r)
+    for v in out.values():
+        v.sort(key=lambda r: r.seed)
+    return out
+
+
+def compare(experiment: str, specs: Sequence[PolicySpec], seeds: Sequence[int], **kw) -> list[dict[str, Any]]:
+    """Aggregated results (means over seeds plus spread), one per policy, in the given order."""
+    matrix = run_matrix(experiment, specs, seeds, **kw)
+    return [aggregate(matrix[s.label]) for s in specs]
+
+
+def default_specs(experiment: str, which: str) -> list[PolicySpec]:
+    """``all`` or a comma list of policies, for ``--compare``."""
+    exp = experiment_name(experiment) if experiment in EXPERIMENTS or experiment.lower() in (
+        e.lower() for e in EXPERIMENTS) else experiment
+    if which.strip().lower() == "all":
+        names = CH2_POLICIES if exp == "ch2" else FAWKES_POLICIES
+    else:
+        names = tuple(n for n in (x.strip() for x in which.split(",")) if n)
+        if not names:
+            raise FawkesError("--compare needs 'all' or a comma-separated list of policies")
+    return [parse_policy(n, exp) for n in names]

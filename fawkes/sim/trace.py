@@ -1,0 +1,171 @@
+"""Job traces: CSV import (format in traces/README.md) and an optional cluster file.
+
+Trace: a header and one row per job, columns ``submit_s,cluster,app,input_bytes,maps,reduces``
+plus optional ``ref_runtime_s``.  ``input_bytes`` is a number of bytes, optionally with a unit
+(``KB MB GB TB``, powers of 1024).  Lines starting with ``#`` and blank lines are ignored.
+
+Cluster file (optional): ``cluster,request_s`` plus optional ``min_core,dataset_bytes``.
+Clusters are the distinct names in the trace; without a cluster file each is requested at
+time 0 and ready at once (pre-loaded).  A cluster requested later, or with a dataset, is
+deployed (w^D) and loads its dataset (l^D) first.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from fawkes.errors import ConfigError
+from fawkes.mechanism.model import Role
+from fawkes.sim.costs import CostModel
+from fawkes.sim.workloads import ClusterSpec, JobSpec, Workload, make_job
+
+REQUIRED = ("submit_s", "cluster", "app", "input_bytes", "maps", "reduces")
+OPTIONAL = ("ref_runtime_s",)
+CLUSTER_REQUIRED = ("cluster", "request_s")
+CLUSTER_OPTIONAL = ("min_core", "dataset_bytes")
+_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3,
+          "t": 1024**4, "tb": 1024**4, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+_BYTES = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_bytes(text: str) -> float:
+    m = _BYTES.match(text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"not a byte count: {text!r} (e.g. 1073741824, 1GB, 512MB)")
+    return float(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def _rows(path: Path, required: tuple[str, ...], optional: tuple[str, ...]):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(path), "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), f"cannot read: {exc}") from None
+    lines = [(i + 1, ln) for i, ln in enumerate(text.splitlines()) if ln.strip() and not ln.lstrip().startswith("#")]
+    if not lines:
+        raise ConfigError(str(path), "empty file: expected a header " + ",".join(required))
+    header_line, header = lines[0]
+    cols = [c.strip() for c in next(csv.reader([header]))]
+    for k, c in enumerate(cols):
+        if c not in required + optional:
+            raise ConfigError(str(path), f"unknown column {c!r} (column {k + 1}); expected {', '.join(required)}"
+                              f" and optionally {', '.join(optional)}", line=header_line, field=c)
+    missing = [c for c in required if c not in cols]
+    if missing:
+        raise ConfigError(str(path), f"header lacks column(s) {', '.join(missing)}", line=header_line)
+    if len(set(cols)) != len(cols):
+        raise ConfigError(str(path), "duplicate column in header", line=header_line)
+    for lineno, ln in lines[1:]:
+        vals = next(csv.reader([ln]))
+        if len(vals) != len(cols):
+            raise ConfigError(str(path), f"expected {len(cols)} values, found {len(vals)}", line=lineno)
+        yield lineno, {c: v.strip() for c, v in zip(cols, vals)}, cols
+
+
+def _field(path: Path, lineno: int, cols: list[str], col: str, text: str, conv, check, what: str):
+    try:
+        v = conv(text)
+    except (ValueError, TypeError):
+        v = None
+    if v is None or not check(v):
+        raise ConfigError(str(path), f"column {cols.index(col) + 1} ({col}): {what}, got {text!r}",
+                          line=lineno, field=col)
+    return v
+
+
+def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: float,
+               clusters_file: str | Path | None = None, grow: str = "tc", cost: CostModel | None = None,
+               idle_timeout_s: float | None = None) -> Workload:
+    """Read a trace (and a cluster file) into a :class:`Workload` (durations for seed 0)."""
+    from fawkes.sim.costs import app_profile
+
+    path = Path(path)
+    cost = cost or CostModel()
+    rows = []
+    finite = lambda v: math.isfinite(v)  # noqa: E731
+    for lineno, r, cols in _rows(path, REQUIRED, OPTIONAL):
+        submit = _field(path, lineno, cols, "submit_s", r["submit_s"], float, lambda v: finite(v) and v >= 0,
+                        "expected seconds >= 0")
+        cluster = r["cluster"]
+        if not cluster:
+            raise ConfigError(str(path), f"column {cols.index('cluster') + 1} (cluster): empty cluster name",
+                              line=lineno, field="cluster")
+        try:
+            app = app_profile(r["app"], cost.apps).name
+        except KeyError as exc:
+            raise ConfigError(str(path), f"column {cols.index('app') + 1} (app): {exc.args[0]}", line=lineno,
+                              field="app") from None
+        size = _field(path, lineno, cols, "input_bytes", r["input_bytes"], parse_bytes, lambda v: v > 0,
+                      "expected a positive byte count (e.g. 1073741824 or 1GB)")
+        maps = _field(path, lineno, cols, "maps", r["maps"], int, lambda v: v >= 1, "expected an integer >= 1")
+        reduces = _field(path, lineno, cols, "reduces", r["reduces"], int, lambda v: v >= 0,
+                         "expected an integer >= 0")
+        ref = None
+        if r.get("ref_runtime_s"):
+            ref = _field(path, lineno, cols, "ref_runtime_s", r["ref_runtime_s"], float,
+                         lambda v: finite(v) and v > 0, "expected seconds > 0 (or empty)")
+        rows.append((submit, cluster, app, size, maps, reduces, ref))
+    if not rows:
+        raise ConfigError(str(path), "no jobs in the trace")
+    names = list(dict.fromkeys(r[1] for r in sorted(rows, key=lambda r: r[0])))
+    specs = {n: ClusterSpec(n, 0.0, min_core, 0.0, preloaded=True) for n in names}
+    if clusters_file is not None:
+        cpath = Path(clusters_file)
+        seen = set()
+        for lineno, r, cols in _rows(cpath, CLUSTER_REQUIRED, CLUSTER_OPTIONAL):
+            n = r["cluster"]
+            if n not in specs:
+                raise ConfigError(str(cpath), f"column {cols.index('cluster') + 1} (cluster): {n!r} has no jobs "
+                                  "in the trace", line=lineno, field="cluster")
+            if n in seen:
+                raise ConfigError(str(cpath), f"cluster {n!r} listed twice", line=lineno, field="cluster")
+            seen.add(n)
+            t = _field(cpath, lineno, cols, "request_s", r["request_s"], float, lambda v: finite(v) and v >= 0,
+                       "expected seconds >= 0")
+            m = min_core
+            if r.get("min_core"):
+                m = _field(cpath, lineno, cols, "min_core", r["min_core"], int, lambda v: v >= 1,
+                           "expected an integer >= 1")
+            ds = 0.0
+            if r.get("dataset_bytes"):
+                ds = _field(cpath, lineno, cols, "dataset_bytes", r["dataset_bytes"], parse_bytes,
+                            lambda v: v >= 0, "expected a byte count")
+            specs[n] = ClusterSpec(n, t, m, ds, preloaded=(t == 0 and ds == 0))
+    total_min = sum(s.min_core for s in specs.values())
+    if max(s.min_core for s in specs.values()) > capacity:
+        raise ConfigError(str(path), f"a cluster's minimum ({max(s.min_core for s in specs.values())}) exceeds "
+                          f"--capacity {capacity}")
+    rows.sort(key=lambda r: r[0])
+    wl = Workload(f"trace:{path.name}", tuple(specs.values()), (), capacity, period_s=period_s,
+                  grow_type=Role.TR if grow.lower() in ("tr", "transient") else Role.TC, cost=cost,
+                  settings={} if idle_timeout_s is None else {"idle_timeout_s": idle_timeout_s},
+                  note=f"{len(rows)} jobs, {len(names)} clusters, sum of minima {total_min} of {capacity}")
+    object.__setattr__(wl, "_rows", tuple(rows))
+    return reseed(wl, 0)
+
+
+_RESEEDED: dict[tuple[int, int], tuple[Workload, Workload]] = {}
+
+
+def reseed(wl: Workload, seed: int) -> Workload:
+    """The trace with task durations drawn for ``seed`` (cached)."""
+    key = (id(wl), seed)
+    hit = _RESEEDED.get(key)
+    if hit is not None and hit[0] is wl:
+        return hit[1]
+    rows = getattr(wl, "_rows")
+    rng = np.random.default_rng([seed, 99])
+    jobs: list[JobSpec] = []
+    for k, (submit, cluster, app, size, maps, reduces, ref) in enumerate(rows):
+        jobs.append(make_job(wl.cost, rng, k, cluster, app, size, maps, reduces, submit, ref_runtime_s=ref))
+    out = replace(wl, jobs=tuple(jobs))
+    object.__setattr__(out, "_rows", rows)
+    _RESEEDED[key] = (wl, out)
+    return out
