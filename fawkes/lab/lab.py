@@ -77,6 +77,10 @@ class Lab:
             if old and (old.prefix, old.subnet) != (prefix, subnet):
                 old.down()
         cls.cleanup(prefix, subnet, dir)
+        users = netns.subnet_users(subnet)
+        if users:
+            raise FawkesError(f"lab: subnet {subnet}.0/24 is already used by {', '.join(users)} "
+                              "(another lab?); choose another --subnet")
         lab = cls(dir, prefix, subnet, [])
         try:
             lab._create(hosts)
@@ -189,6 +193,11 @@ class Lab:
 
     def healthy(self) -> bool:
         return all(s["alive"] for s in self.status()["hosts"])
+
+    @staticmethod
+    def subnet_free(subnet: str) -> bool:
+        """No interface of the root namespace has an address in ``<subnet>.0/24``."""
+        return not netns.subnet_users(subnet)
 
     def status(self) -> dict:
         present = set(netns.list_netns(self.prefix))

@@ -145,7 +145,25 @@ def teardown(prefix: str, subnet: str) -> dict:
         if sh("ip", "link", "del", link, check=False).returncode == 0:
             removed["links"] += 1
     guard = guard_net(subnet)
-    if f"unreachable {guard}" in sh("ip", "route", "show", check=False).stdout:
+    a, b, _ = subnet.split(".")
+    still_used = any(addr.startswith(f"{a}.{b}.") for _, addr in addresses())  # another lab's bridge
+    if not still_used and f"unreachable {guard}" in sh("ip", "route", "show", check=False).stdout:
         sh("ip", "route", "del", "unreachable", guard, check=False)
         removed["route"] = True
     return removed
+
+
+def addresses() -> list[tuple[str, str]]:
+    """``[(interface, IPv4 address)]`` of the root namespace."""
+    out = sh("ip", "-o", "-4", "addr", "show", check=False).stdout
+    pairs = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[2] == "inet":
+            pairs.append((parts[1], parts[3].split("/")[0]))
+    return pairs
+
+
+def subnet_users(subnet: str) -> list[str]:
+    """Interfaces that already have an address in ``<subnet>.0/24``."""
+    return sorted({dev for dev, addr in addresses() if addr.rsplit(".", 1)[0] == subnet})

@@ -260,12 +260,13 @@ class Executor:
                 err += chan.recv_stderr(65536)
         except (paramiko.SSHException, OSError, EOFError) as exc:
             return None, _dec(out), _dec(err), f"connection lost while running: {exc or type(exc).__name__}"
-        if not chan.exit_status_ready():
-            return None, _dec(out), _dec(err), "connection lost while running (no exit status)"
-        code = chan.recv_exit_status()
+        code = chan.recv_exit_status() if chan.exit_status_ready() else -1
+        transport = chan.get_transport()
         chan.close()
-        if code == -1:
-            return None, _dec(out), _dec(err), "killed by a signal (no exit status)"
+        if code == -1:  # no exit-status message: the connection died, or the command was killed by a signal
+            if transport is None or not transport.is_active():
+                return None, _dec(out), _dec(err), "connection lost while running (host down?)"
+            return None, _dec(out), _dec(err), "terminated without an exit status (killed by a signal?)"
         return code, _dec(out), _dec(err), None
 
     def _put_one(self, host: str, files: Sequence[tuple[str, bytes | str]], mode: int) -> Result:
@@ -274,7 +275,7 @@ class Executor:
             if not path or "\0" in path:
                 raise FawkesError(f"bad remote path {path!r}")
         parents = sorted({str(PurePosixPath(p).parent) for p, _ in files})
-        mk = self._run_one(host, Script("mkdir -p -- {d}", d=parents), self.command_timeout)
+        mk = self._run_one(host, render(Script("mkdir -p -- {d}", d=parents)), self.command_timeout)
         if not mk.ok:
             return Result(host, False, mk.exit_code, "", mk.stderr, mk.error, time.monotonic() - start)
         try:

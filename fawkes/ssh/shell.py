@@ -128,7 +128,7 @@ def background(command: Command, pid_file: str, log_file: str = "/dev/null",
     """
     inner = render(with_env(command, env)) if env else render(command)
     return Script("mkdir -p \"$(dirname {pid})\" \"$(dirname {log})\" && "
-                  "nohup sh -c {inner} > {log} 2>&1 < /dev/null & echo $! > {pid}",
+                  "{{ nohup sh -c {inner} > {log} 2>&1 < /dev/null & echo $! > {pid}; }}",
                   pid=pid_file, log=log_file, inner=inner)
 
 
