@@ -1,0 +1,184 @@
+"""The framework driver interface and the registry of framework kinds.
+
+A *kind* (``spark-hdfs``, ...) is one module ``fawkes/frameworks/<kind with _>.py`` that defines
+``DRIVER`` (a :class:`FrameworkDriver` subclass) plus its template set in ``templates/<kind>/``:
+nothing else has to change to add one.
+
+Drivers are stateless: every operation takes the MR-cluster's :class:`ClusterSpec` (the nodes
+it has now) and does its I/O through the SSH executor and HTTP to the daemons.  State lives on
+the hosts (pid files, the rendered-config hash file) and in the caller's store, so every
+operation is idempotent: running it twice is safe.  Long operations report
+:class:`ProgressEvent` objects through the ``progress`` callback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from fawkes.errors import FawkesError
+from fawkes.frameworks.metrics import FrameworkSample
+from fawkes.frameworks.render import RenderedHost, render_cluster
+from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
+from fawkes.mechanism.model import Role, ShrinkMode
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    cluster: str
+    step: str  # e.g. "configs", "start", "register", "decommission", "stop"
+    message: str
+    host: str | None = None
+    elapsed_s: float = 0.0  # since the operation began
+
+
+Progress = Callable[[ProgressEvent], None]
+
+
+class DecommissionTimeout(FawkesError):
+    """DP did not finish in time: the node keeps running (still decommissioning); nothing was stopped."""
+
+
+class DecommissionCancelled(FawkesError):
+    """DP was cancelled: the node was put back in service."""
+
+
+@dataclass(frozen=True)
+class OpResult:
+    """What a grow/shrink/deploy did: the cluster as it is now and the time of each phase."""
+
+    cluster: ClusterSpec
+    phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds
+    hosts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Health:
+    ok: bool
+    daemons: dict[str, dict[str, bool]]  # host -> daemon -> running
+    problems: tuple[str, ...] = ()
+
+
+class FrameworkDriver(ABC):
+    """Deploy, grow, shrink, observe and tear down MR-clusters of one framework kind."""
+
+    kind: ClassVar[str]
+    #: daemons per node role (the master node runs its master daemons in addition)
+    role_daemons: ClassVar[Mapping[Role, tuple[str, ...]]]
+    master_daemons: ClassVar[tuple[str, ...]]
+
+    def __init__(self, executor, *, progress: Progress | None = None, http_timeout: float = 5.0):
+        self.ex = executor
+        self.progress = progress
+        self.http_timeout = http_timeout
+
+    # ------------------------------------------------------------------ shared helpers
+    def emit(self, cluster: ClusterSpec, step: str, message: str, host: str | None = None,
+             t0: float | None = None) -> None:
+        if self.progress:
+            self.progress(ProgressEvent(cluster.name, step, message, host,
+                                        0.0 if t0 is None else time.monotonic() - t0))
+
+    def daemons_for(self, cluster: ClusterSpec, node: NodeSpec) -> tuple[str, ...]:
+        """The daemons ``node`` runs in ``cluster`` (master daemons first on the master node)."""
+        extra = self.master_daemons if node.name == cluster.master.name else ()
+        return (*extra, *self.role_daemons[node.role])
+
+    def render(self, cluster: ClusterSpec, hosts: Iterable[str] | None = None) -> dict[str, RenderedHost]:
+        """What would be written on each host (pure; nothing is written)."""
+        return render_cluster(cluster, hosts)
+
+    # ------------------------------------------------------------------ operations
+    @classmethod
+    @abstractmethod
+    def check_framework(cls, executor, framework: FrameworkPaths, hosts: Sequence[str]) -> dict[str, list[str]]:
+        """Problems per host (files missing, Java not running); empty lists when all is well."""
+
+    @abstractmethod
+    def deploy(self, cluster: ClusterSpec, *, timeout: float = 180.0) -> OpResult:
+        """Render and write configs, start every daemon of every node, wait until registered."""
+
+    @abstractmethod
+    def load_input(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> None:
+        """Copy ``src`` (a path on the master host) into the cluster's file system at ``dest``."""
+
+    @abstractmethod
+    def add_nodes(self, cluster: ClusterSpec, nodes: Sequence[NodeSpec], *, timeout: float = 180.0) -> OpResult:
+        """Grow by TR/TC nodes: configs, daemons, wait until registered (worker ALIVE, DataNode live)."""
+
+    @abstractmethod
+    def remove_nodes(self, cluster: ClusterSpec, names: Sequence[str], mode: ShrinkMode | None = None, *,
+                     timeout: float = 600.0, cancel: threading.Event | None = None) -> OpResult:
+        """Shrink by FP or DP (default: by role, TR->FP, TC->DP). Core nodes are refused."""
+
+    @abstractmethod
+    def save_output(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> None:
+        """Copy ``src`` from the cluster's file system to ``dest`` (a path on the master host)."""
+
+    @abstractmethod
+    def teardown(self, cluster: ClusterSpec, *, wipe: bool = True, timeout: float = 120.0) -> OpResult:
+        """Stop every daemon on every node (and delete the cluster's directories)."""
+
+    @abstractmethod
+    def reconfigure(self, cluster: ClusterSpec) -> dict[str, list[str]]:
+        """Re-render; on hosts whose configs changed, write them and restart only the affected daemons."""
+
+    @abstractmethod
+    def health(self, cluster: ClusterSpec) -> Health:
+        """Which daemons run, and whether the master and the NameNode see every node."""
+
+    @abstractmethod
+    def metrics(self, cluster: ClusterSpec, *, driver_urls: Sequence[str] = (),
+                host_stats: bool = False) -> FrameworkSample:
+        """One sample of the policy inputs, from the daemons themselves."""
+
+    def add_node(self, cluster: ClusterSpec, node: NodeSpec, *, timeout: float = 180.0) -> OpResult:
+        return self.add_nodes(cluster, [node], timeout=timeout)
+
+    def remove_node(self, cluster: ClusterSpec, name: str, mode: ShrinkMode | None = None, *,
+                    timeout: float = 600.0, cancel: threading.Event | None = None) -> OpResult:
+        return self.remove_nodes(cluster, [name], mode, timeout=timeout, cancel=cancel)
+
+
+# ---------------------------------------------------------------------- registry of kinds
+def _module_of(kind: str) -> str:
+    return "fawkes.frameworks." + kind.replace("-", "_")
+
+
+_SKIP = {"base", "dists", "metrics", "render", "spec", "registry"}
+
+
+def kinds() -> list[str]:
+    """Every framework kind shipped (modules of this package that define ``DRIVER``)."""
+    import fawkes.frameworks as pkg
+
+    out = []
+    for m in pkgutil.iter_modules(pkg.__path__):
+        if m.name in _SKIP or m.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"fawkes.frameworks.{m.name}")
+        drv = getattr(mod, "DRIVER", None)
+        if drv is not None:
+            out.append(drv.kind)
+    return sorted(out)
+
+
+def driver_class(kind: str) -> type[FrameworkDriver]:
+    try:
+        mod = importlib.import_module(_module_of(kind))
+    except ModuleNotFoundError:
+        mod = None
+    drv = getattr(mod, "DRIVER", None) if mod else None
+    if drv is None or drv.kind != kind:
+        raise FawkesError(f"unknown framework kind {kind!r} (known: {', '.join(kinds()) or 'none'})")
+    return drv
+
+
+def driver_for(kind: str, executor, **kw) -> FrameworkDriver:
+    return driver_class(kind)(executor, **kw)

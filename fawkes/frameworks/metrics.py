@@ -1,0 +1,308 @@
+"""Parsers of the real daemons' JSON (pure functions) and the per-cluster sample they make.
+
+Sources (see docs/metrics.md for which policy each value feeds):
+
+* Spark master ``GET http://<master>:8080/json/``: workers (ALIVE / DECOMMISSIONED / DEAD),
+  cores, cores used, active applications (WAITING / RUNNING), completed applications.
+* Spark driver ``GET http://<driver>:4040/api/v1/applications/<id>/stages``: task counts per stage.
+* NameNode JMX ``GET http://<nn>:50070/jmx?qry=Hadoop:service=NameNode,name=FSNamesystemState``
+  (capacity, used, live / dead / decommissioning DataNodes) and ``...,name=NameNodeInfo``
+  (``LiveNodes``: used bytes and adminState per DataNode).
+* The host over SSH: ``/proc/stat`` (CPU) and ``df`` (disk of the node's directory).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from fawkes.errors import FawkesError
+
+
+def _load(doc: str | bytes | Mapping | list) -> object:
+    if isinstance(doc, (str, bytes)):
+        try:
+            return json.loads(doc)
+        except ValueError as exc:
+            raise FawkesError(f"not JSON: {exc}") from None
+    return doc
+
+
+# --------------------------------------------------------------------------- Spark master
+@dataclass(frozen=True)
+class SparkWorker:
+    id: str
+    host: str
+    state: str  # ALIVE | DECOMMISSIONED | DEAD | UNKNOWN
+    cores: int
+    cores_used: int
+    memory_mb: int
+    memory_used_mb: int
+
+
+@dataclass(frozen=True)
+class SparkApp:
+    id: str
+    name: str
+    state: str  # WAITING | RUNNING (active) or FINISHED | KILLED | FAILED (completed)
+    cores: int  # cores granted now
+    submit_ms: int
+    start_ms: int
+    duration_ms: int
+
+
+@dataclass(frozen=True)
+class SparkMasterState:
+    status: str
+    alive_workers: int
+    cores: int  # of ALIVE workers
+    cores_used: int
+    memory_mb: int
+    memory_used_mb: int
+    workers: tuple[SparkWorker, ...]
+    active_apps: tuple[SparkApp, ...]
+    completed_apps: tuple[SparkApp, ...]
+
+    @property
+    def waiting_apps(self) -> int:
+        return sum(1 for a in self.active_apps if a.state == "WAITING")
+
+    @property
+    def running_apps(self) -> int:
+        return sum(1 for a in self.active_apps if a.state == "RUNNING")
+
+    def workers_by_host(self, state: str | None = "ALIVE") -> dict[str, SparkWorker]:
+        """Latest worker per host (DEAD ones linger in the list: filter by state)."""
+        return {w.host: w for w in self.workers if state is None or w.state == state}
+
+
+def _app(a: Mapping) -> SparkApp:
+    return SparkApp(id=str(a.get("id", "")), name=str(a.get("name", "")), state=str(a.get("state", "")),
+                    cores=int(a.get("cores", 0)), submit_ms=_ms(a.get("submitdate")),
+                    start_ms=int(a.get("starttime", 0) or 0), duration_ms=int(a.get("duration", 0) or 0))
+
+
+def _ms(v: object) -> int:
+    if isinstance(v, (int, float)):
+        return int(v)
+    return 0  # the master prints submitdate as a Date string; starttime (ms) is the number we use
+
+
+def parse_master_json(doc: str | bytes | Mapping) -> SparkMasterState:
+    """Spark standalone master ``/json/``."""
+    d = _load(doc)
+    if not isinstance(d, Mapping) or "workers" not in d:
+        raise FawkesError("Spark master JSON: no 'workers' field (is this /json/ of a master?)")
+    workers = tuple(SparkWorker(id=str(w.get("id", "")), host=str(w.get("host", "")), state=str(w.get("state", "")),
+                                cores=int(w.get("cores", 0)), cores_used=int(w.get("coresused", 0)),
+                                memory_mb=int(w.get("memory", 0)), memory_used_mb=int(w.get("memoryused", 0)))
+                    for w in d.get("workers", ()))
+    return SparkMasterState(
+        status=str(d.get("status", "")), alive_workers=int(d.get("aliveworkers", 0)),
+        cores=int(d.get("cores", 0)), cores_used=int(d.get("coresused", 0)),
+        memory_mb=int(d.get("memory", 0)), memory_used_mb=int(d.get("memoryused", 0)),
+        workers=workers, active_apps=tuple(_app(a) for a in d.get("activeapps", ())),
+        completed_apps=tuple(_app(a) for a in d.get("completedapps", ())))
+
+
+# --------------------------------------------------------------------------- Spark driver
+@dataclass(frozen=True)
+class TaskCounts:
+    total: int = 0  # tasks of active + pending stages
+    running: int = 0
+    pending: int = 0  # not started: total - running - complete (of active + pending stages)
+    completed: int = 0  # over every stage seen (TT)
+    failed: int = 0
+    active_stages: int = 0
+    pending_stages: int = 0
+
+    def __add__(self, o: "TaskCounts") -> "TaskCounts":
+        return TaskCounts(*(a + b for a, b in zip(self._t(), o._t())))
+
+    def _t(self) -> tuple[int, ...]:
+        return (self.total, self.running, self.pending, self.completed, self.failed, self.active_stages,
+                self.pending_stages)
+
+
+def parse_stages(doc: str | bytes | list) -> TaskCounts:
+    """Driver monitoring REST ``/api/v1/applications/<id>/stages``: pending/running/completed tasks."""
+    stages = _load(doc)
+    if not isinstance(stages, list):
+        raise FawkesError("Spark stages JSON: expected a list of stages")
+    total = running = pending = completed = failed = n_active = n_pending = 0
+    for s in stages:
+        status = s.get("status")
+        num, act, comp = int(s.get("numTasks", 0)), int(s.get("numActiveTasks", 0)), int(s.get("numCompleteTasks", 0))
+        completed += comp
+        failed += int(s.get("numFailedTasks", 0))
+        if status in ("ACTIVE", "PENDING"):
+            total += num
+            running += act
+            pending += max(0, num - act - comp)
+            n_active += status == "ACTIVE"
+            n_pending += status == "PENDING"
+    return TaskCounts(total, running, pending, completed, failed, n_active, n_pending)
+
+
+# --------------------------------------------------------------------------- NameNode JMX
+def _bean(doc: str | bytes | Mapping, name: str) -> Mapping:
+    d = _load(doc)
+    beans = d.get("beans", []) if isinstance(d, Mapping) else []
+    for b in beans:
+        if str(b.get("name", "")).endswith(f"name={name}"):
+            return b
+    raise FawkesError(f"NameNode JMX: no {name} bean")
+
+
+@dataclass(frozen=True)
+class HdfsState:
+    fs_state: str
+    capacity_total: int
+    capacity_used: int  # DFS used (all replicas)
+    capacity_remaining: int
+    blocks_total: int
+    under_replicated: int
+    live_datanodes: int
+    dead_datanodes: int
+    decommissioning: int
+    decommissioned_live: int
+    decommissioned_dead: int
+
+
+def parse_fsnamesystem_state(doc: str | bytes | Mapping) -> HdfsState:
+    b = _bean(doc, "FSNamesystemState")
+    return HdfsState(
+        fs_state=str(b.get("FSState", "")), capacity_total=int(b.get("CapacityTotal", 0)),
+        capacity_used=int(b.get("CapacityUsed", 0)), capacity_remaining=int(b.get("CapacityRemaining", 0)),
+        blocks_total=int(b.get("BlocksTotal", 0)), under_replicated=int(b.get("UnderReplicatedBlocks", 0)),
+        live_datanodes=int(b.get("NumLiveDataNodes", 0)), dead_datanodes=int(b.get("NumDeadDataNodes", 0)),
+        decommissioning=int(b.get("NumDecommissioningDataNodes", 0)),
+        decommissioned_live=int(b.get("NumDecomLiveDataNodes", 0)),
+        decommissioned_dead=int(b.get("NumDecomDeadDataNodes", 0)))
+
+
+@dataclass(frozen=True)
+class DataNodeInfo:
+    key: str  # "host:port" as the NameNode names it
+    address: str  # the DataNode's IP (from xferaddr)
+    admin_state: str  # "In Service" | "Decommission In Progress" | "Decommissioned"
+    used: int  # bytes of HDFS blocks stored on it (DP victim order)
+    capacity: int
+    remaining: int
+    blocks: int
+    last_contact_s: int
+
+
+@dataclass(frozen=True)
+class NameNodeInfo:
+    safemode: bool
+    live: dict[str, DataNodeInfo] = field(default_factory=dict)  # by address
+    dead: tuple[str, ...] = ()  # addresses
+    decommissioning: tuple[str, ...] = ()
+    missing_blocks: int = 0
+
+
+def _addr(key: str, info: Mapping) -> str:
+    x = str(info.get("xferaddr") or key)
+    return x.rsplit(":", 1)[0]
+
+
+def _nested(v: object) -> Mapping:
+    if isinstance(v, str):
+        return json.loads(v) if v.strip() else {}
+    return v if isinstance(v, Mapping) else {}
+
+
+def parse_namenode_info(doc: str | bytes | Mapping) -> NameNodeInfo:
+    """NameNodeInfo bean: ``LiveNodes``, ``DeadNodes`` and ``DecomNodes`` are JSON inside strings."""
+    b = _bean(doc, "NameNodeInfo")
+    live = {}
+    for key, info in _nested(b.get("LiveNodes")).items():
+        a = _addr(key, info)
+        live[a] = DataNodeInfo(key=key, address=a, admin_state=str(info.get("adminState", "")),
+                               used=int(info.get("used", info.get("usedSpace", 0))),
+                               capacity=int(info.get("capacity", 0)), remaining=int(info.get("remaining", 0)),
+                               blocks=int(info.get("numBlocks", 0)), last_contact_s=int(info.get("lastContact", 0)))
+    dead = tuple(sorted(_addr(k, v) for k, v in _nested(b.get("DeadNodes")).items()))
+    decom = tuple(sorted(_addr(k, v) for k, v in _nested(b.get("DecomNodes")).items()))
+    return NameNodeInfo(safemode=bool(str(b.get("Safemode", "")).strip()), live=live, dead=dead,
+                        decommissioning=decom, missing_blocks=int(b.get("NumberOfMissingBlocks", 0)))
+
+
+# --------------------------------------------------------------------------- host stats over SSH
+HOST_STATS_SCRIPT = "head -1 /proc/stat; sleep {interval}; head -1 /proc/stat; df -P -B1 {path} | tail -1"
+
+
+@dataclass(frozen=True)
+class HostStats:
+    cpu_busy: float  # fraction of CPU time busy between the two samples
+    disk_total: int
+    disk_used: int
+
+
+def parse_host_stats(text: str) -> HostStats:
+    """Output of :data:`HOST_STATS_SCRIPT`: two ``cpu`` lines of /proc/stat and one ``df -P -B1`` line."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    cpu = [ln for ln in lines if ln.startswith("cpu ")]
+    if len(cpu) != 2 or len(lines) < 3:
+        raise FawkesError(f"host stats: unexpected output {text[:120]!r}")
+
+    def ticks(ln: str) -> tuple[int, int]:
+        v = [int(x) for x in ln.split()[1:]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
+        return sum(v), idle
+
+    (t0, i0), (t1, i1) = ticks(cpu[0]), ticks(cpu[1])
+    busy = 0.0 if t1 <= t0 else max(0.0, min(1.0, 1 - (i1 - i0) / (t1 - t0)))
+    df = lines[-1].split()
+    return HostStats(cpu_busy=busy, disk_total=int(df[1]), disk_used=int(df[2]))
+
+
+# --------------------------------------------------------------------------- one cluster sample
+@dataclass(frozen=True)
+class FrameworkSample:
+    """What the daemons of one MR-cluster say at one time (policy inputs, see docs/metrics.md)."""
+
+    time: float
+    master: SparkMasterState | None
+    hdfs: HdfsState | None
+    datanodes: NameNodeInfo | None
+    tasks: TaskCounts = TaskCounts()
+    tasks_by_app: dict[str, TaskCounts] = field(default_factory=dict)
+    hosts: dict[str, HostStats] = field(default_factory=dict)
+    errors: tuple[str, ...] = ()
+
+    @property
+    def unfinished_jobs(self) -> int:  # JD
+        return len(self.master.active_apps) if self.master else 0
+
+    @property
+    def busy_slots(self) -> float:  # PU numerator
+        return float(self.master.cores_used) if self.master else 0.0
+
+    @property
+    def configured_slots(self) -> float:  # PU denominator
+        return float(self.master.cores) if self.master else 0.0
+
+    @property
+    def completed_jobs(self) -> int:  # JT
+        return len(self.master.completed_apps) if self.master else 0
+
+    @property
+    def storage_capacity(self) -> float:  # DU denominator
+        return float(self.hdfs.capacity_total) if self.hdfs else 0.0
+
+    @property
+    def stored_bytes(self) -> float:  # DU numerator = this minus the bytes stored after the input load
+        return float(self.hdfs.capacity_used) if self.hdfs else 0.0
+
+    def stored_by_address(self) -> dict[str, int]:  # DP victim order
+        return {a: d.used for a, d in (self.datanodes.live.items() if self.datanodes else ())}
+
+
+def sum_tasks(counts: Iterable[TaskCounts]) -> TaskCounts:
+    total = TaskCounts()
+    for c in counts:
+        total = total + c
+    return total

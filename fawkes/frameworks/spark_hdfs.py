@@ -1,0 +1,552 @@
+"""Spark standalone over its own HDFS: the ``spark-hdfs`` framework kind.
+
+Layout of an MR-cluster (spec A.6, D.2):
+
+* the first core node runs the Spark master and the NameNode;
+* core nodes run a Spark worker and a DataNode holding the input;
+* transient-core (TC) nodes run a worker and a DataNode that joins after the input is loaded
+  (the HDFS balancer is never run, so they hold output only);
+* transient (TR) nodes run a worker only.
+
+Each host gets ``<root>/clusters/<cluster>/`` with ``conf/`` (Spark and Hadoop configs),
+``bin/fawkes-daemon.sh`` (start/stop/status by pid file), ``logs/``, ``pids/``, ``work/``,
+``local/``, ``tmp/`` and ``dfs/``.  ``conf/.fawkes-hashes`` records the hash of the rendered configs.
+
+Shrinking (spec A.10, D.2): FP stops a TR node's worker (Spark re-runs its tasks).  DP
+decommissions the Spark worker (SIGPWR, with ``spark.decommission.enabled``) and the DataNode
+(exclude file + ``DFSAdmin -refreshNodes``) and stops the DataNode only after the NameNode
+reports it ``Decommissioned``; with a timeout, and cancellable.  Core nodes are never removed
+while the cluster is active.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import PurePosixPath
+
+from fawkes.errors import FawkesError
+from fawkes.frameworks import metrics as M
+from fawkes.frameworks.base import (DecommissionCancelled, DecommissionTimeout, FrameworkDriver, Health,
+                                    OpResult)
+from fawkes.frameworks.render import CONTROL_SCRIPT, EXCLUDE_FILE, ports_for, render_exclude
+from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
+from fawkes.mechanism.model import SHRINK_MODE, Role, ShrinkMode
+from fawkes.ssh.shell import Script
+
+HASH_FILE = "conf/.fawkes-hashes"
+DAEMON_COMPONENT = {"master": "spark", "worker": "spark", "namenode": "hdfs", "datanode": "hdfs"}
+FSSHELL = "org.apache.hadoop.fs.FsShell"
+DFSADMIN = "org.apache.hadoop.hdfs.tools.DFSAdmin"
+DFSCK = "org.apache.hadoop.hdfs.tools.DFSck"
+
+
+class SparkHdfsDriver(FrameworkDriver):
+    kind = "spark-hdfs"
+    role_daemons = {Role.CORE: ("datanode", "worker"), Role.TC: ("datanode", "worker"), Role.TR: ("worker",)}
+    master_daemons = ("namenode", "master")
+
+    def __init__(self, executor, *, progress=None, http_timeout: float = 5.0, poll_s: float = 0.25):
+        super().__init__(executor, progress=progress, http_timeout=http_timeout)
+        self.poll_s = poll_s
+
+    # ================================================================== framework check
+    @classmethod
+    def check_framework(cls, executor, framework: FrameworkPaths, hosts: Sequence[str]) -> dict[str, list[str]]:
+        tests = [("Spark home", framework.spark_home + "/bin/spark-class", "-f"),
+                 ("Spark jars", framework.spark_home + "/jars", "-d")]
+        if framework.hdfs_jars:
+            tests += [("HDFS jars", framework.hdfs_jars + "/jars/hadoop-hdfs-2.7.3.jar", "-f"),
+                      ("HDFS webapps", framework.hdfs_jars + "/webapps/hdfs", "-d")]
+        else:
+            tests += [("Hadoop home", framework.hadoop_home + "/share/hadoop/hdfs", "-d")]
+        parts = [Script("test " + flag + " {p} || echo {msg};", p=path, msg=f"missing {what}: {path}")
+                 for what, path, flag in tests]
+        java = Script("{j} -version >/dev/null 2>&1 || echo {msg}", j=framework.java,
+                      msg=f"java does not run: {framework.java} -version failed")
+        script = Script(" ".join(["{p%d}" % i for i in range(len(parts))] + ["{java}"]),
+                        **{f"p{i}": p for i, p in enumerate(parts)}, java=java)
+        out: dict[str, list[str]] = {}
+        for h, r in executor.run(list(hosts), script, timeout=60).items():
+            if r.error and r.exit_code is None:
+                out[h] = [f"unreachable: {r.error}"]
+            else:
+                out[h] = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()]
+        return out
+
+    # ================================================================== low-level helpers
+    def _ctl(self, cluster: ClusterSpec, node: NodeSpec, *args: str) -> Script:
+        script = str(PurePosixPath(cluster.cluster_dir(node)) / CONTROL_SCRIPT)
+        return Script("/bin/sh {s} {a}", s=script, a=list(args))
+
+    def _run(self, commands: Mapping[str, Script], what: str, timeout: float = 120.0) -> dict[str, str]:
+        """Run per-host commands in parallel; raise one line naming every host that failed."""
+        if not commands:
+            return {}
+        res = self.ex.run_each(dict(commands), timeout=timeout)
+        bad = [f"{h}: {r.error}" for h, r in res.items() if not r.ok]
+        if bad:
+            raise FawkesError(f"{what} failed on {len(bad)} host(s): " + "; ".join(bad)[:400])
+        return {h: r.stdout for h, r in res.items()}
+
+    def _ctl_each(self, cluster: ClusterSpec, per_host: Mapping[str, Sequence[Sequence[str]]], what: str,
+                  timeout: float = 120.0) -> dict[str, str]:
+        cmds = {}
+        for h, actions in per_host.items():
+            if not actions:
+                continue
+            node = cluster.node(h)
+            cmds[h] = Script(" && ".join("{c%d}" % i for i in range(len(actions))),
+                             **{f"c{i}": self._ctl(cluster, node, *a) for i, a in enumerate(actions)})
+        return self._run(cmds, what, timeout)
+
+    def write_files(self, files: Mapping[str, Sequence[tuple[str, str]]], what: str = "writing files") -> None:
+        """Write small text files on hosts (atomically: temp file + rename), hosts in parallel.
+
+        The content travels base64-encoded inside one quoted command per host, so no value ever
+        reaches the shell unquoted.
+        """
+        cmds = {}
+        for h, items in files.items():
+            parts, vals = [], {}
+            for i, (path, content) in enumerate(items):
+                vals[f"d{i}"] = str(PurePosixPath(path).parent)
+                vals[f"p{i}"] = path
+                vals[f"t{i}"] = f"{path}.fawkes-tmp"
+                vals[f"b{i}"] = base64.b64encode(content.encode()).decode()
+                parts.append(f"mkdir -p {{d{i}}} && printf %s {{b{i}}} | base64 -d > {{t{i}}} && mv -f {{t{i}}} {{p{i}}}")
+            cmds[h] = Script(" && ".join(parts), **vals)
+        self._run(cmds, what, 60)
+
+    def _http_json(self, url: str):
+        try:
+            with urllib.request.urlopen(url, timeout=self.http_timeout) as resp:  # noqa: S310 (lab/pool hosts only)
+                return json.loads(resp.read())
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise FawkesError(f"GET {url}: {getattr(exc, 'reason', exc)}") from None
+
+    def urls(self, cluster: ClusterSpec) -> dict[str, str]:
+        p = ports_for(cluster.framework.hdfs_major)
+        m = cluster.master.address
+        return {"master": f"spark://{m}:{p['spark_master']}", "master_ui": f"http://{m}:{p['spark_master_ui']}",
+                "namenode": f"hdfs://{m}:{p['nn_rpc']}", "namenode_ui": f"http://{m}:{p['nn_http']}"}
+
+    def master_state(self, cluster: ClusterSpec) -> M.SparkMasterState:
+        return M.parse_master_json(self._http_json(self.urls(cluster)["master_ui"] + "/json/"))
+
+    def _jmx(self, cluster: ClusterSpec, bean: str):
+        return self._http_json(self.urls(cluster)["namenode_ui"] + f"/jmx?qry=Hadoop:service=NameNode,name={bean}")
+
+    def hdfs_state(self, cluster: ClusterSpec) -> M.HdfsState:
+        return M.parse_fsnamesystem_state(self._jmx(cluster, "FSNamesystemState"))
+
+    def datanodes(self, cluster: ClusterSpec) -> M.NameNodeInfo:
+        return M.parse_namenode_info(self._jmx(cluster, "NameNodeInfo"))
+
+    def _wait(self, cluster: ClusterSpec, what: str, check, timeout: float, t0: float,
+              cancel: threading.Event | None = None):
+        """Poll ``check()`` (a value or None; HTTP errors count as not yet) until it is truthy."""
+        deadline = time.monotonic() + timeout
+        last_err = None
+        while True:
+            try:
+                v = check()
+                if v:
+                    return v
+            except FawkesError as exc:
+                last_err = exc
+            if cancel is not None and cancel.is_set():
+                return None
+            if time.monotonic() >= deadline:
+                why = f" (last error: {last_err})" if last_err else ""
+                raise FawkesError(f"cluster {cluster.name}: timed out after {timeout:g}s waiting for {what}{why}")
+            time.sleep(self.poll_s)
+
+    # ================================================================== configs
+    def push_configs(self, cluster: ClusterSpec, hosts: Iterable[str] | None = None,
+                     force: bool = False) -> dict[str, set[str]]:
+        """Write the rendered configs where they changed; returns the changed components per host."""
+        t0 = time.monotonic()
+        rendered = self.render(cluster, hosts)
+        old = self._run({h: Script("cat {f} 2>/dev/null || true", f=f"{r.cluster_dir}/{HASH_FILE}")
+                         for h, r in rendered.items()}, "reading config hashes", 60)
+        changed: dict[str, set[str]] = {}
+        uploads = {}
+        for h, r in rendered.items():
+            try:
+                rec = json.loads(old[h]) if old[h].strip() else None
+            except ValueError:
+                rec = None
+            if not force and rec and rec.get("hash") == r.hash:
+                changed[h] = set()
+                continue
+            changed[h] = r.changed_components(None if force or not rec else rec.get("components"))
+            files = [(f"{r.cluster_dir}/{p}", c) for p, c in sorted(r.files.items())]
+            files.append((f"{r.cluster_dir}/{HASH_FILE}",
+                          json.dumps({"hash": r.hash, "components": r.hashes}, sort_keys=True) + "\n"))
+            uploads[h] = files
+        if uploads:
+            self.write_files(uploads, "writing configs")
+        for h in rendered:
+            self.emit(cluster, "configs", "written" if h in uploads else "unchanged", h, t0)
+        return changed
+
+    def _exclude_path(self, cluster: ClusterSpec) -> str:
+        return f"{cluster.cluster_dir(cluster.master)}/{EXCLUDE_FILE}"
+
+    def _read_exclude(self, cluster: ClusterSpec) -> list[str]:
+        out = self._run({cluster.master.name: Script("cat {f} 2>/dev/null || true", f=self._exclude_path(cluster))},
+                        "reading the exclude file", 30)
+        return [ln.strip() for ln in out[cluster.master.name].splitlines() if ln.strip()]
+
+    def _set_exclude(self, cluster: ClusterSpec, addresses: Iterable[str]) -> None:
+        """Write the exclude file and make the NameNode re-read it (refreshNodes)."""
+        m = cluster.master
+        self.write_files({m.name: [(self._exclude_path(cluster), render_exclude(addresses))]}, "writing the exclude file")
+        self._ctl_each(cluster, {m.name: [("hdfs", DFSADMIN, "-refreshNodes")]}, "DFSAdmin -refreshNodes", 120)
+
+    # ================================================================== deploy
+    def deploy(self, cluster: ClusterSpec, *, timeout: float = 180.0) -> OpResult:
+        t0 = time.monotonic()
+        phases: dict[str, float] = {}
+        m = cluster.master
+        self.emit(cluster, "deploy", f"{len(cluster.nodes)} node(s), master {m.name} ({m.address})", t0=t0)
+        self.push_configs(cluster)
+        phases["configs"] = time.monotonic() - t0
+        # phase 1: HDFS (format once, NameNode, DataNodes of core and TC nodes) and the Spark master,
+        # which needs no HDFS: starting it now lets workers register at once (a worker that finds no
+        # master retries only after 5-15 s)
+        t = time.monotonic()
+        self._run({m.name: Script("touch {f} && {fmt} && {nn} && {ms}", f=self._exclude_path(cluster),
+                                  fmt=self._ctl(cluster, m, "format"), nn=self._ctl(cluster, m, "start", "namenode"),
+                                  ms=self._ctl(cluster, m, "start", "master"))},
+                  "starting the NameNode and the Spark master", 120)
+        dns = [n for n in cluster.nodes if "datanode" in self.daemons_for(cluster, n)]
+        self._ctl_each(cluster, {n.name: [("start", "datanode")] for n in dns}, "starting DataNodes")
+        self.emit(cluster, "start", f"NameNode, Spark master and {len(dns)} DataNode(s) started", m.name, t0)
+        want = {n.address for n in dns}
+
+        def hdfs_ready():
+            info = self.datanodes(cluster)
+            return not info.safemode and want <= set(info.live)
+
+        self._wait(cluster, f"{len(want)} live DataNode(s) and no safe mode", hdfs_ready, timeout, t0)
+        phases["hdfs"] = time.monotonic() - t
+        self.emit(cluster, "register", f"HDFS up: {len(want)} DataNode(s) live", m.name, t0)
+        # phase 2: Spark workers, once the master answers
+        t = time.monotonic()
+        self._wait(cluster, "the Spark master", lambda: self.master_state(cluster).status == "ALIVE", timeout, t0)
+        self._ctl_each(cluster, {n.name: [("start", "worker")] for n in cluster.nodes}, "starting workers")
+        self._wait_workers(cluster, cluster.nodes, timeout, t0)
+        phases["spark"] = time.monotonic() - t
+        phases["total"] = time.monotonic() - t0
+        self.emit(cluster, "done", f"deployed in {phases['total']:.1f}s", t0=t0)
+        return OpResult(cluster, phases, tuple(n.name for n in cluster.nodes))
+
+    def _wait_workers(self, cluster: ClusterSpec, nodes: Sequence[NodeSpec], timeout: float, t0: float) -> None:
+        want = {n.address for n in nodes}
+
+        def alive():
+            return want <= set(self.master_state(cluster).workers_by_host("ALIVE"))
+
+        self._wait(cluster, f"{len(want)} ALIVE worker(s)", alive, timeout, t0)
+        self.emit(cluster, "register", f"{len(want)} worker(s) ALIVE", t0=t0)
+
+    # ================================================================== input / output
+    def load_input(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> None:
+        t0 = time.monotonic()
+        m = cluster.master
+        parent = str(PurePosixPath(dest).parent)
+        self.emit(cluster, "load", f"{src} -> hdfs:{dest}", m.name, t0)
+        self._run({m.name: Script("{mk} && {put}",
+                                  mk=self._ctl(cluster, m, "hdfs", FSSHELL, "-mkdir", "-p", parent),
+                                  put=self._ctl(cluster, m, "hdfs", FSSHELL, "-put", "-f", src, dest))},
+                  f"loading {src} into HDFS", timeout)
+        self.emit(cluster, "load", "done", m.name, t0)
+
+    def save_output(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> None:
+        t0 = time.monotonic()
+        m = cluster.master
+        tmp = dest.rstrip("/") + ".fawkes-partial"
+        self.emit(cluster, "save", f"hdfs:{src} -> {dest}", m.name, t0)
+        self._run({m.name: Script("rm -rf {tmp} && mkdir -p \"$(dirname {tmp})\" && {get} && rm -rf {dest} && mv {tmp} {dest}",
+                                  tmp=tmp, dest=dest, get=self._ctl(cluster, m, "hdfs", FSSHELL, "-get", src, tmp))},
+                  f"saving hdfs:{src}", timeout)
+        self.emit(cluster, "save", "done", m.name, t0)
+
+    def hdfs(self, cluster: ClusterSpec, tool: str, *args: str, timeout: float = 300.0) -> str:
+        """Run an HDFS tool (``fs``, ``dfsadmin``, ``fsck``) on the master host; its stdout."""
+        cls = {"fs": FSSHELL, "dfsadmin": DFSADMIN, "fsck": DFSCK}[tool]
+        m = cluster.master
+        return self._ctl_each(cluster, {m.name: [("hdfs", cls, *args)]}, f"hdfs {tool}", timeout)[m.name]
+
+    # ================================================================== grow
+    def add_nodes(self, cluster: ClusterSpec, nodes: Sequence[NodeSpec], *, timeout: float = 180.0) -> OpResult:
+        t0 = time.monotonic()
+        phases: dict[str, float] = {}
+        for n in nodes:
+            if n.role is Role.CORE:
+                raise FawkesError(f"{n.name}: core nodes join only at deployment; grow with TR or TC nodes")
+            if any(o.name == n.name and o.role is not n.role for o in cluster.nodes):
+                raise FawkesError(f"{n.name} is already in cluster {cluster.name} as {cluster.node(n.name).role}")
+        new = cluster
+        for n in nodes:
+            new = new.with_node(n)
+        names = [n.name for n in nodes]
+        self.emit(new, "grow", f"adding {', '.join(f'{n.name} ({n.role})' for n in nodes)}", t0=t0)
+        self.push_configs(new, names)
+        phases["ssh"] = time.monotonic() - t0  # configs rendered and written over SSH
+        tcs = [n for n in nodes if n.role is Role.TC]
+        if tcs:  # a host decommissioned earlier must leave the exclude file before its DataNode starts
+            excl = self._read_exclude(new)
+            if {n.address for n in tcs} & set(excl):
+                self._set_exclude(new, [a for a in excl if a not in {n.address for n in tcs}])
+        t = time.monotonic()
+        self._ctl_each(new, {n.name: [("start", d) for d in self.role_daemons[n.role]] for n in nodes},
+                       "starting daemons")
+        phases["start"] = time.monotonic() - t
+        self.emit(new, "start", f"daemons started on {len(nodes)} node(s)", t0=t0)
+        t = time.monotonic()
+        want_dn = {n.address for n in tcs}
+        want_w = {n.address for n in nodes}
+
+        def registered():
+            ok = want_w <= set(self.master_state(new).workers_by_host("ALIVE"))
+            if ok and want_dn:
+                live = self.datanodes(new).live
+                ok = all(a in live and live[a].admin_state == "In Service" for a in want_dn)
+            return ok
+
+        self._wait(new, "new workers ALIVE and DataNodes live", registered, timeout, t0)
+        phases["register"] = time.monotonic() - t
+        phases["total"] = time.monotonic() - t0
+        self.emit(new, "register", f"{len(nodes)} node(s) registered in {phases['total']:.1f}s", t0=t0)
+        return OpResult(new, phases, tuple(names))
+
+    # ================================================================== shrink
+    def remove_nodes(self, cluster: ClusterSpec, names: Sequence[str], mode: ShrinkMode | None = None, *,
+                     timeout: float = 600.0, cancel: threading.Event | None = None,
+                     spark_drain_s: float = 2.0) -> OpResult:
+        t0 = time.monotonic()
+        phases: dict[str, float] = {}
+        present = [cluster.node(n) for n in names if any(x.name == n for x in cluster.nodes)]
+        if not present:  # idempotent: already gone
+            return OpResult(cluster, {"total": 0.0}, ())
+        for n in present:
+            if n.role is Role.CORE:
+                raise FawkesError(f"{n.name} is a core node of {cluster.name}: core nodes are never removed "
+                                  "while the cluster is active (tear the cluster down instead)")
+        modes = {n.name: (mode or SHRINK_MODE[n.role]) for n in present}
+        for n in present:
+            if n.role is Role.TC and modes[n.name] is ShrinkMode.FP:
+                raise FawkesError(f"{n.name} is a TC node: it stores HDFS blocks, so it is removed by DP, never FP")
+        fp = [n for n in present if modes[n.name] is ShrinkMode.FP]
+        dp = [n for n in present if modes[n.name] is ShrinkMode.DP]
+        if fp:  # fast preemption: stop the worker; Spark re-runs its tasks elsewhere
+            self.emit(cluster, "fp", f"stopping {', '.join(n.name for n in fp)}", t0=t0)
+            self._ctl_each(cluster, {n.name: [("stop", "worker")] for n in fp}, "stopping workers (FP)")
+            phases["fp_stop"] = time.monotonic() - t0
+        if dp:
+            self._decommission(cluster, dp, timeout, cancel, t0, phases, spark_drain_s)
+        gone = [n.name for n in fp + dp]
+        t = time.monotonic()
+
+        def not_alive():
+            alive = self.master_state(cluster).workers_by_host("ALIVE")
+            return not ({cluster.node(h).address for h in gone} & set(alive))
+
+        self._wait(cluster, "removed workers to leave the master", not_alive, 60, t0)
+        self._ctl_each(cluster, {h: [("wipe",)] for h in gone}, "wiping removed nodes")
+        phases["cleanup"] = time.monotonic() - t
+        phases["total"] = time.monotonic() - t0
+        new = cluster
+        for h in gone:
+            new = new.without(h)
+        self.emit(new, "shrink", f"removed {', '.join(gone)} in {phases['total']:.1f}s", t0=t0)
+        return OpResult(new, phases, tuple(gone))
+
+    def _decommission(self, cluster: ClusterSpec, dp: list[NodeSpec], timeout: float,
+                      cancel: threading.Event | None, t0: float, phases: dict[str, float],
+                      spark_drain_s: float) -> None:
+        names = ", ".join(n.name for n in dp)
+        # 1. Spark: decommission the workers (SIGPWR): no new tasks, blocks migrate, running tasks finish
+        self.emit(cluster, "dp", f"decommissioning Spark workers on {names}", t0=t0)
+        self._run({n.name: Script("{c} || true", c=self._ctl(cluster, n, "signal", "worker", "PWR")) for n in dp},
+                  "decommissioning workers", 60)
+        # 2. HDFS: exclude file + refreshNodes, then wait for Decommissioned
+        with_dn = [n for n in dp if "datanode" in self.role_daemons[n.role]]
+        addrs = {n.address for n in with_dn}
+        if with_dn:
+            t = time.monotonic()
+            excl = set(self._read_exclude(cluster))
+            if not addrs <= excl:
+                self._set_exclude(cluster, excl | addrs)
+            self.emit(cluster, "dp", f"DataNodes {', '.join(sorted(addrs))} in the exclude file; waiting for "
+                      "the NameNode to report them Decommissioned", t0=t0)
+            last: dict[str, str] = {}
+
+            def decommissioned():
+                live = self.datanodes(cluster).live
+                states = {a: (live[a].admin_state if a in live else "not live") for a in addrs}
+                if states != last:
+                    last.clear()
+                    last.update(states)
+                    self.emit(cluster, "dp", ", ".join(f"{a}: {s}" for a, s in sorted(states.items())), t0=t0)
+                return all(s == "Decommissioned" for s in states.values())
+
+            try:
+                done = self._wait(cluster, "DataNodes to be Decommissioned", decommissioned, timeout, t0, cancel)
+            except FawkesError as exc:
+                raise DecommissionTimeout(f"DP of {names} did not finish in {timeout:g}s ({last or exc}); "
+                                          "nothing was stopped: retry, or cancel to put the nodes back in "
+                                          "service") from None
+            if not done:  # cancelled
+                self._recommission(cluster, dp, excl - addrs, t0)
+                raise DecommissionCancelled(f"DP of {names} cancelled: the nodes are back in service")
+            phases["hdfs_decommission"] = time.monotonic() - t
+        # 3. let the decommissioned executors drain (bounded), then stop: DataNode only now
+        t = time.monotonic()
+        want = {n.address for n in dp}
+
+        def drained():
+            ws = self.master_state(cluster).workers_by_host(None)
+            return all(ws[a].cores_used == 0 for a in want if a in ws)
+
+        try:
+            self._wait(cluster, "decommissioned workers to drain", drained, spark_drain_s, t0)
+        except FawkesError:
+            self.emit(cluster, "dp", f"workers still busy after {spark_drain_s:g}s: stopping them "
+                      "(their tasks are re-run)", t0=t0)
+        self._ctl_each(cluster, {n.name: [("stop", "worker"), *([("stop", "datanode")] if n in with_dn else [])]
+                                 for n in dp}, "stopping decommissioned nodes")
+        phases["dp_stop"] = time.monotonic() - t
+
+    def _recommission(self, cluster: ClusterSpec, dp: list[NodeSpec], exclude: set[str], t0: float) -> None:
+        self.emit(cluster, "dp", "cancelled: putting the nodes back in service", t0=t0)
+        self._set_exclude(cluster, exclude)
+        # a decommissioned Spark worker cannot be re-enabled: restart it
+        self._ctl_each(cluster, {n.name: [("stop", "worker"), ("start", "worker")] for n in dp}, "restarting workers")
+        self._wait_workers(cluster, dp, 120, t0)
+
+    # ================================================================== teardown
+    def teardown(self, cluster: ClusterSpec, *, wipe: bool = True, timeout: float = 120.0) -> OpResult:
+        t0 = time.monotonic()
+        self.emit(cluster, "teardown", f"stopping {len(cluster.nodes)} node(s)", t0=t0)
+        cmds = {}
+        for n in cluster.nodes:
+            script = str(PurePosixPath(cluster.cluster_dir(n)) / CONTROL_SCRIPT)
+            action = "wipe" if wipe else "stop-all"
+            # idempotent: a host whose cluster dir is already gone has nothing left to stop
+            cmds[n.name] = Script("if [ -f {s} ]; then /bin/sh {s} {a}; else echo 'nothing to stop'; fi",
+                                  s=script, a=action)
+        self._run(cmds, "teardown", timeout)
+        self.emit(cluster, "teardown", "done", t0=t0)
+        return OpResult(cluster, {"total": time.monotonic() - t0}, tuple(n.name for n in cluster.nodes))
+
+    # ================================================================== reconfigure
+    def reconfigure(self, cluster: ClusterSpec) -> dict[str, list[str]]:
+        t0 = time.monotonic()
+        changed = self.push_configs(cluster)
+        plan = {}
+        for h, comps in changed.items():
+            node = cluster.node(h)
+            ds = [d for d in self.daemons_for(cluster, node) if DAEMON_COMPONENT[d] in comps]
+            if ds:
+                plan[h] = ds
+        # restart the HDFS side before Spark, masters before workers
+        order = ["namenode", "datanode", "master", "worker"]
+        for d in order:
+            per = {h: [("stop", d), ("start", d)] for h, ds in plan.items() if d in ds}
+            if per:
+                self._ctl_each(cluster, per, f"restarting {d}")
+                self.emit(cluster, "reconfigure", f"restarted {d} on {', '.join(sorted(per))}", t0=t0)
+        if plan:
+            self._wait_workers(cluster, [cluster.node(h) for h in plan if "worker" in plan[h]] or [cluster.master],
+                               120, t0)
+        return plan
+
+    # ================================================================== health and metrics
+    def health(self, cluster: ClusterSpec) -> Health:
+        out = self.ex.run_each({n.name: Script("if [ -f {s} ]; then /bin/sh {s} status-all; fi",
+                                                s=str(PurePosixPath(cluster.cluster_dir(n)) / CONTROL_SCRIPT))
+                                for n in cluster.nodes}, timeout=30)
+        daemons: dict[str, dict[str, bool]] = {}
+        problems = []
+        for n in cluster.nodes:
+            r = out[n.name]
+            running = {ln.split()[0]: ln.split()[1] == "running" for ln in r.stdout.splitlines() if len(ln.split()) >= 2}
+            want = self.daemons_for(cluster, n)
+            daemons[n.name] = {d: running.get(d, False) for d in want}
+            if not r.ok:
+                problems.append(f"{n.name}: {r.error}")
+            problems += [f"{n.name}: {d} not running" for d in want if r.ok and not running.get(d, False)]
+        try:
+            alive = self.master_state(cluster).workers_by_host("ALIVE")
+            problems += [f"{n.name}: worker not ALIVE in the master" for n in cluster.nodes if n.address not in alive]
+        except FawkesError as exc:
+            problems.append(f"master: {exc}")
+        try:
+            info = self.datanodes(cluster)
+            if info.safemode:
+                problems.append("namenode: in safe mode")
+            problems += [f"{n.name}: DataNode not live" for n in cluster.nodes
+                         if "datanode" in self.role_daemons[n.role] and n.address not in info.live]
+        except FawkesError as exc:
+            problems.append(f"namenode: {exc}")
+        return Health(not problems, daemons, tuple(problems))
+
+    def metrics(self, cluster: ClusterSpec, *, driver_urls: Sequence[str] = (),
+                host_stats: bool = False) -> M.FrameworkSample:
+        errors = []
+        master = hdfs = dn = None
+        try:
+            master = self.master_state(cluster)
+        except FawkesError as exc:
+            errors.append(str(exc))
+        try:
+            hdfs, dn = self.hdfs_state(cluster), self.datanodes(cluster)
+        except FawkesError as exc:
+            errors.append(str(exc))
+        by_app: dict[str, M.TaskCounts] = {}
+        for base in driver_urls:
+            try:
+                for app in self._http_json(base.rstrip("/") + "/api/v1/applications"):
+                    by_app[app["id"]] = M.parse_stages(
+                        self._http_json(f"{base.rstrip('/')}/api/v1/applications/{app['id']}/stages"))
+            except (FawkesError, KeyError, TypeError) as exc:
+                errors.append(str(exc))
+        hosts = {}
+        if host_stats:
+            res = self.ex.run_each({n.name: Script(M.HOST_STATS_SCRIPT.replace("{interval}", "0.5"),
+                                                   path=cluster.cluster_dir(n)) for n in cluster.nodes}, timeout=30)
+            for h, r in res.items():
+                try:
+                    hosts[h] = M.parse_host_stats(r.stdout) if r.ok else None
+                except FawkesError as exc:
+                    errors.append(f"{h}: {exc}")
+                if not r.ok:
+                    errors.append(f"{h}: {r.error}")
+            hosts = {h: s for h, s in hosts.items() if s is not None}
+        return M.FrameworkSample(time=time.time(), master=master, hdfs=hdfs, datanodes=dn,
+                                 tasks=M.sum_tasks(by_app.values()), tasks_by_app=by_app, hosts=hosts,
+                                 errors=tuple(errors))
+
+    # ================================================================== for drivers (spark-submit)
+    def submit_conf(self, cluster: ClusterSpec) -> dict[str, str]:
+        """``--conf`` keys for a client-mode driver of this cluster (spark.cores.max left unset, spec D.4-8)."""
+        from fawkes.frameworks.render import _options
+
+        u = self.urls(cluster)
+        return {"spark.master": u["master"], "spark.hadoop.fs.defaultFS": u["namenode"],
+                "spark.decommission.enabled": "true", "spark.storage.decommission.enabled": "true",
+                "spark.storage.decommission.rddBlocks.enabled": "true",
+                "spark.storage.decommission.shuffleBlocks.enabled": "true",
+                "spark.executor.memory": _options(cluster)["executor_memory"]}
+
+
+DRIVER = SparkHdfsDriver
