@@ -1,0 +1,101 @@
+"""Metric parsers over JSON captured from real daemons (Spark 4.3 master and driver, HDFS 2.7.3 NameNode).
+
+The fixtures in tests/fixtures/metrics were recorded by tests/test_spark_hdfs_lab.py with
+FAWKES_CAPTURE_DIR set, during its word count: 3 core workers running, then a TR node stopped
+(DEAD) and a TC node decommissioned (DECOMMISSIONED, DataNode "Decommission In Progress").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fawkes.errors import FawkesError
+from fawkes.frameworks import metrics as M
+
+FIX = Path(__file__).parent / "fixtures" / "metrics"
+
+
+def load(name: str) -> str:
+    return (FIX / name).read_text()
+
+
+def test_master_running():
+    m = M.parse_master_json(load("master_running.json"))
+    assert m.status == "ALIVE"
+    assert m.alive_workers == 3 and m.cores == 3 and m.cores_used == 3  # PU = 1.0
+    assert m.running_apps == 1 and m.waiting_apps == 0  # JD = 1
+    assert m.active_apps[0].cores == 3 and m.active_apps[0].start_ms > 0
+    assert len(m.workers_by_host("ALIVE")) == 3
+
+
+def test_master_after_fp_and_dp():
+    m = M.parse_master_json(load("master_decommissioned.json"))
+    states = {w.host: w.state for w in m.workers}
+    assert sorted(states.values()) == ["ALIVE", "ALIVE", "ALIVE", "DEAD", "DECOMMISSIONED"]
+    # the master counts only ALIVE workers in its totals; DEAD ones linger in the list
+    assert m.alive_workers == 3 and m.cores == 3
+    assert len(m.workers_by_host("ALIVE")) == 3 and len(m.workers_by_host(None)) == 5
+
+
+def test_master_completed():
+    m = M.parse_master_json(load("master_completed.json"))
+    assert m.active_apps == () and len(m.completed_apps) == 1  # JT: one job completed
+    assert m.completed_apps[0].state == "FINISHED" and m.cores_used == 0
+
+
+def test_driver_stages():
+    t = M.parse_stages(load("driver_stages_running.json"))
+    raw = json.loads(load("driver_stages_running.json"))
+    live = [s for s in raw if s["status"] in ("ACTIVE", "PENDING")]
+    assert t.total == sum(s["numTasks"] for s in live)
+    assert t.running == sum(s["numActiveTasks"] for s in live) >= 1
+    assert t.pending == t.total - t.running - sum(s["numCompleteTasks"] for s in live)
+    assert t.active_stages >= 1 and t.pending_stages >= 1  # the word count's map and reduce stages
+    assert (t + t).total == 2 * t.total and M.sum_tasks([t, t]).running == 2 * t.running
+
+
+def test_fsnamesystem_state():
+    h = M.parse_fsnamesystem_state(load("nn_fsnamesystemstate.json"))
+    assert h.fs_state == "Operational" and h.live_datanodes == 3 and h.dead_datanodes == 0
+    assert h.capacity_total > h.capacity_used > 0 and h.decommissioning == 0
+
+
+def test_namenode_info_during_decommission():
+    info = M.parse_namenode_info(load("nn_nameNodeInfo_decommissioning.json"))
+    assert not info.safemode
+    states = {a: d.admin_state for a, d in info.live.items()}
+    assert list(states.values()).count("Decommission In Progress") == 1
+    assert list(states.values()).count("In Service") == 3
+    tc = next(a for a, s in states.items() if s == "Decommission In Progress")
+    assert info.decommissioning == (tc,)
+    assert info.live[tc].used > 0 and info.live[tc].blocks > 0  # the TC node held output blocks
+    assert info.live[tc].key == f"{tc}:50010"
+
+
+def test_host_stats_from_this_machine(tmp_path):
+    """The same script the driver runs over SSH, run here on the real /proc/stat and df."""
+    from fawkes.ssh.shell import Script
+
+    script = str(Script(M.HOST_STATS_SCRIPT.replace("{interval}", "0.2"), path=str(tmp_path)))
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
+    s = M.parse_host_stats(out)
+    assert 0.0 <= s.cpu_busy <= 1.0
+    st = os.statvfs(tmp_path)
+    assert s.disk_total == pytest.approx(st.f_blocks * st.f_frsize, rel=0.01)
+    assert 0 < s.disk_used <= s.disk_total
+
+
+def test_bad_documents_are_one_line_errors():
+    with pytest.raises(FawkesError, match="not JSON"):
+        M.parse_master_json("<html>")
+    with pytest.raises(FawkesError, match="no 'workers'"):
+        M.parse_master_json("{}")
+    with pytest.raises(FawkesError, match="NameNodeInfo"):
+        M.parse_namenode_info(load("nn_fsnamesystemstate.json"))
+    with pytest.raises(FawkesError, match="host stats"):
+        M.parse_host_stats("nothing")
