@@ -215,3 +215,15 @@ def test_job_dispatched_can_return_to_queue_but_finished_is_final():
     assert JobState.QUEUED in JOB_TRANSITIONS[JobState.DISPATCHED]
     for s in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED):
         assert JOB_TRANSITIONS[s] == frozenset()
+
+
+def test_docs_list_exactly_the_lifecycle_edges():
+    """docs/state.md shows every edge of every table, and no other (no drift)."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "state.md").read_text()
+    blocks = re.findall(r"```text\n(.*?)```", doc, re.S)
+    documented = [{tuple(m.groups()) for m in re.finditer(r"^(\S+) -> (\S+)", b, re.M)} for b in blocks]
+    for table, edges in zip((NODE_TRANSITIONS, CLUSTER_TRANSITIONS, JOB_TRANSITIONS), documented, strict=True):
+        assert edges == {(str(a), str(b)) for a, tos in table.items() for b in tos}
