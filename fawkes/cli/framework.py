@@ -40,3 +40,110 @@ def dists_cmd(install: bool, as_json: bool, quiet: bool) -> None:
     click.echo(f"java         {d.java}")
     click.echo("register with: fawkes framework add lab --kind spark-hdfs "
                f"--spark-home {d.spark_home} --hdfs-jars {d.hdfs_home}")
+
+
+def _inventory(path: str | None, config: str | None):
+    from fawkes.config import load_config
+    from fawkes.errors import FawkesError
+    from fawkes.inventory.load import load_inventory
+
+    if path is None:
+        cfg = load_config(config)
+        if cfg.inventory is None:
+            raise FawkesError("no inventory: pass --inventory FILE or set 'inventory' in the config file")
+        path = str(cfg.inventory)
+    return load_inventory(path)
+
+
+def _show(fw) -> dict:
+    return {"name": fw.name, "kind": fw.kind, "spark_home": fw.spark_home, "hadoop_home": fw.hadoop_home,
+            "hdfs_jars": fw.hdfs_jars, "java_home": fw.java_home}
+
+
+@framework.command("add")
+@click.argument("name")
+@click.option("--kind", required=True, help="Framework kind (spark-hdfs).")
+@click.option("--spark-home", required=True, help="Spark distribution on every host.")
+@click.option("--hadoop-home", default=None, help="Hadoop 3.x installation on every host (real deployments).")
+@click.option("--hdfs-jars", default=None, help="HDFS jar dir (jars/ + webapps/) on every host: the lab's HDFS 2.7.3.")
+@click.option("--java-home", default=None, help="JDK on every host (default: java on the PATH).")
+@click.option("--inventory", "-i", "inventory_path", default=None, help="Inventory to check on (default: the config's).")
+@click.option("--host", "-H", "hosts", multiple=True, help="Check only these hosts or groups (repeatable).")
+@click.option("--no-check", is_flag=True, help="Register without checking the hosts.")
+@click.option("--replace", is_flag=True, help="Update an existing registration.")
+@click.option("--config", default=None, help="Coordinator config file.")
+@click.option("--state", default=None, envvar="FAWKES_STATE", help="State URL or SQLite file.")
+def add(name, kind, spark_home, hadoop_home, hdfs_jars, java_home, inventory_path, hosts, no_check, replace,
+        config, state) -> None:
+    """Register framework NAME after checking it on the hosts (files exist, Java runs)."""
+    from fawkes.config import open_store
+    from fawkes.errors import FawkesError
+    from fawkes.frameworks.base import driver_class
+    from fawkes.frameworks.registry import check_on_hosts
+    from fawkes.frameworks.spec import FrameworkPaths
+
+    driver_class(kind)  # unknown kind: one line
+    fw = FrameworkPaths(name, kind, spark_home, hadoop_home=hadoop_home, hdfs_jars=hdfs_jars, java_home=java_home)
+    if not no_check:
+        inv = _inventory(inventory_path, config)
+        problems = check_on_hosts(fw, inv, list(hosts) or None,
+                                  progress=lambda m: click.echo(f"[framework] {m}", err=True))
+        bad = {h: p for h, p in problems.items() if p}
+        if bad:
+            first = next(iter(bad.items()))
+            raise FawkesError(f"framework {name}: {len(bad)} of {len(problems)} host(s) fail the check; "
+                              f"{first[0]}: {'; '.join(first[1])}")
+        click.echo(f"[framework] {name}: ok on {len(problems)} host(s)", err=True)
+    with open_store(state) as store:
+        store.register_framework(name, kind, spark_home=spark_home, hadoop_home=hadoop_home, hdfs_jars=hdfs_jars,
+                                 java_home=java_home, replace=replace)
+    click.echo(f"framework {name} ({kind}) registered")
+
+
+@framework.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--state", default=None, envvar="FAWKES_STATE", help="State URL or SQLite file.")
+def list_(as_json: bool, state) -> None:
+    """Registered frameworks."""
+    from fawkes.config import open_store
+
+    with open_store(state) as store:
+        fws = store.list_frameworks()
+    if as_json:
+        click.echo(json.dumps([_show(f) for f in fws], indent=2))
+        return
+    if not fws:
+        click.echo("no frameworks registered (fawkes framework add NAME --kind spark-hdfs ...)")
+    for f in fws:
+        click.echo(f"{f.name:<16} {f.kind:<12} spark={f.spark_home} " +
+                   (f"hadoop={f.hadoop_home}" if f.hadoop_home else f"hdfs-jars={f.hdfs_jars}"))
+
+
+@framework.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--state", default=None, envvar="FAWKES_STATE", help="State URL or SQLite file.")
+def show(name: str, as_json: bool, state) -> None:
+    """One registered framework."""
+    from fawkes.config import open_store
+
+    with open_store(state) as store:
+        f = store.get_framework(name)
+    d = _show(f)
+    if as_json:
+        click.echo(json.dumps(d, indent=2))
+        return
+    for k, v in d.items():
+        click.echo(f"{k:<12} {v if v is not None else '-'}")
+
+
+@framework.command("remove")
+@click.argument("name")
+@click.option("--state", default=None, envvar="FAWKES_STATE", help="State URL or SQLite file.")
+def remove(name: str, state) -> None:
+    """Unregister framework NAME (refused while a live cluster uses it)."""
+    from fawkes.config import open_store
+
+    with open_store(state) as store:
+        store.remove_framework(name)
+    click.echo(f"framework {name} removed")
