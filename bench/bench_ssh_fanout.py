@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Fan-out benchmark: a 1-second command on 1, 4, 8 and 16 lab hosts, fawkes executor vs pdsh.
+
+    python3 bench/bench_ssh_fanout.py [--sizes 1,4,8,16] [--repeat 3] [--keep]
+
+Brings up its own lab (prefix "fwb", a free 10.x.0/24) with the largest size, runs each size
+`--repeat` times through (a) a fresh fawkes Executor (connect + run, like pdsh) and (b)
+`pdsh -R ssh` with the lab's key and strict known_hosts, and prints median wall times, the
+ratio to the 1-host time (target <= 1.5 at 16 hosts) and the ratio to pdsh (target <= 1.2).
+The lab is torn down at the end (unless --keep).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fawkes.lab import Lab  # noqa: E402
+
+COMMAND = "sleep 1; hostname"
+
+
+def run_fawkes(lab: Lab, names: list[str]) -> float:
+    t0 = time.monotonic()
+    with lab.executor(names, command_timeout=30) as ex:
+        res = ex.run(names, COMMAND)
+    wall = time.monotonic() - t0
+    bad = [h for h, r in res.items() if not r.ok or r.stdout.strip() != h]
+    if bad:
+        raise SystemExit(f"fawkes executor failed on {bad}: {[res[h].error for h in bad]}")
+    return wall
+
+
+def run_fawkes_warm(lab: Lab, names: list[str]) -> float:
+    """The executor's steady state: connections already open (fawkes keeps one per host)."""
+    with lab.executor(names, command_timeout=30) as ex:
+        ex.run(names, "true")
+        t0 = time.monotonic()
+        res = ex.run(names, COMMAND)
+        wall = time.monotonic() - t0
+    if not all(r.ok for r in res.values()):
+        raise SystemExit(f"fawkes executor failed: {[r.error for r in res.values() if not r.ok]}")
+    return wall
+
+
+def run_pdsh(lab: Lab, names: list[str]) -> float:
+    addrs = [lab.host(n).address for n in names]
+    env = {**os.environ, "PDSH_SSH_ARGS": (
+        f"-o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={lab.known_hosts} "
+        f"-o IdentitiesOnly=yes -i {lab.key_file} -l%u %h"), "PDSH_RCMD_TYPE": "ssh"}
+    t0 = time.monotonic()
+    # own session: on a timeout the whole group (pdsh and its ssh children) is killed, by its id
+    proc = subprocess.Popen(["pdsh", "-R", "ssh", "-l", "root", "-f", "64", "-t", "10", "-u", "30",
+                             "-w", ",".join(addrs), COMMAND], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.communicate()
+        raise SystemExit("pdsh did not finish within 60 s (killed)")
+    wall = time.monotonic() - t0
+    p = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    got = sorted(line.split(": ", 1)[1] for line in p.stdout.splitlines() if ": " in line)
+    if p.returncode != 0 or got != sorted(names):
+        raise SystemExit(f"pdsh failed (exit {p.returncode}): {p.stderr.strip()[:300]}")
+    return wall
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1,4,8,16")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--keep", action="store_true", help="leave the lab running")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if shutil.which("pdsh") is None:
+        raise SystemExit("pdsh is not installed (apt-get install pdsh)")
+    subnet = next((s for s in (f"10.{n}.0" for n in range(210, 250)) if Lab.subnet_free(s)), None)
+    if subnet is None:
+        raise SystemExit("no free 10.x.0.0/24 subnet for the benchmark lab")
+    lab_dir = Path(tempfile.mkdtemp(prefix="fawkes-bench-"))
+    Lab.cleanup("fwb", subnet)
+    lab = Lab.up(max(sizes), lab_dir, prefix="fwb", subnet=subnet)
+    try:
+        rows = []
+        for n in sizes:
+            names = [h.name for h in lab.hosts[:n]]
+            fw, pd, warm = [], [], []
+            for _ in range(args.repeat):  # interleaved, so load changes hit both alike
+                fw.append(run_fawkes(lab, names))
+                pd.append(run_pdsh(lab, names))
+                warm.append(run_fawkes_warm(lab, names))
+            rows.append((n, statistics.median(fw), statistics.median(pd), min(fw), min(pd),
+                         statistics.median(warm)))
+        base = rows[0][1]
+        print(f"command: {COMMAND!r}; {args.repeat} runs per size, median (min) wall seconds; "
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        wbase = rows[0][5]
+        print("fawkes = fresh executor (connect + run, comparable to pdsh); warm = connections already open")
+        print(f"{'hosts':>5} {'fawkes':>14} {'pdsh':>14} {'fawkes/1host':>13} {'fawkes/pdsh':>12} "
+              f"{'warm':>7} {'warm/1host':>11}")
+        for n, fw, pd, fwmin, pdmin, w in rows:
+            print(f"{n:>5} {fw:>7.3f} ({fwmin:.3f}) {pd:>7.3f} ({pdmin:.3f}) {fw / base:>13.2f} {fw / pd:>12.2f} "
+                  f"{w:>7.3f} {w / wbase:>11.2f}")
+        n, fw, pd, *_ = rows[-1]
+        ok1, ok2 = fw / base <= 1.5, fw / pd <= 1.2
+        print(f"targets at {n} hosts: ratio to 1 host {fw / base:.2f} (<= 1.5: {'met' if ok1 else 'MISSED'}), "
+              f"ratio to pdsh {fw / pd:.2f} (<= 1.2: {'met' if ok2 else 'MISSED'})")
+        return 0 if ok1 and ok2 else 1
+    finally:
+        if not args.keep:
+            lab.down()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
