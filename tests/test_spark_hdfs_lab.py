@@ -260,3 +260,41 @@ def test_mr_cluster_grow_shrink_under_a_running_job(lab, tmp_path):
     drv2 = SparkHdfsDriver(lab.executor())
     drv2.teardown(b)  # idempotent on a torn-down cluster
     drv2.ex.close()
+
+
+def test_reconfigure_restarts_only_what_changed(lab):
+    """A changed inventory or option re-renders, and restarts only the daemons whose configs changed."""
+    from dataclasses import replace
+
+    fw = framework()
+    c = ClusterSpec(f"rc{os.getpid() % 10000}", fw, (node(lab, 7, Role.CORE),), options=LAB_OPTIONS)
+    ex = lab.executor()
+    drv = SparkHdfsDriver(ex)
+    h = c.nodes[0]
+
+    def pids() -> dict[str, str]:
+        out = ex.run(h.name, Script("cat {d}/pids/namenode.pid {d}/pids/datanode.pid {d}/pids/master.pid "
+                                    "{d}/pids/worker.pid", d=c.cluster_dir(h)))[h.name].stdout.split()
+        return dict(zip(["namenode", "datanode", "master", "worker"], out))
+
+    try:
+        drv.deploy(c, timeout=180)
+        assert drv.reconfigure(c) == {}  # nothing changed: nothing restarts
+        p0 = pids()
+        # an HDFS tunable: NameNode and DataNode restart, Spark daemons keep running
+        c = replace(c, options={**LAB_OPTIONS, "decommission_interval_s": "2"})
+        assert drv.reconfigure(c) == {h.name: ["namenode", "datanode"]}
+        p1 = pids()
+        assert p1["master"] == p0["master"] and p1["worker"] == p0["worker"]
+        assert p1["namenode"] != p0["namenode"] and p1["datanode"] != p0["datanode"]
+        # the host's cores change in the inventory: only the Spark daemons restart, with 2 cores
+        c = replace(c, nodes=(replace(h, cores=2),))
+        assert drv.reconfigure(c) == {h.name: ["master", "worker"]}
+        p2 = pids()
+        assert p2["namenode"] == p1["namenode"] and p2["worker"] != p1["worker"]
+        assert drv.master_state(c).cores == 2
+        assert drv.health(c).ok
+    finally:
+        drv.teardown(c)
+        ex.close()
+    assert not cluster_processes(lab, c.name)
