@@ -9,6 +9,7 @@ Config file (YAML, every key optional, unknown keys refused)::
     sample_period: 5                              # seconds, <= period
     metrics: {bind: 127.0.0.1, port: 9464}
     log_format: text                              # text | json
+    cluster_options: {heartbeat_s: "1"}           # framework tunables (templates' DEFAULT_OPTIONS)
 
 Where things are found:
 
@@ -62,7 +63,18 @@ class CoordinatorConfig(BaseModel):
     sample_period: float = Field(default=5.0, gt=0)
     metrics: MetricsConfig = MetricsConfig()
     log_format: Literal["text", "json"] = "text"
+    cluster_options: dict[str, str] = Field(default_factory=dict)  # framework tunables for every cluster
     source: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("cluster_options")
+    @classmethod
+    def _known_options(cls, v: dict[str, str]) -> dict[str, str]:
+        from fawkes.frameworks.render import DEFAULT_OPTIONS
+
+        unknown = sorted(set(v) - set(DEFAULT_OPTIONS))
+        if unknown:
+            raise ValueError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(DEFAULT_OPTIONS))}")
+        return v
 
     @model_validator(mode="after")
     def _sample_within_period(self) -> CoordinatorConfig:

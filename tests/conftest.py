@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-LAB_PREFIX = "fwt"
+LAB_PREFIX = os.environ.get("FAWKES_TEST_LAB_PREFIX", "fwt")  # two test runs at once need two prefixes
 LAB_SUBNET = "10.201.0"
 LAB_HOSTS = 8
 REPO = Path(__file__).resolve().parent.parent

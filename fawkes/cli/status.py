@@ -17,7 +17,6 @@ from rich.console import Console
 from rich.table import Table
 
 from fawkes.config import open_store, state_option
-from fawkes.errors import FawkesError
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
@@ -127,8 +126,3 @@ def events(cluster: str | None, limit: int, state: str | None, as_json: bool) ->
     print_table(None, ["time", "level", "kind", "cluster", "node", "message"],
                 [(when(e.time), e.level, e.kind, e.cluster, e.node, e.message) for e in evs])
 
-
-@click.command()
-def plan() -> None:
-    """(needs the coordinator) Show what the mechanism would do now."""
-    raise FawkesError("fawkes plan needs the coordinator (not yet implemented)")

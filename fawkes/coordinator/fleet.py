@@ -24,13 +24,15 @@ class Fleet:
     """
 
     def __init__(self, store: Store, inventory: Inventory, *, executor=None, progress: Progress | None = None,
-                 default_cores: int = 1, default_memory_mb: int = 1024):
+                 default_cores: int = 1, default_memory_mb: int = 1024,
+                 cluster_options: dict[str, str] | None = None):
         self.store = store
         self.inventory = inventory
         self.ex = executor if executor is not None else inventory.executor()
         self.progress = progress
         self.default_cores = default_cores
         self.default_memory_mb = default_memory_mb
+        self.cluster_options = dict(cluster_options or {})  # framework tunables for every cluster
         self._drivers: dict[str, FrameworkDriver] = {}
         self._lock = threading.Lock()
 
@@ -61,5 +63,6 @@ class Fleet:
         if not any(Role(n.role) is Role.CORE for n in nodes):
             raise FawkesError(f"cluster {cluster}: no core node to run the masters on")
         fw = self.framework(c.framework)
-        spec = ClusterSpec(name=c.name, framework=fw, nodes=tuple(self.node_spec(n.host, n.role) for n in nodes))
+        spec = ClusterSpec(name=c.name, framework=fw, nodes=tuple(self.node_spec(n.host, n.role) for n in nodes),
+                           options=self.cluster_options)
         return spec, self.driver(fw.kind)

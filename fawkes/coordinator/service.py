@@ -62,13 +62,14 @@ class Coordinator:
 
     def __init__(self, store: Store, inventory: Inventory, settings: Settings, *, executor=None,
                  clock: Callable[[], float] = time.time, workers: int = 4, max_running_jobs: int = 1,
-                 host_grace_s: float = 30.0):
+                 host_grace_s: float = 30.0, cluster_options: dict[str, str] | None = None):
         self.store = store
         self.settings = settings
         self.clock = clock
         self.counters: dict[str, float] = {"reconfigurations": 0.0, "ssh_failures": 0.0, "ticks": 0.0}
         self._sync_inventory(inventory)
-        self.fleet = Fleet(store, inventory, executor=executor, progress=self._progress)
+        self.fleet = Fleet(store, inventory, executor=executor, progress=self._progress,
+                           cluster_options=cluster_options)
         self.control = Control(store, settings, clock)
         self.reconciler = Reconciler(store, self.fleet, workers=workers, clock=clock)
         self.dispatcher = Dispatcher(store, self.fleet, max_running=max_running_jobs)
@@ -184,7 +185,8 @@ def build(cfg, *, inventory_path=None) -> Coordinator:
     inv = load_inventory(path)
     store = Store(cfg.state_url())
     try:
-        return Coordinator(store, inv, mechanism_settings(cfg))
+        return Coordinator(store, inv, mechanism_settings(cfg),
+                           cluster_options=dict(getattr(cfg, "cluster_options", None) or {}))
     except Exception:
         store.close()
         raise
