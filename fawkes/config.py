@@ -137,6 +137,7 @@ def load_config(path: str | Path | None = None) -> CoordinatorConfig:
 
 def resolve_state_url(explicit: str | None = None, config_path: str | Path | None = None) -> str:
     """The state URL a command uses: ``explicit`` (``--state``/``FAWKES_STATE``), else the config's."""
+    explicit = explicit or os.environ.get("FAWKES_STATE")
     if explicit:
         return normalize_url(explicit, source="--state/FAWKES_STATE")
     return load_config(config_path).state_url()
