@@ -53,8 +53,9 @@ def setup_logging(fmt: str = "text", level: int = logging.INFO) -> None:
     root = logging.getLogger("fawkes")
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("apscheduler", "paramiko"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("paramiko").setLevel(logging.WARNING)
+    # a step still running when its next run is due is skipped (coalesced): not worth a warning
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)
 
 
 class Coordinator:

@@ -129,6 +129,9 @@ def decide(snap: Snapshot, settings: Settings) -> Decision:
     changes = _describe(plan)
     if changes:
         reasons.append(changes)
+    elif gate and policy.resizes:
+        reasons.append("targets already held (minima bound the shares)" if any(
+            targets[n] == minima[n] for n in targets) else "targets already held")
     return Decision(
         time=snap.now,
         policy=policy.name,
