@@ -32,7 +32,7 @@ from tests.conftest import REPO, run_cli
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
-APP = REPO / "tests" / "spark_apps" / "wordcount.py"
+APP = REPO / "fawkes" / "apps" / "wordcount.py"
 CLUSTERS = ("busy", "calm", "quiet")
 LAB_OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1",
                "replication": "2", "executor_memory": "512m"}

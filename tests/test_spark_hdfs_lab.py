@@ -13,7 +13,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -32,7 +31,7 @@ from fawkes.ssh.shell import Script
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
-APP = Path(__file__).parent / "spark_apps" / "wordcount.py"
+APP = Path(__file__).resolve().parent.parent / "fawkes" / "apps" / "wordcount.py"
 #: fast HDFS reactions for a lab (the defaults are Hadoop's production values)
 LAB_OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1"}
 CAPTURE = os.environ.get("FAWKES_CAPTURE_DIR")  # set to record the daemons' JSON as test fixtures

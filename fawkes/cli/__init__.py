@@ -17,6 +17,7 @@ from fawkes import __version__
 from fawkes.errors import FawkesError
 
 COMMANDS: dict[str, str] = {
+    "demo": "fawkes.cli.demo:demo",
     "policy": "fawkes.cli.policy:policy",
     "simulate": "fawkes.cli.simulate:simulate",
     "lab": "fawkes.cli.lab:lab",

@@ -30,4 +30,10 @@ def run(config_path: str | None, inventory: str | None, duration: float | None, 
     if not no_metrics:
         _, _, port = serve(coord.store, coord.counters, cfg.metrics.bind, cfg.metrics.port)
         click.echo(f"metrics: http://{cfg.metrics.bind}:{port}/metrics", err=True)
-    coord.run(duration_s=duration)
+    left = coord.run(duration_s=duration)
+    if left:  # worker threads still in driver calls: their intent is recorded, do not wait for them
+        import logging
+        import os
+
+        logging.shutdown()
+        os._exit(0)

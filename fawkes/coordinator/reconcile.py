@@ -79,7 +79,7 @@ class Reconciler:
                 if new:
                     self.start(name, "grow", self._grow, name, new)
                 gone = [n.id for n in nodes if n.state == NodeState.DRAINING]
-                if gone:
+                if gone and not self.busy(name, "grow"):  # a node chosen while still starting: let it start first
                     self.start(name, "shrink", self._shrink, name, gone)
                 failed = [n.id for n in nodes if n.state == NodeState.FAILED]
                 if failed:
@@ -103,9 +103,17 @@ class Reconciler:
     def idle(self) -> bool:
         return all(f.done() for f in self.inflight.values())
 
-    def shutdown(self, wait: bool = True) -> None:
+    def shutdown(self, grace_s: float = 30.0) -> list[str]:
+        """Stop: DP waits are cancelled; operations still running after ``grace_s`` are left
+        to resume from the recorded intent on the next start.  Returns their keys."""
+        from concurrent.futures import wait
+
         self.cancel.set()
-        self.pool.shutdown(wait=wait, cancel_futures=True)
+        pending = [f for f in self.inflight.values() if not f.done()]
+        if pending:
+            wait(pending, timeout=grace_s)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        return sorted(f"{c}/{k}" for (c, k), f in self.inflight.items() if not f.done())
 
     # ------------------------------------------------------------------ operations
     def _deploy(self, name: str, node_ids: list[int]) -> None:
@@ -126,7 +134,10 @@ class Reconciler:
         self.store.transition_cluster(name, ClusterState.ACTIVE, f"input loaded into {INPUT_DIR}" if src else "")
 
     def _grow(self, name: str, node_ids: list[int]) -> None:
-        nodes = [self.store.get_node(i) for i in node_ids]
+        nodes = [n for n in (self.store.get_node(i) for i in node_ids)
+                 if n.state in (NodeState.REQUESTED, NodeState.PROVISIONING)]  # not meanwhile chosen to go
+        if not nodes:
+            return
         for n in nodes:
             self._advance(n.id, NodeState.PROVISIONING, "starting daemons")
         spec, driver = self.fleet.spec(name)
@@ -138,7 +149,8 @@ class Reconciler:
                 self._try(self.store.transition_node, n.id, NodeState.FAILED, f"add failed: {exc}")
             raise
         for n in nodes:
-            self._advance(n.id, NodeState.RUNNING, f"{n.role} node registered")
+            if self.store.get_node(n.id).state == NodeState.PROVISIONING:  # a tick may have marked it DRAINING
+                self._advance(n.id, NodeState.RUNNING, f"{n.role} node registered")
 
     def _shrink(self, name: str, node_ids: list[int]) -> None:
         nodes = [self.store.get_node(i) for i in node_ids]

@@ -3,7 +3,9 @@
 Which metric feeds which policy (see docs/metrics.md): jobs from fawkes' own queue
 (JD, DD, JS, JT); tasks from the drivers' REST APIs, queued jobs counted by their input
 splits (TD, TT); cores used / cores from the Spark master (PU); HDFS used above the level
-right after the input load / capacity from the NameNode (DU).  DataNode bytes per node
+right after the input load / capacity from the NameNode (DU).  A job that has not started
+counts the tasks an earlier run of the same application had on that cluster (learned while
+it ran), at least one per input split.  DataNode bytes per node
 go to the store for DP's victim order.  Hosts that stop answering SSH for ``grace_s`` are
 marked failed (their nodes too), and the mechanism replaces their capacity.
 """
@@ -37,6 +39,7 @@ class Sampler:
         self.clock = clock
         self.grace_s = grace_s
         self.baseline_used: dict[str, float] = {}  # HDFS used when the cluster became ACTIVE (DU)
+        self.learned_tasks: dict[tuple[str, str], int] = {}  # (cluster, app) -> tasks seen in a run
         self.unreachable_since: dict[str, float] = {}
 
     def step(self) -> None:
@@ -58,10 +61,14 @@ class Sampler:
         facts = []
         for j in jobs:
             counts = fs.tasks_by_app.get(j.app_id) if j.app_id else None
+            app = (name, j.argv[0] if j.argv else "")
             if counts is not None:
                 pending, running = counts.pending, counts.running
-            else:  # not started yet: one task per input split
-                pending, running = max(1, math.ceil((j.input_bytes or 0) / SPLIT_BYTES)), 0
+                seen = counts.pending + counts.running + counts.completed
+                self.learned_tasks[app] = max(self.learned_tasks.get(app, 0), seen)
+            else:  # not started yet: what an earlier run of the same app had, at least one task per split
+                splits = max(1, math.ceil((j.input_bytes or 0) / SPLIT_BYTES))
+                pending, running = max(splits, self.learned_tasks.get(app, 0)), 0
             facts.append(JobFacts(submit_time=j.submitted_at, input_bytes=float(j.input_bytes or 0),
                                   pending_tasks=pending, running_tasks=running, started_at=j.started_at,
                                   ref_runtime=j.ref_runtime))

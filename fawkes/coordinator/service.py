@@ -129,13 +129,22 @@ class Coordinator:
                 except FawkesError as exc:
                     log.warning("recover %s: %s", c.name, exc)
 
-    def close(self) -> None:
-        self.reconciler.shutdown(wait=True)
-        self.fleet.close()
+    def close(self, grace_s: float = 30.0) -> list[str]:
+        """Stop the reconciler (waiting up to ``grace_s`` for running operations) and close SSH.
+
+        Returns the operations still running: they resume from their recorded intent."""
+        left = self.reconciler.shutdown(grace_s)
+        if left:
+            log.warning("left running, resumed on the next start: %s", ", ".join(left))
+        else:
+            self.fleet.close()
+        return left
 
     # ------------------------------------------------------------------ the service
-    def run(self, *, fast_s: float = 2.0, duration_s: float | None = None, on_tick=None) -> None:
-        """Run in the foreground until SIGTERM/SIGINT (or ``duration_s``)."""
+    def run(self, *, fast_s: float = 2.0, duration_s: float | None = None, on_tick=None) -> list[str]:
+        """Run in the foreground until SIGTERM/SIGINT (or ``duration_s``).
+
+        Returns the operations still running at exit (they resume on the next start)."""
         sched = BlockingScheduler(executors={"default": APThreadPool(1)},
                                   job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30})
         start = time.time()
@@ -161,8 +170,9 @@ class Coordinator:
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
-            self.close()
+            left = self.close()
             log.info("coordinator stopped")
+        return left
 
     def _tick_job(self, on_tick):
         def job():

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import shlex
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePosixPath
 

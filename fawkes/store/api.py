@@ -37,7 +37,6 @@ from fawkes.store.lifecycle import (
     CLUSTER_TRANSITIONS,
     JOB_FINISHED,
     JOB_TRANSITIONS,
-    NODE_HOLDING,
     NODE_TIMEOUTS,
     NODE_TRANSITIONS,
     HostState,
