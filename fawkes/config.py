@@ -10,6 +10,7 @@ Config file (YAML, every key optional, unknown keys refused)::
     metrics: {bind: 127.0.0.1, port: 9464}
     log_format: text                              # text | json
     cluster_options: {heartbeat_s: "1"}           # framework tunables (templates' DEFAULT_OPTIONS)
+    host_grace: 30                                # seconds without an SSH answer before a host is failed
 
 Where things are found:
 
@@ -64,6 +65,7 @@ class CoordinatorConfig(BaseModel):
     metrics: MetricsConfig = MetricsConfig()
     log_format: Literal["text", "json"] = "text"
     cluster_options: dict[str, str] = Field(default_factory=dict)  # framework tunables for every cluster
+    host_grace: float = Field(default=30.0, gt=0)  # seconds without SSH answer before a host is failed
     source: Path | None = Field(default=None, exclude=True)
 
     @field_validator("cluster_options")

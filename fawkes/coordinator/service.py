@@ -122,6 +122,10 @@ class Coordinator:
                 log.warning("recover %s: %s", c.name, exc)
                 continue
             down = [n for n in spec.nodes if not all(health.daemons.get(n.name, {}).values() or [False])]
+            if any(n.name == spec.master.name for n in down):
+                log.error("recover %s: daemons down on the master %s; the cluster needs its master back "
+                          "(revive the host, then restart the coordinator)", c.name, spec.master.name)
+                down = [n for n in down if n.name != spec.master.name]
             if down:
                 log.warning("recover %s: daemons missing on %s, starting them", c.name, ", ".join(n.name for n in down))
                 try:
@@ -196,8 +200,8 @@ def build(cfg, *, inventory_path=None) -> Coordinator:
     inv = load_inventory(path)
     store = Store(cfg.state_url())
     try:
-        return Coordinator(store, inv, mechanism_settings(cfg),
-                           cluster_options=dict(getattr(cfg, "cluster_options", None) or {}))
+        return Coordinator(store, inv, mechanism_settings(cfg), cluster_options=dict(cfg.cluster_options),
+                           host_grace_s=cfg.host_grace)
     except Exception:
         store.close()
         raise

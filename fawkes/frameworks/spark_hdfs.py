@@ -290,8 +290,10 @@ class SparkHdfsDriver(FrameworkDriver):
         t0 = time.monotonic()
         phases: dict[str, float] = {}
         for n in nodes:
-            if n.role is Role.CORE:
-                raise FawkesError(f"{n.name}: core nodes join only at deployment; grow with TR or TC nodes")
+            # a core node joining a running cluster replaces a failed one (worker + DataNode, like TC;
+            # HDFS re-replicates onto it); it is never removed while the cluster is active
+            if n.role is Role.CORE and cluster.master.name == n.name:
+                raise FawkesError(f"{n.name}: the master node joins only at deployment")
             if any(o.name == n.name and o.role is not n.role for o in cluster.nodes):
                 raise FawkesError(f"{n.name} is already in cluster {cluster.name} as {cluster.node(n.name).role}")
         new = cluster
