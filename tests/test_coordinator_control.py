@@ -33,13 +33,19 @@ def world(tmp_path):
     store.close()
 
 
+def start_requested(store, name):
+    """Mark the cluster's requested nodes running, as the reconciler would."""
+    for n in store.list_nodes(name):
+        if n.state == NodeState.REQUESTED:
+            store.transition_node(n.id, NodeState.PROVISIONING)
+            store.transition_node(n.id, NodeState.RUNNING)
+
+
 def run_to_active(store, clock, control, names):
     """Admit and mark nodes running / clusters active as the reconciler would."""
     control.between()
     for name in names:
-        for n in store.list_nodes(name):
-            store.transition_node(n.id, NodeState.PROVISIONING)
-            store.transition_node(n.id, NodeState.RUNNING)
+        start_requested(store, name)
         store.transition_cluster(name, ClusterState.ACTIVE, "no input")
 
 
@@ -94,10 +100,7 @@ def test_shrink_marks_victims_draining_and_never_core(world):
     store.record_sample("a", ClusterMetrics(time=1010, unfinished_jobs=1, pending_tasks=60))
     clock.t = 1060
     control.tick()  # a takes the 6 free hosts as TC
-    for n in store.list_nodes("a"):
-        if n.state == NodeState.REQUESTED:
-            store.transition_node(n.id, NodeState.PROVISIONING)
-            store.transition_node(n.id, NodeState.RUNNING)
+    start_requested(store, "a")
     for t in (1070, 1090, 1110):
         store.record_sample("a", ClusterMetrics(time=t, unfinished_jobs=1, pending_tasks=10))
         store.record_sample("b", ClusterMetrics(time=t, unfinished_jobs=1, pending_tasks=10))
