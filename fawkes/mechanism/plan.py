@@ -32,11 +32,6 @@ def shrink_victims(view: ClusterView, k: int, settings: Settings) -> list[NodeVi
     return (tr + tc)[:k]
 
 
-def grow_role(view: ClusterView, settings: Settings) -> Role:
-    """A cluster still short of its minimum gets core nodes; afterwards the configured grow type."""
-    return Role.CORE if view.count(Role.CORE) < view.min_core else settings.grow_type
-
-
 def plan_towards(
     snap: Snapshot,
     targets: Mapping[str, int],
