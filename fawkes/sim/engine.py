@@ -52,7 +52,7 @@ def _view(n) -> NodeView:
 
 
 # event kinds, in the order they run at equal times
-EV_RELEASE, EV_READY, EV_SUBMIT, EV_REQUEST, EV_DEPLOYED, EV_LOADED, EV_SAVED, EV_SAMPLE, EV_TICK = range(1, 10)
+EV_RELEASE, EV_READY, EV_SUBMIT, EV_REQUEST, EV_DEPLOYED, EV_LOADED, EV_SAVED, EV_SAMPLE, EV_TICK, EV_CALL = range(1, 11)
 
 
 @dataclass
@@ -166,6 +166,8 @@ class Simulator:
                 self._loaded(obj, t)
             elif kind == EV_SAVED:
                 self._saved(obj, t)
+            elif kind == EV_CALL:
+                obj(self, t)
         self.stats.events = n
         self._account_nodes(self.makespan_end())
         return self
@@ -229,6 +231,14 @@ class Simulator:
                 c.make_ready(node)
             else:
                 self.push(now + delay, EV_READY, node)
+
+    def at(self, t: float, fn) -> None:
+        """Call ``fn(sim, t)`` at simulated time ``t`` (micro checks inject resizes this way)."""
+        self.push(t, EV_CALL, fn)
+
+    def shrink(self, plan, now: float) -> None:
+        """Carry out the shrinks of a plan outside the controller (micro checks)."""
+        self._execute(plan, now, tick=False)
 
     def _release(self, node, now: float) -> None:
         c = node.cluster

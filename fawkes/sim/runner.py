@@ -34,17 +34,29 @@ class PolicySpec:
     label: str
     overrides: dict[str, Any] = field(default_factory=dict)  # Settings fields explicitly chosen
     ch2: str | None = None
+    ch2_params: dict[str, Any] = field(default_factory=dict)  # ResizeParams fields from a ch. 2 preset
 
     def __hash__(self) -> int:
         return hash((self.label, tuple(sorted(self.overrides.items(), key=lambda kv: kv[0])), self.ch2))
 
 
-def _preset_loader() -> Callable[[str], Settings] | None:
+def _preset_loader() -> Callable[[str], Any] | None:
     try:
-        from fawkes.presets import load_preset  # shipped by another part of the project
+        from fawkes.presets import read_preset  # shipped by another part of the project
     except ImportError:
         return None
-    return load_preset
+    return read_preset
+
+
+def _explicit_keys(preset) -> set[str]:
+    """The settings a preset file names (the rest keep the experiment's defaults)."""
+    try:
+        from fawkes.yamlfile import load_yaml
+
+        data, _ = load_yaml(preset.path)
+        return {k for k in data if k != "description"}
+    except Exception:  # noqa: BLE001 - fall back to every field
+        return set(Settings.model_fields)
 
 
 def parse_policy(text: str, experiment: str | None = None, sets: Sequence[str] = ()) -> PolicySpec:
@@ -58,7 +70,14 @@ def parse_policy(text: str, experiment: str | None = None, sets: Sequence[str] =
         for p in CH2_POLICIES:
             if p.lower() == text.lower():
                 return PolicySpec(p, {}, ch2=p)
-        raise FawkesError(f"experiment ch2 takes --policy one of {', '.join(CH2_POLICIES)}, not {text!r}")
+        loader = _preset_loader()
+        preset = loader(text) if loader is not None else None
+        if preset is None or preset.resize is None:
+            raise FawkesError(f"experiment ch2 takes --policy one of {', '.join(CH2_POLICIES)} or a chapter-2 "
+                              f"preset, not {text!r}")
+        keys = _explicit_keys(preset) - {"policy"}
+        return PolicySpec(preset.name, {}, ch2=preset.resize.policy,
+                          ch2_params={k: getattr(preset.resize, k) for k in keys})
     from fawkes.mechanism.policies import policy_names
 
     names = {n.lower(): n for n in policy_names()}
@@ -73,8 +92,12 @@ def parse_policy(text: str, experiment: str | None = None, sets: Sequence[str] =
         if looks_like_path:
             raise FawkesError(f"policy presets need fawkes.presets, which is not installed yet: {text}")
         raise FawkesError(f"unknown policy {text!r}; known: {', '.join(policy_names())}")
-    settings = loader(text)  # raises ConfigError naming the file on a bad preset
-    ov = {k: getattr(settings, k) for k in settings.model_fields_set} | extra
+    preset = loader(text)  # raises ConfigError naming the file on a bad preset
+    if preset.settings is None:
+        raise FawkesError(f"preset {text!r} is a chapter-2 runner policy ({preset.resize.policy}); "
+                          "use it with the ch2 experiment")
+    settings = preset.settings
+    ov = {k: getattr(settings, k) for k in _explicit_keys(preset) if k in Settings.model_fields} | extra
     ov.setdefault("policy", settings.policy)
     _validate(ov)
     label = (Path(text).stem if looks_like_path else text) + _label_suffix(extra)
@@ -165,7 +188,7 @@ def run_one(wl: Workload, spec: PolicySpec, seed: int, *, grow: str | None = Non
     t0 = time.perf_counter()
     refs = list(reference_runtimes(wl))
     if spec.ch2:
-        params = ResizeParams.for_policy(spec.ch2)
+        params = ResizeParams.for_policy(spec.ch2, **spec.ch2_params)
         sim = Simulator(wl, None, refs=refs, ch2=params, timeline=timeline, seed=seed).run()
     else:
         settings = settings_for(wl, spec, grow)
@@ -236,6 +259,11 @@ def compare(experiment: str, specs: Sequence[PolicySpec], seeds: Sequence[int], 
     """Aggregated results (means over seeds plus spread), one per policy, in the given order."""
     matrix = run_matrix(experiment, specs, seeds, **kw)
     return [aggregate(matrix[s.label]) for s in specs]
+
+
+def default_policy(experiment: str) -> str:
+    """The weighting of Table 3.2 for each experiment (A: JD; B-E: TD; ch2: GS; traces: TD)."""
+    return {"ch2": "GS", "A": "JD"}.get(experiment, "TD")
 
 
 def default_specs(experiment: str, which: str) -> list[PolicySpec]:
