@@ -1,121 +1,111 @@
-"""The simulator against spec B.4 (with B.5's corrections), over 5 seeds, plus its CLI contract.
-
-Bands asserted here are the spec's; where the simulation does not reproduce the thesis
-(S-2.4's GS/GG order) the test asserts what holds and docs/reproduction.md says what does not.
-"""
+"""Simulator unit tests: trace import, CLI, invariants of spec A.13 on every tick, determinism."""
 
 from __future__ import annotations
 
 import json
-import statistics
 
 import pytest
 
-from fawkes.sim import checks
-from fawkes.sim.runner import default_specs, parse_policy, run_matrix
-from tests.conftest import run_cli
+from fawkes.cli import main
+from fawkes.errors import ConfigError
+from fawkes.sim.runner import parse_policy, run_one
+from fawkes.sim.trace import load_trace
+from fawkes.sim.workloads import generate
 
-SEEDS = (1, 2, 3, 4, 5)
-
-
-def test_s2_0_contention_model():
-    assert checks.s2_0() == {"D_t_Gb": pytest.approx(921.6), "T_t_s": pytest.approx(92.16), "T_w_s": pytest.approx(51.2)}
+KW = dict(capacity=48, min_core=10, period_s=120.0)
 
 
-def test_s2_2_and_s2_3_transient_nodes_hurt_sort_not_wordcount():
-    wc = checks.s2_2(SEEDS)
-    assert all(abs(r - 1.0) <= 0.10 for r in wc.values())
-    st = checks.s2_3(SEEDS)
-    ratios = [st[k] for k in sorted(st)]
-    assert ratios == sorted(ratios)  # monotone in the number of TR nodes
-    assert 2.0 <= st[30] <= 2.7
+def _write(tmp_path, text, name="t.csv"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
 
 
-def test_s3_1_node_types_overheads():
-    o = checks.s3_1(SEEDS)
-    assert 0.30 <= o["sort"]["TR"] <= 0.50 and 0.15 <= o["sort"]["TC"] <= 0.31
-    assert o["sort"]["TC"] < o["sort"]["TR"]
-    for app in ("wordcount", "pagerank", "trackerovertime"):
-        assert o[app]["TR"] <= 0.10 and o[app]["TC"] <= 0.10
-    for app in ("kmeans", "activehashes"):
-        assert o[app]["TC"] < o[app]["TR"]
+@pytest.mark.parametrize("body, line, col", [
+    ("submit_s,cluster,app,input_bytes,maps,reduces\n0,a,wordcount,1GB,x,1\n", 2, "maps"),
+    ("submit_s,cluster,app,input_bytes,maps,reduces\n0,a,wordcount,1GB,8,1\n-1,a,sort,1GB,8,1\n", 3, "submit_s"),
+    ("submit_s,cluster,app,input_bytes,maps,reduces\n0,a,nosuchapp,1GB,8,1\n", 2, "app"),
+    ("submit_s,cluster,app,input_bytes,maps\n0,a,wordcount,1GB,8\n", 1, None),
+    ("submit_s,cluster,app,input_bytes,maps,reduces,colour\n", 1, "colour"),
+    ("submit_s,cluster,app,input_bytes,maps,reduces\n0,a,wordcount,1GB,8\n", 2, None),
+])
+def test_malformed_trace_names_file_line_and_column(tmp_path, body, line, col):
+    p = _write(tmp_path, body)
+    with pytest.raises(ConfigError) as e:
+        load_trace(p, **KW)
+    assert e.value.line == line
+    assert str(p) in str(e.value)
+    if col:
+        assert e.value.field == col and col in str(e.value)
 
 
-@pytest.fixture(scope="module")
-def workload_d():
-    specs = default_specs("D", "all")
-    return run_matrix("D", specs, SEEDS, check=True)
+def test_trace_units_clusters_and_cluster_file(tmp_path):
+    p = _write(tmp_path, "# c\nsubmit_s,cluster,app,input_bytes,maps,reduces,ref_runtime_s\n"
+                         "0,x,wc,512MB,4,1,\n10,y,st,1073741824,8,1,60\n")
+    c = _write(tmp_path, "cluster,request_s,min_core\ny,50,5\n", "c.csv")
+    wl = load_trace(p, clusters_file=c, **KW)
+    assert [s.name for s in wl.clusters] == ["x", "y"]
+    assert wl.clusters[1].request_s == 50 and wl.clusters[1].min_core == 5 and not wl.clusters[1].preloaded
+    assert wl.jobs[0].input_bytes == 512 * 2**20 and wl.jobs[1].ref_runtime_s == 60
+    r = run_one(wl, parse_policy("TD"), 1, check=True)
+    assert r.jobs == 2 and not r.invariant_errors
 
 
-def mean(results, key=None):
-    if key is None:
-        return statistics.mean(r.mean_slowdown for r in results)
-    return statistics.mean(r.cluster_mean_slowdown[key] for r in results)
+def test_sample_trace_runs():
+    wl = load_trace("traces/sample.csv", **KW)
+    r = run_one(wl, parse_policy("TD"), 1, check=True)
+    assert r.jobs == len(wl.jobs) and not r.invariant_errors
 
 
-def test_s3_7_invariants_hold_on_every_tick(workload_d):
-    # run with check=True: every tick of every policy checked against spec A.13
-    assert all(r.events > 0 for rs in workload_d.values() for r in rs)
+@pytest.mark.parametrize("policy", ["None", "EQ", "JD", "DD", "TD", "PU", "DU", "RU", "JS", "JT", "TT"])
+def test_invariants_every_tick_workload_d(policy):
+    """A.13 on every tick: weights sum to 1, minima kept, work conservation (not None), no core removed,
+    DP in order of stored bytes."""
+    r = run_one(generate("D", 1), parse_policy(policy), 1, check=True)
+    assert r.invariant_errors == []
+    assert r.jobs == 908
 
 
-def test_s3_7_td_against_none_on_the_most_loaded_cluster(workload_d):
-    td, none = workload_d["TD"], workload_d["None"]
-    gain_c2 = 1 - mean(td, "C2") / mean(none, "C2")
-    assert 0.20 <= gain_c2 <= 0.50, gain_c2  # B.5: the thesis' 25 % asserted on C2
-    assert mean(td) <= mean(none)  # the overall mean is not worse
-    for c in ("C1", "C3"):
-        assert mean(td, c) <= 1.10 * mean(none, c)
+def test_invariants_with_tr_growth_and_admission():
+    r = run_one(generate("A", 2), parse_policy("JD"), 2, check=True, grow="tr")
+    assert r.invariant_errors == [] and r.jobs == 150
 
 
-def test_s3_7_policy_ordering(workload_d):
-    m = {p: mean(rs) for p, rs in workload_d.items()}
-    assert all(m["TD"] <= 1.05 * v for v in m.values())  # TD within 5 % of the best
-    assert m["JD"] >= 0.95 * m["DD"] and m["DD"] >= 0.95 * m["TD"]  # granularity order, 5 % tie allowed
-    assert m["PU"] < m["DU"] and m["PU"] < m["RU"]
-    for p in ("JS", "JT", "TT"):
-        assert m[p] >= 0.95 * m["TD"]
-    assert m["DU"] >= 0.85 * m["None"]
+def test_uncontended_jobs_have_slowdown_one_and_runs_are_deterministic():
+    wl = generate("D", 3)
+    a = run_one(wl, parse_policy("None"), 3)
+    b = run_one(wl, parse_policy("None"), 3)
+    assert a.cluster_mean_slowdown == b.cluster_mean_slowdown
+    assert a.cluster_mean_slowdown["C1"] == pytest.approx(1.0)  # never queues under None (B.5 item 2)
 
 
-def test_s3_7_anti_flap_preset_keeps_the_gain_with_few_reconfigurations():
-    specs = [parse_policy("td-damped", "D"), parse_policy("None", "D")]
-    res = run_matrix("D", specs, SEEDS)
-    damped, none = res[specs[0].label], res[specs[1].label]
-    reconf = statistics.mean(r.reconfigurations for r in damped)
-    assert 8 <= reconf <= 32, reconf
-    assert 1 - mean(damped, "C2") / mean(none, "C2") >= 0.20
-
-
-def test_s2_4_elastic_policies_beat_static_and_ggd_is_best():
-    specs = [parse_policy(p, "ch2") for p in ("GS", "GG", "GGD", "static")]
-    res = run_matrix("ch2", specs, SEEDS)
-    resp = {s.label: statistics.mean(r.mean_response_s for r in res[s.label]) for s in specs}
-    assert resp["GGD"] < resp["GS"] < resp["static"] and resp["GG"] < resp["static"]
-    assert resp["static"] / resp["GS"] >= 1.15  # thesis 1.7, spec band [1.3, 2.3]: see docs/reproduction.md
-
-
-def test_trace_replay_json_and_errors(tmp_path):
-    trace = tmp_path / "t.csv"
-    trace.write_text("submit_s,cluster,app,input_bytes,maps,reduces,ref_runtime_s\n"
-                     "0,a,wordcount,1GB,8,1,\n5,a,sort,2GB,16,2,\n10,b,wordcount,1GB,8,1,60\n")
-    r = run_cli("simulate", "--trace", str(trace), "--capacity", "30", "--min-core", "5", "--period", "60",
-                "--compare", "TD,None", "--json")
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
-    assert [o["policy"] for o in out] == ["TD", "None"]
+def test_cli_json_keys(capsys):
+    assert main(["simulate", "B", "--compare", "None,TD", "--seeds", "2", "--json", "-q", "--workers", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in out] == ["None", "TD"]
     for key in ("experiment", "policy", "seeds", "mean_slowdown", "cluster_mean_slowdown", "p95_over_p50",
-                "reconfigurations", "global_discrimination", "makespan_s", "utilization"):
+                "reconfigurations", "global_discrimination", "makespan_s", "utilization", "spread"):
         assert key in out[0]
-    assert set(out[0]["cluster_mean_slowdown"]) == {"a", "b"}
-    bad = tmp_path / "bad.csv"
-    bad.write_text("submit_s,cluster,app,input_bytes,maps,reduces\n0,a,wordcount,1GB,x,1\n")
-    r = run_cli("simulate", "--trace", str(bad), "--capacity", "30", "--min-core", "5", "--period", "60")
-    assert r.returncode == 2
-    assert f"{bad}:2:" in r.stderr and "column 5" in r.stderr and "Traceback" not in r.stderr
+    assert set(out[0]["cluster_mean_slowdown"]) == {"C1", "C2", "C3"} and out[0]["seeds"] == [1, 2]
 
 
-def test_sample_trace_replays():
-    r = run_cli("simulate", "--trace", "traces/sample.csv", "--capacity", "24", "--min-core", "4",
-                "--period", "60", "--json")
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["jobs"] > 0
+@pytest.mark.parametrize("argv", [
+    ["simulate", "Z"],
+    ["simulate"],
+    ["simulate", "D", "--policy", "nosuch"],
+    ["simulate", "D", "--seeds", "0"],
+    ["simulate", "D", "--set", "nosuch=1"],
+    ["simulate", "--trace", "traces/sample.csv"],
+    ["simulate", "--trace", "/nonexistent.csv", "--capacity", "48", "--min-core", "10", "--period", "120"],
+    ["simulate", "ch2", "--policy", "TD"],
+])
+def test_cli_bad_arguments_exit_2(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fawkes: error:") and "Traceback" not in err
+
+
+def test_cli_plot(tmp_path):
+    out = tmp_path / "a.png"
+    assert main(["simulate", "A", "--plot", str(out), "-q"]) == 0
+    assert out.stat().st_size > 10_000
