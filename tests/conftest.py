@@ -60,3 +60,25 @@ def run_cli(*args: str, env: dict | None = None, user: str | None = None) -> sub
         cmd = ["runuser", "-u", user, "--", *cmd]
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=REPO, timeout=120)
+
+
+@pytest.fixture(autouse=True)
+def _no_cluster_daemons_left(request):
+    """After a test on the lab, stop (by pid) any process still running from a cluster directory,
+    so that one failed test cannot leave daemons that break the next one.  Tests assert their own
+    cleanup before this runs."""
+    yield
+    if "lab" not in request.fixturenames:
+        return
+    import signal
+
+    lab = request.getfixturevalue("lab")
+    marker = f"{lab.node_dir}/clusters/".encode()
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            if marker in (p / "cmdline").read_bytes():
+                os.kill(int(p.name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            pass

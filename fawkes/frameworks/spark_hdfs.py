@@ -386,8 +386,9 @@ class SparkHdfsDriver(FrameworkDriver):
         if with_dn:
             t = time.monotonic()
             excl = set(self._read_exclude(cluster))
-            if not addrs <= excl:
-                self._set_exclude(cluster, excl | addrs)
+            # always write + refreshNodes: after a crash between the two, the file alone says nothing
+            # about what the NameNode was told (it would stay "In Service" forever)
+            self._set_exclude(cluster, excl | addrs)
             self.emit(cluster, "dp", f"DataNodes {', '.join(sorted(addrs))} in the exclude file; waiting for "
                       "the NameNode to report them Decommissioned", t0=t0)
             last: dict[str, str] = {}
