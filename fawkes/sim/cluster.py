@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import heapq
+from bisect import insort
 from math import ceil
 
 from fawkes.mechanism.model import ClusterState, Role
@@ -63,7 +64,7 @@ class Task:
 class Job:
     __slots__ = ("spec", "id", "submit", "map_d", "red_d", "pend_maps", "pend_reds", "n_maps", "n_reds",
                  "maps_done", "reds_done", "running", "waiting", "scheduled_reds", "slow_need", "started",
-                 "end", "out_per_writer", "ref")
+                 "end", "out_per_writer", "ref", "in_rq")
 
     def __init__(self, spec, submit: float, slowstart: float, ref: float | None):
         self.spec = spec
@@ -81,6 +82,11 @@ class Job:
         writers = self.n_reds or self.n_maps
         self.out_per_writer = spec.output_bytes / writers if writers else 0.0
         self.ref = ref
+        self.in_rq = False  # in the cluster's queue of jobs with eligible pending reduces
+
+
+def _fifo(job: Job) -> tuple[float, int]:
+    return (job.submit, job.id)
 
 
 class SimCluster:
@@ -92,7 +98,9 @@ class SimCluster:
         self.name = spec.name
         self.min_core = spec.min_core
         self.state = ClusterState.REQUESTED
-        self.jobs: list[Job] = []  # unfinished, FIFO
+        self.jobs: dict[int, Job] = {}  # unfinished, in submission order
+        self.mq: list[Job] = []  # jobs with pending maps, FIFO (submit, id)
+        self.rq: list[Job] = []  # jobs with pending reduces, FIFO
         self.first_incarnation = True
         self.reset_incarnation(0.0)
 
@@ -106,6 +114,9 @@ class SimCluster:
         self.n_dn = 0  # DataNodes (core + TC) not draining
         self.n_draining = 0
         self.version = 0  # bumped on every change a sample could see
+        self.node_ver = 0  # bumped when the set of DataNodes changes
+        self._dns: list = []
+        self._dns_ver = -1
         self.last_sample = None
         self.last_sample_version = -1
         self.samples: list = []
@@ -146,6 +157,7 @@ class SimCluster:
         if role is not Role.TR:
             self.n_dn += 1
         self.version += 1
+        self.node_ver += 1
         self.record_alloc(now)
         return node
 
@@ -218,6 +230,7 @@ class SimCluster:
             self.n_dn -= 1
         self.n_draining += 1
         self.version += 1
+        self.node_ver += 1
         node.draining = True
         killed = 0
         if kill:
@@ -250,18 +263,30 @@ class SimCluster:
         self.running_tasks -= 1
         self.version += 1
         if t.is_map:
-            job.pend_maps.append(t.idx)
+            self._add_maps(job, (t.idx,))
         else:
             if t.end >= 0:
                 job.scheduled_reds -= 1
             job.pend_reds.append(t.idx)
+            self._eligible(job)
         self.sim.stats_kill(t, now)
+
+    def _eligible(self, job: Job) -> None:
+        """Queue ``job`` for reduce slots once it has pending reduces past its slow-start."""
+        if not job.in_rq and job.pend_reds and job.maps_done >= job.slow_need and job.end is None:
+            job.in_rq = True
+            insort(self.rq, job, key=_fifo)
+
+    def _add_maps(self, job: Job, idxs) -> None:
+        if not job.pend_maps and job.end is None:
+            insort(self.mq, job, key=_fifo)
+        job.pend_maps.extend(idxs)
 
     def _lose_outputs(self, node: Node) -> None:
         for job, idx in node.map_outputs:
             if job.end is None and (job.pend_reds or job.scheduled_reds + job.reds_done < job.n_reds):
                 job.maps_done -= 1
-                job.pend_maps.append(idx)
+                self._add_maps(job, (idx,))
                 self.sim.stats.lost_maps += 1
         node.map_outputs.clear()
 
@@ -275,27 +300,44 @@ class SimCluster:
 
     # --- scheduling -------------------------------------------------------------------------
     def submit(self, job: Job, now: float) -> None:
-        self.jobs.append(job)
+        self.jobs[job.id] = job
+        if job.pend_maps:
+            insort(self.mq, job, key=_fifo)
+        self._eligible(job)
         self.version += 1
         self.dispatch(now)
 
     def dispatch(self, now: float) -> None:
+        """Fill free slots FIFO: maps from the oldest job with pending maps, reduces from the
+        oldest job with pending reduces past its slow-start."""
         if self.state is not ClusterState.ACTIVE:
             return
-        fm, fr = self.free_map, self.free_red
-        if fm <= 0 and fr <= 0:
-            return
-        for job in self.jobs:
-            if fm > 0 and job.pend_maps:
-                while fm > 0 and job.pend_maps:
-                    self._start(job, True, job.pend_maps.pop(), self._take(self.map_heap, True), now)
-                    fm -= 1
-            if fr > 0 and job.pend_reds and job.maps_done >= job.slow_need:
-                while fr > 0 and job.pend_reds:
-                    self._start(job, False, job.pend_reds.pop(), self._take(self.red_heap, False), now)
-                    fr -= 1
-            if fm <= 0 and fr <= 0:
-                break
+        fm = self.free_map
+        mq = self.mq
+        while fm > 0 and mq:
+            job = mq[0]
+            pend = job.pend_maps
+            while fm > 0 and pend:
+                self._start(job, True, pend.pop(), self._take(self.map_heap, True), now)
+                fm -= 1
+            if not pend:
+                mq.pop(0)
+        fr = self.free_red
+        if fr > 0 and self.rq:
+            rq = self.rq
+            i = 0
+            while fr > 0 and i < len(rq):
+                job = rq[i]
+                if job.maps_done >= job.slow_need:
+                    pend = job.pend_reds
+                    while fr > 0 and pend:
+                        self._start(job, False, pend.pop(), self._take(self.red_heap, False), now)
+                        fr -= 1
+                    if not pend:
+                        rq.pop(i)
+                        job.in_rq = False
+                        continue
+                i += 1
 
     def _start(self, job: Job, is_map: bool, idx: int, node: Node, now: float) -> None:
         if node.running == 0:
@@ -351,6 +393,8 @@ class SimCluster:
                 self._push_red(node)
         if t.is_map:
             job.maps_done += 1
+            if job.maps_done == job.slow_need:
+                self._eligible(job)
             if job.n_reds and node.role is not Role.CORE and self.sim.cost.lose_map_outputs:
                 node.map_outputs.append((job, t.idx))
             if job.n_reds == 0:
@@ -368,7 +412,7 @@ class SimCluster:
             job.scheduled_reds -= 1
             self._write_output(node, job.out_per_writer)
         if job.maps_done >= job.n_maps and job.reds_done >= job.n_reds and job.running == 0:
-            self.jobs.remove(job)
+            del self.jobs[job.id]
             job.end = now + self.sim.cost.job_overhead_s
             self.completed_jobs += 1
             self.sim.on_job_done(self, job)
@@ -379,7 +423,10 @@ class SimCluster:
             return
         rep = self.sim.cost.replication
         self.output_bytes += out * rep
-        dns = [n for n in self.nodes.values() if n.role is not Role.TR and not n.draining]
+        if self._dns_ver != self.node_ver:
+            self._dns = [n for n in self.nodes.values() if n.role is not Role.TR and not n.draining]
+            self._dns_ver = self.node_ver
+        dns = self._dns
         if not dns:
             return
         first = node if node.role is not Role.TR and not node.draining else dns[self.sim.rand(len(dns))]

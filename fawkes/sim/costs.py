@@ -96,6 +96,8 @@ class CostModel(BaseModel):
     tc_ready_s: float = Field(15.0, ge=0, description="a new TC node is usable after this (DataNode registration)")
     core_ready_s: float = Field(15.0, ge=0, description="a core node added to an active cluster (refill) is usable after this")
     w_dst_Bps: float = Field(100 * MB, gt=0, description="DP: re-replication write rate per receiving DataNode")
+    refill_delay_s: float = Field(1.0, ge=0, description="the controller reacts to freed hosts this much later "
+                                  "(batches admit_now/refill over releases; 0 = on every release)")
     deploy_s: float = Field(30.0, ge=0, description="w^D beyond queueing: daemon start")
     load_Bps: float = Field(350 * MB, gt=0, description="l^D = dataset bytes / this")
     save_Bps: float = Field(350 * MB, gt=0, description="b^D = output bytes / this")

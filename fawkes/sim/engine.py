@@ -51,6 +51,11 @@ def _view(n) -> NodeView:
     return v
 
 
+def _deferred_refill(sim: "Simulator", now: float) -> None:
+    sim._refill_pending = False
+    sim._after_free(now)
+
+
 # event kinds, in the order they run at equal times
 EV_RELEASE, EV_READY, EV_SUBMIT, EV_REQUEST, EV_DEPLOYED, EV_LOADED, EV_SAVED, EV_SAMPLE, EV_TICK, EV_CALL = range(1, 11)
 
@@ -108,6 +113,7 @@ class Simulator:
         self._alloc_since = 0.0
         self.finished = False
         self.decisions = 0
+        self._refill_pending = False
 
     # --- event plumbing -----------------------------------------------------------------------
     def push(self, t: float, kind: int, obj) -> None:
@@ -205,7 +211,7 @@ class Simulator:
         job = Job(spec, now, self.cost.slowstart, ref)
         self.jobs[spec.id] = job
         if c.state is ClusterState.RELEASED:  # it left after T_idle: request it again (redeploy, reload)
-            c.jobs.append(job)
+            c.submit(job, now)
             self._rerequest(c, now)
             return
         c.submit(job, now)  # queued until ACTIVE; a SAVING cluster is requested again once saved
@@ -246,7 +252,12 @@ class Simulator:
             c.detach(node, now)
         self.free.append(node.host)
         if self.wl.controller == "fawkes":
-            self._after_free(now)
+            delay = self.cost.refill_delay_s
+            if delay <= 0:
+                self._after_free(now)
+            elif not self._refill_pending:
+                self._refill_pending = True
+                self.at(now + delay, _deferred_refill)
         c.dispatch(now)
 
     def _static_cluster(self, c: SimCluster, comp: dict[Role, int]) -> None:
@@ -354,7 +365,7 @@ class Simulator:
 
     def _measure(self, c: SimCluster, now: float, s: Settings):
         facts = [JobFacts(j.submit, j.spec.input_bytes, len(j.pend_maps) + len(j.pend_reds), j.running,
-                          j.started, j.ref) for j in c.jobs]
+                          j.started, j.ref) for j in c.jobs.values()]
         return sample_cluster(now, facts, s, busy_slots=float(c.running_tasks),
                               configured_slots=float(c.configured_slots()), output_bytes=c.output_bytes,
                               storage_capacity=c.storage_capacity(), completed_jobs=c.completed_jobs,
@@ -468,7 +479,7 @@ class Simulator:
     def _offer(self, now: float) -> None:
         p = self.ch2
         for c in self.order:
-            pending = sum(len(j.pend_maps) + len(j.pend_reds) for j in c.jobs)
+            pending = sum(len(j.pend_maps) + len(j.pend_reds) for j in c.jobs.values())
             slots = sum(self.cost.slots_per_node for n in c.nodes.values() if not n.draining)
             n_tr = sum(1 for n in c.nodes.values() if n.role is not Role.CORE and not n.draining)
             done = self.pending_jobs == 0
