@@ -117,6 +117,8 @@ class SimCluster:
         self.node_ver = 0  # bumped when the set of DataNodes changes
         self._dns: list = []
         self._dns_ver = -1
+        self.views: tuple = ()
+        self.views_ver = -1
         self.last_sample = None
         self.last_sample_version = -1
         self.samples: list = []
@@ -248,6 +250,7 @@ class SimCluster:
             self._kill(t, now)
         node.attached = False
         del self.nodes[node.host]
+        self.node_ver += 1
         self.n_draining -= 1
         if node.role is Role.CORE:
             self.n_core -= 1

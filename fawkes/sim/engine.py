@@ -95,7 +95,7 @@ class Simulator:
         self.stats = Stats()
         self.refs = refs
         self._rng = random.Random(seed)
-        self.free: list[str] = [f"h{i:05d}" for i in range(wl.capacity)]
+        self.free: dict[str, None] = dict.fromkeys(f"h{i:05d}" for i in range(wl.capacity))  # ordered set
         self.clusters: dict[str, SimCluster] = {c.name: SimCluster(self, c) for c in wl.clusters}
         self.order: list[SimCluster] = []  # clusters holding nodes, in admission order
         self.queue: list[SimCluster] = []  # global FIFO of requests
@@ -226,7 +226,7 @@ class Simulator:
 
     # --- nodes --------------------------------------------------------------------------------
     def _grow(self, c: SimCluster, host: str, role: Role, now: float, ready_now: bool = False) -> None:
-        self.free.remove(host)
+        del self.free[host]
         self.node_seq += 1
         node = c.attach(host, role, now, self.node_seq)
         if role is Role.CORE and (ready_now or c.state in (ClusterState.REQUESTED, ClusterState.DEPLOYING)):
@@ -250,7 +250,7 @@ class Simulator:
         c = node.cluster
         if node.attached:
             c.detach(node, now)
-        self.free.append(node.host)
+        self.free[node.host] = None
         if self.wl.controller == "fawkes":
             delay = self.cost.refill_delay_s
             if delay <= 0:
@@ -266,7 +266,7 @@ class Simulator:
         self.order.append(c)
         for role in (Role.CORE, Role.TC, Role.TR):
             for _ in range(comp.get(role, 0)):
-                self._grow(c, self.free[0], role, 0.0, ready_now=True)
+                self._grow(c, next(iter(self.free)), role, 0.0, ready_now=True)
 
     # --- FAWKES: lifecycle ------------------------------------------------------------------------
     def _request(self, c: SimCluster, now: float) -> None:
@@ -320,7 +320,7 @@ class Simulator:
     def _saved(self, c: SimCluster, now: float) -> None:
         for node in list(c.nodes.values()):
             c.detach(node, now)
-            self.free.append(node.host)
+            self.free[node.host] = None
         c.state = ClusterState.RELEASED
         self.order.remove(c)
         if c.jobs:
@@ -331,7 +331,10 @@ class Simulator:
         if self.queue:
             self._admit(now)
         if self.free and any(c.target is not None and c.settled < c.target for c in self.order):
-            plan = refill(self.snapshot(now), self.settings)
+            # refill() only grows deficits from free hosts: it reads node roles, draining flags and
+            # counts, never running_tasks or stored_bytes, so node views cached since the last change
+            # of a cluster's node set are enough (keeps the cost per release O(clusters)).
+            plan = refill(self.snapshot(now, fresh=False), self.settings)
             if plan.grows:
                 self._execute(plan, now, tick=False)
 
@@ -371,7 +374,7 @@ class Simulator:
                               storage_capacity=c.storage_capacity(), completed_jobs=c.completed_jobs,
                               completed_tasks=c.completed_tasks, loading=c.state is not ClusterState.ACTIVE)
 
-    def snapshot(self, now: float) -> Snapshot:
+    def snapshot(self, now: float, fresh: bool = True) -> Snapshot:
         keep_from = now - 2 * (self.settings.period_s if self.settings else 60.0)
         views = []
         for c in self.order:
@@ -381,7 +384,10 @@ class Simulator:
                 i -= 1
             if i > 0:
                 del alloc[:i]
-            nodes = tuple(_view(n) for n in c.nodes.values())
+            if fresh or c.views_ver != c.node_ver:
+                c.views = tuple(_view(n) for n in c.nodes.values())
+                c.views_ver = c.node_ver
+            nodes = c.views
             views.append(ClusterView(c.name, c.state, c.min_core, nodes, tuple(c.samples), tuple(alloc),
                                      self.cost.slots_per_node, c.idle_since, c.last_grow_at, c.last_shrink_at,
                                      c.cum_d, c.weight, c.target))
@@ -487,7 +493,7 @@ class Simulator:
                          n_transient=n_tr, workload_done=done)
             if r.delta > 0:
                 for _ in range(r.delta):
-                    self._grow(c, self.free[0], r.role, now)
+                    self._grow(c, next(iter(self.free)), r.role, now)
                 self.stats.reconfigurations += 1
             elif r.delta < 0:
                 view = ClusterView(c.name, c.state, c.min_core,
