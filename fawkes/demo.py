@@ -190,8 +190,7 @@ def run_stream(s: Session, policy: str, reference: float, show=None) -> Outcome:
 
         rows = list(sess.exec(select(Decision).where(Decision.id > first_tick).where(Decision.time <= end)))
     out.ticks = len(rows)
-    out.reconfigurations = sum(1 for d in rows if any(g for g in d.plan.get("grows", []))
-                               or d.plan.get("shrinks"))
+    out.reconfigurations = sum(1 for d in rows if d.plan.get("grows") or d.plan.get("shrinks"))
     for name in CLUSTERS:
         out.allocation[name] = list(allocation_history(s.store.list_nodes(name, live=False), t0))
         jobs = s.store.list_jobs(name)

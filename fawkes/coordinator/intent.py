@@ -8,6 +8,7 @@ daemon the store does not know about.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -36,7 +37,7 @@ def record_decision(store: Store, d: Decision, snap: Snapshot, settings: Setting
     g = d.global_discrimination
     return store.record_decision(
         policy=d.policy, inputs=inputs, weights=d.weights, discriminations=d.discrimination,
-        global_factor=g if g == g and g != float("inf") else -1.0, gate_open=d.gate_open,
+        global_factor=g if math.isfinite(g) else -1.0, gate_open=d.gate_open,
         targets=d.targets, plan=d.to_dict()["plan"], reason=d.reason, time=d.time,
     )
 

@@ -30,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from fawkes.coordinator.fleet import Fleet
 from fawkes.errors import FawkesError
 from fawkes.frameworks.base import DecommissionTimeout
-from fawkes.mechanism import ClusterState, Role
+from fawkes.mechanism import ClusterState, Role, ShrinkMode
 from fawkes.store import Store
 from fawkes.store.lifecycle import NODE_TIMEOUTS, NodeState
 
@@ -177,8 +177,6 @@ class Reconciler:
             res = self.fleet.ex.run([n.host], "true", timeout=10)[n.host]
             if res.ok:
                 try:
-                    from fawkes.mechanism import ShrinkMode
-
                     driver.remove_nodes(spec, [n.host], ShrinkMode.FP, timeout=120)
                 except FawkesError as exc:
                     log.warning("cleanup of %s failed: %s", n.host, exc)

@@ -86,8 +86,9 @@ class Sampler:
         self.store.record_sample(name, m)
         by_addr = fs.stored_by_address()
         if by_addr:
+            address = {x.name: x.address for x in spec.nodes}
             for n in self.store.list_nodes(name):
-                addr = spec.node(n.host).address if any(x.name == n.host for x in spec.nodes) else None
+                addr = address.get(n.host)
                 if addr in by_addr and by_addr[addr] != n.stored_bytes:
                     self.store.update_node(n.id, stored_bytes=int(by_addr[addr]))
 
