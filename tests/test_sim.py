@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -77,6 +79,19 @@ def test_uncontended_jobs_have_slowdown_one_and_runs_are_deterministic():
     b = run_one(wl, parse_policy("None"), 3)
     assert a.cluster_mean_slowdown == b.cluster_mean_slowdown
     assert a.cluster_mean_slowdown["C1"] == pytest.approx(1.0)  # never queues under None (B.5 item 2)
+
+
+def test_runs_are_reproducible_across_processes():
+    """Same workload, policy and seed in two fresh interpreters: identical results.  Object ids (and
+    so the iteration order of sets of objects) differ between processes; the engine must not depend
+    on them (it did: E's reconfigurations varied by a few between runs)."""
+    code = ("import json; from fawkes.sim.runner import run_one, parse_policy; "
+            "from fawkes.sim.workloads import generate; "
+            "rs = [run_one(generate('E', s), parse_policy('TD', 'E'), s).to_dict() for s in (2, 3)]; "
+            "print(json.dumps([{k: v for k, v in r.items() if k != 'wall_s'} for r in rs], sort_keys=True))")
+    outs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+            for _ in range(3)]
+    assert outs[0] == outs[1] == outs[2]
 
 
 def test_cli_json_keys(capsys):

@@ -39,7 +39,7 @@ class Node:
         self.attached = True
         self.free_map = self.free_red = 0
         self.in_map_heap = self.in_red_heap = False
-        self.tasks: set[Task] = set()
+        self.tasks: dict[Task, None] = {}  # ordered set: iteration order must not depend on ids
         self.map_outputs: list[tuple[Job, int]] = []
         self.view = None
         self.view_key = None
@@ -260,7 +260,7 @@ class SimCluster:
     def _kill(self, t: Task, now: float) -> None:
         t.alive = False
         node, job = t.node, t.job
-        node.tasks.discard(t)
+        node.tasks.pop(t, None)
         self._task_off_node(node)
         job.running -= 1
         self.running_tasks -= 1
@@ -361,7 +361,7 @@ class SimCluster:
                 n = self.n_core + self.n_ready_tr + self.n_ready_tc
                 d *= penalty(job.spec.beta_in, job.spec.beta_out, n, self.n_core, self.n_core + self.n_ready_tc)
         t = Task(job, is_map, idx, node, now, d)
-        node.tasks.add(t)
+        node.tasks[t] = None
         job.running += 1
         if job.started is None:
             job.started = now
@@ -378,7 +378,7 @@ class SimCluster:
     def finish(self, t: Task, now: float) -> None:
         """A task ends at ``now`` (only called for live tasks)."""
         node, job = t.node, t.job
-        node.tasks.discard(t)
+        node.tasks.pop(t, None)
         self._task_off_node(node)
         job.running -= 1
         self.running_tasks -= 1

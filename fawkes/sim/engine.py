@@ -458,7 +458,7 @@ class Simulator:
                 self.stats.rereplicated_bytes += node.stored
                 self.push(now + self.cost.removal_time(cum, k, n_dn), EV_RELEASE, node)
             self._spread_blocks(c, nodes)
-        touched = set()
+        touched: dict[SimCluster, None] = {}  # ordered: event order must not depend on ids
         for g in plan.grows:
             c = self.clusters[g.cluster]
             if g.host not in self.free or c.state not in (ClusterState.DEPLOYING, ClusterState.LOADING,
@@ -467,7 +467,7 @@ class Simulator:
             if tick:
                 c.last_grow_at = now
             self._grow(c, g.host, g.role, now)
-            touched.add(c)
+            touched[c] = None
         for c in touched:
             self._maybe_deploy(c, now)
             c.dispatch(now)
