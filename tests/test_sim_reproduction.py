@@ -6,13 +6,15 @@ does not reproduce are marked xfail with the measured reason (see docs/reproduct
 
 from __future__ import annotations
 
+import dataclasses
 from functools import lru_cache
 
 import pytest
 
 from fawkes.sim import checks
 from fawkes.sim.metrics import aggregate
-from fawkes.sim.runner import parse_policy, run_matrix
+from fawkes.sim.runner import parse_policy, run_matrix, run_one
+from fawkes.sim.workloads import generate
 
 SEEDS = [1, 2, 3, 4, 5]
 DAMPED = ["min_change_nodes=10"]  # the anti-flap setting of docs/reproduction.md
@@ -67,6 +69,72 @@ def test_s37_reconfigurations_literal_and_damped():
 def test_s37_no_invariant_violations():
     r, _ = d_results()
     assert all(x["invariant_errors"] == 0 for x in r.values())
+
+
+# --- S-3.5 (workload A timeline) ---------------------------------------------------------------------
+
+def _at(tl, t):
+    """The allocation a timeline [(time, nodes), ...] shows at time t (the last change at or before t)."""
+    return [n for when, n in tl if when <= t][-1]
+
+
+def _static_partition(wl, nodes):
+    clusters = tuple(dataclasses.replace(c, min_core=nodes) for c in wl.clusters)
+    return dataclasses.replace(wl, clusters=clusters)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_s35_workload_a_timeline(seed):
+    """JD, TR, C = 60, T = 60 s; requests at 0/100/200 s, 50 GB each (l^D = 150 s), 50 small jobs each."""
+    wl = generate("A", seed)
+    r = run_one(wl, parse_policy("JD", "A"), seed, timeline=True, check=True)
+    assert r.invariant_errors == [] and r.jobs == 150
+    al = r.timeline["allocation"]
+    c1, c2, c3 = al["C1"], al["C2"], al["C3"]
+    # no global queueing (sum of minima 30 <= 60): every cluster holds its minimum from its request on
+    assert _at(c1, 0) == 10 and _at(c2, 100) == 10 and _at(c3, 200) + _at(c3, 200 + 60) >= 10
+    # C2 gets 10 idle nodes at t = 100 s: C1 (alone, still loading) was not handed the pool at t = 60 s
+    assert _at(c1, 99) == 10
+    # C1's input is loaded at 30 + 150 = 180 s; C2 loads until 280 s: C1 reaches 50 at the tick at 180 s
+    assert _at(c1, 179) == 10 and _at(c1, 180) == 50
+    # C3 gets 10 nodes within T of its request, taken from C1 (C2 is at its minimum, the only donor is C1)
+    assert _at(c3, 260) == 10 and _at(c1, 260) == 40 and _at(c2, 260) == 10
+    # C1 never goes below its minimum while it holds nodes
+    assert all(n >= 10 for _, n in c1 if n > 0)
+    # later C3 holds every node not held by an active cluster
+    end = max(t for t, _ in c3)
+    assert _at(c1, end) == 0 and _at(c3, end) + _at(c2, end) == 60
+
+
+@lru_cache(maxsize=None)
+def a_makespans():
+    out = {"JD": [], "static": []}
+    for seed in SEEDS:
+        wl = generate("A", seed)
+        out["JD"].append(run_one(wl, parse_policy("JD", "A"), seed).makespan_s)
+        out["static"].append(run_one(_static_partition(wl, 20), parse_policy("None", "A"), seed).makespan_s)
+    return {k: sum(v) / len(v) for k, v in out.items()}
+
+
+def test_s35_makespan_close_to_static_partition():
+    """The makespan is bound by C3's input load (ready at 380 s whatever the policy): JD stays within 3 %."""
+    m = a_makespans()
+    assert abs(m["JD"] / m["static"] - 1) <= 0.03
+
+
+@pytest.mark.xfail(reason="JD's makespan is 1.9 % above the static 20/20/20 partition (594 vs 583 s): the interval "
+                          "mean of the samples (A-1) lags C2's and C3's demand by up to T; TD is 1.2 % below (576 s)",
+                   strict=True)
+def test_s35_makespan_below_static_partition():
+    m = a_makespans()
+    assert m["JD"] < m["static"]
+
+
+def test_s35_literal_all_zero_hands_a_loading_cluster_the_pool():
+    """With all_zero=equal (1/n when no cluster shows demand) C1, alone and loading, gets all 60 nodes
+    at the first tick and C2 must reclaim by FP instead of finding idle nodes: the reason for the default."""
+    r = run_one(generate("A", 1), parse_policy("JD", "A", ["all_zero=equal"]), 1, timeline=True)
+    assert _at(r.timeline["allocation"]["C1"], 60) == 60
 
 
 # --- S-2.x (chapter 2) ------------------------------------------------------------------------------

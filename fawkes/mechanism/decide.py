@@ -84,7 +84,8 @@ def decide(snap: Snapshot, settings: Settings) -> Decision:
         for c in allocated
     }
     g = global_factor(d.values(), settings)
-    if not policy.resizes:
+    idle_pool = settings.all_zero == "hold" and bool(y) and not any(v > 0.0 for v in y.values())
+    if not policy.resizes or idle_pool:
         gate = False
     elif policy.ungated and not settings.eq_gated:
         gate = True
@@ -114,7 +115,8 @@ def decide(snap: Snapshot, settings: Settings) -> Decision:
     else:
         targets = {c.name: max(c.min_core, c.target if c.target is not None else c.settled) for c in staying}
         targets |= adm.minima
-        why = f"G={g:.4g} <= tau={settings.tau:g}: allocations kept"
+        why = ("no cluster shows demand (all_zero=hold): allocations kept" if idle_pool
+               else f"G={g:.4g} <= tau={settings.tau:g}: allocations kept")
     for donor, k in adm.reclaim.items():
         if not gate:
             targets[donor] = max(minima[donor], targets[donor] - k)

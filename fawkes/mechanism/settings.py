@@ -25,6 +25,9 @@ class Settings(BaseModel):
     tau: float = Field(10.0, ge=0, description="discrimination threshold; .inf disables resizing (A.7)")
     sample_mean: Literal["arithmetic", "ewma"] = Field("arithmetic", description="A-1")
     ewma_alpha: float = Field(0.5, gt=0, le=1, description="weight of the newest sample with sample_mean=ewma")
+    all_zero: Literal["hold", "equal"] = Field(
+        "hold", description="A-1: when no allocated cluster shows demand (every mean sample zero), hold every "
+        "allocation (the thesis' workload-A timeline, S-3.5) or rebalance by the equal weights 1/n")
 
     # --- policy parameters
     lam: float = Field(0.5, ge=0, le=1, description="RU lambda, closed interval (A-2, A-32)")
