@@ -122,6 +122,38 @@ def test_shrink_marks_victims_draining_and_never_core(world):
     assert len([n for n in store.list_nodes("b") if n.state == NodeState.REQUESTED]) == 3
 
 
+def test_shrink_votes_survive_in_the_store_between_ticks(world):
+    """shrink_after_ticks=2: the first tick that wants a smaller only records a vote (in the decision),
+    the next tick reads it back from the store and shrinks; a restarted Control sees the same votes."""
+    store, clock = world
+    settings = Settings(policy="TD", period_s=60, grow_type=Role.TC, shrink_after_ticks=2)
+    control = Control(store, settings, clock)
+    store.request_cluster("a", framework="spark", min_core=3)
+    store.request_cluster("b", framework="spark", min_core=3)
+    run_to_active(store, clock, control, ["a", "b"])
+    store.record_sample("a", ClusterMetrics(time=1010, unfinished_jobs=1, pending_tasks=60))
+    clock.t = 1060
+    control.tick()  # a grows into the 6 free hosts at once
+    start_requested(store, "a")
+
+    def quiet_a_busy_b(t0):
+        for t in (t0 + 10, t0 + 30, t0 + 50):
+            store.record_sample("a", ClusterMetrics(time=t, unfinished_jobs=1, pending_tasks=10))
+            store.record_sample("b", ClusterMetrics(time=t, unfinished_jobs=1, pending_tasks=10))
+
+    quiet_a_busy_b(1060)
+    clock.t = 1120
+    _, d, _ = control.tick()
+    assert d.shrink_votes == {"a": 1} and d.targets == {"a": 9, "b": 3}
+    assert not [n for n in store.list_nodes("a") if n.state == NodeState.DRAINING]
+    assert build_snapshot(store, settings, clock()).cluster("a").shrink_votes == 1
+    quiet_a_busy_b(1120)
+    clock.t = 1180
+    _, d, _ = Control(store, settings, clock).tick()  # a fresh Control: the vote comes from the store
+    assert d.shrink_votes == {} and d.targets == {"a": 6, "b": 6}
+    assert len([n for n in store.list_nodes("a") if n.state == NodeState.DRAINING]) == 3
+
+
 def test_allocation_history_from_node_lifetimes():
     class N:
         def __init__(self, a, r=None):

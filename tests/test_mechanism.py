@@ -231,6 +231,55 @@ def test_standing_target_is_refilled_when_hosts_free_up():
     assert [(g.host, g.role) for g in plan.grows] == [("x", Role.TR), ("y", Role.TR)]
 
 
+def test_all_zero_hold_keeps_a_lone_loading_cluster_at_its_minimum():
+    """A-1 / S-3.5: no cluster shows demand; the weights are 1/n either way, but only `equal` rebalances."""
+    loading = cluster("c1", 10, samples=[ClusterMetrics(time=t, loading=True) for t in (20, 40, 60)])
+    snap = Snapshot(now=60, capacity=60, free_hosts=tuple(f"f{i}" for i in range(50)), clusters=(loading,))
+    held = decide(snap, Settings(policy="JD", period_s=60))
+    assert held.weights == {"c1": 1.0} and not held.gate_open and held.plan.empty
+    assert held.targets == {"c1": 10} and "no cluster shows demand" in held.reason
+    literal = decide(snap, Settings(policy="JD", period_s=60, all_zero="equal"))
+    assert literal.gate_open and literal.targets == {"c1": 60} and len(literal.plan.grows) == 50
+
+
+def _surplus_snapshot(votes):
+    quiet = cluster("quiet", 10, tr=10, samples=[demand(t, 0) for t in (20, 40, 60)], shrink_votes=votes)
+    busy = cluster("busy", 10, samples=[demand(t, 500) for t in (20, 40, 60)])
+    return Snapshot(now=60, capacity=34, free_hosts=tuple(f"f{i}" for i in range(4)), clusters=(quiet, busy))
+
+
+def test_shrink_after_ticks_defers_a_shrink_until_enough_consecutive_ticks_want_it():
+    s = Settings(policy="TD", shrink_after_ticks=3)
+    first = decide(_surplus_snapshot(0), s)
+    assert first.targets == {"quiet": 20, "busy": 14}  # quiet keeps its 20, busy gets only the free hosts
+    assert not first.plan.shrinks and len(first.plan.grows) == 4
+    assert first.shrink_votes == {"quiet": 1} and "shrink deferred" in first.reason
+    assert decide(_surplus_snapshot(1), s).shrink_votes == {"quiet": 2}
+    third = decide(_surplus_snapshot(2), s)
+    assert third.targets == {"quiet": 10, "busy": 24} and third.shrink_votes == {}
+    assert len(third.plan.shrinks) == 10 and all(x.cluster == "quiet" for x in third.plan.shrinks)
+    assert decide(_surplus_snapshot(0), Settings(policy="TD")).targets == third.targets  # 1 = at once
+
+
+def test_shrink_wait_never_delays_an_admission():
+    quiet = cluster("quiet", 10, tr=10, samples=[demand(t, 0) for t in (20, 40, 60)])
+    snap = Snapshot(now=60, capacity=20, free_hosts=(), clusters=(quiet,), queue=(ClusterRequest("new", 10, 1.0),))
+    d = decide(snap, Settings(policy="TD", shrink_after_ticks=4))
+    assert d.admission.admitted == ("new",) and d.targets == {"quiet": 10, "new": 10}
+    assert len(d.plan.shrinks) == 10 and d.shrink_votes == {}
+
+
+def test_min_change_and_cooldown_keep_small_or_recent_changes():
+    a = cluster("a", 10, tr=2, samples=[demand(t, 10) for t in (20, 40, 60)], last_grow_at=30.0)
+    b = cluster("b", 10, samples=[demand(t, 10) for t in (20, 40, 60)])
+    snap = Snapshot(now=60, capacity=22, free_hosts=(), clusters=(a, b))
+    literal = decide(snap, Settings(policy="TD", tau=0))
+    assert literal.targets == {"a": 11, "b": 11} and len(literal.plan.shrinks) == 1  # a gives b one node
+    assert not decide(snap, Settings(policy="TD", tau=0, min_change_nodes=2)).plan.shrinks
+    assert not decide(snap, Settings(policy="TD", tau=0, cooldown_s=60)).plan.shrinks  # a grew 30 s ago
+    assert decide(snap, Settings(policy="TD", tau=0, cooldown_s=20)).plan.shrinks
+
+
 # --- inactivity (A-12) ---------------------------------------------------------------------
 
 def test_inactive_only_after_idle_timeout_and_never_while_loading():

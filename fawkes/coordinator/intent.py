@@ -33,6 +33,7 @@ def record_decision(store: Store, d: Decision, snap: Snapshot, settings: Setting
         },
         "admitted": list(d.admission.admitted),
         "deactivate": list(d.deactivate),
+        "shrink_votes": dict(d.shrink_votes),  # read back by the next tick's snapshot (view.py)
     }
     g = d.global_discrimination
     return store.record_decision(

@@ -2,7 +2,7 @@
 
 Pure reading: nothing here writes.  The allocation history of each cluster is derived from
 its nodes' request and release times, the samples of the last interval come from the
-store, and the standing weights and targets from the latest decision.
+store, and the standing weights, targets and shrink votes from the latest decision.
 """
 
 from __future__ import annotations
@@ -33,13 +33,22 @@ def allocation_history(nodes: Iterable, since: float) -> tuple[tuple[float, int]
     return tuple(points)
 
 
+def sample_window(settings: Settings) -> float:
+    """How far back (s) a snapshot reads samples: the interval T, or T_idle if longer (idleness).
+
+    Retention never deletes samples younger than this (:mod:`fawkes.coordinator.retention`).
+    """
+    return max(settings.period_s, settings.idle_timeout)
+
+
 def build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
     """The snapshot of the tick at ``now`` (interval (now − T, now])."""
     start = now - settings.period_s
-    window = max(settings.period_s, settings.idle_timeout)
+    window = sample_window(settings)
     last = store.latest_decision()
     weights = last.weights if last else {}
     targets = last.targets if last else {}
+    votes = last.inputs.get("shrink_votes", {}) if last else {}
     hosts = store.list_hosts()
     usable = {h.name for h in hosts if h.state in (HostState.FREE, HostState.ALLOCATED)}
     free = tuple(h.name for h in hosts if h.state == HostState.FREE)
@@ -73,6 +82,7 @@ def build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
             name=c.name, state=state, min_core=c.min_core, nodes=tuple(nodes),
             samples=tuple(m for m in samples if m.time > start), allocation=allocation_history(every, start),
             idle_since=idle_since, weight=weights.get(c.name, 0.0), target=targets.get(c.name),
+            shrink_votes=int(votes.get(c.name, 0)),
             last_grow_at=max((n.requested_at for n in transient), default=None),
             last_shrink_at=max((n.draining_at for n in transient if n.draining_at is not None), default=None),
         ))

@@ -48,6 +48,7 @@ class Decision:
     admission: Admission = field(default_factory=Admission)
     deactivate: tuple[str, ...] = ()
     reason: str = ""
+    shrink_votes: dict[str, int] = field(default_factory=dict)  # feed back as ClusterView.shrink_votes
 
     @property
     def resized(self) -> bool:
@@ -100,12 +101,18 @@ def decide(snap: Snapshot, settings: Settings) -> Decision:
     # nodes held by clusters on their way out are not part of what can be shared now
     pool = snap.capacity - sum(c.held for c in snap.clusters if c.state is ClusterState.SAVING or c.name in leaving)
 
+    votes: dict[str, int] = {}
     if not policy.resizes:
         targets = dict(minima)
         why = f"policy {policy.name}: clusters stay at their minima"
     elif gate:
         caps = _demand_caps(staying) if settings.cap_to_demand else None
         targets = weighted_targets(pool, names, w, minima, caps)
+        held, votes = _wait_to_shrink(targets, staying, settings)
+        if held and sum((minima | held)[n] for n in names) > pool:
+            held, votes = {}, {}  # an admitted cluster's minimum comes first: no waiting this tick
+        if held:  # they keep what they hold this tick; the others share the rest
+            targets = weighted_targets(pool, names, w, minima | held, caps)
         targets = _damp(targets, staying, snap.now, settings)
         why = (
             f"policy {policy.name} applied every tick"
@@ -131,6 +138,9 @@ def decide(snap: Snapshot, settings: Settings) -> Decision:
     changes = _describe(plan)
     if changes:
         reasons.append(changes)
+    if votes:
+        reasons.append(f"shrink deferred (shrink_after_ticks={settings.shrink_after_ticks}): " + ", ".join(
+            f"{n} {v}/{settings.shrink_after_ticks}" for n, v in sorted(votes.items())))
     elif gate and policy.resizes:
         reasons.append("targets already held (minima bound the shares)" if any(
             targets[n] == minima[n] for n in targets) else "targets already held")
@@ -147,6 +157,7 @@ def decide(snap: Snapshot, settings: Settings) -> Decision:
         admission=adm,
         deactivate=tuple(sorted(leaving)),
         reason="; ".join(reasons),
+        shrink_votes=votes,
     )
 
 
@@ -184,6 +195,23 @@ def _demand_caps(views) -> dict[str, int]:
             m = c.samples[-1]
             caps[c.name] = max(c.min_core, math.ceil((m.pending_tasks + m.running_tasks) / max(1, c.slots_per_node)))
     return caps
+
+
+def _wait_to_shrink(targets: dict[str, int], views, settings: Settings) -> tuple[dict[str, int], dict[str, int]]:
+    """Fast up, slow down: a cluster the weights want smaller keeps its nodes until that has been so
+    for ``shrink_after_ticks`` consecutive rebalancing ticks.  Returns the clusters held at their
+    settled allocation, and every cluster's new vote count (0 = not wanting to shrink)."""
+    need = settings.shrink_after_ticks
+    held: dict[str, int] = {}
+    votes: dict[str, int] = {}
+    for c in views:
+        if targets[c.name] >= c.settled:
+            continue
+        v = c.shrink_votes + 1
+        if v < need:
+            held[c.name] = c.settled
+            votes[c.name] = v
+    return held, votes
 
 
 def _damp(targets: dict[str, int], views, now: float, settings: Settings) -> dict[str, int]:

@@ -115,6 +115,7 @@ class ClusterView:
     cumulative_discrimination: float = 0.0  # overall D since deployment (A-5 alternative)
     weight: float = 0.0  # weight of the last tick (admission between ticks reclaims by it, A-8)
     target: int | None = None  # standing target of the last rebalance (kept while the gate is closed)
+    shrink_votes: int = 0  # consecutive earlier ticks that wanted this cluster smaller (shrink_after_ticks)
 
     @property
     def held(self) -> int:

@@ -62,6 +62,9 @@ class Settings(BaseModel):
     min_change_nodes: int = Field(0, ge=0, description="ignore target changes smaller than this many nodes")
     cooldown_s: float = Field(0.0, ge=0, description="per cluster and direction, no resize again within this time")
     cap_to_demand: bool = Field(False, description="cap a target at ceil(demand tasks / slots per node), at least the minimum")
+    shrink_after_ticks: int = Field(
+        1, ge=1, description="shrink a cluster only when this many consecutive rebalancing ticks want it smaller "
+        "(1 = at once; fast up, slow down: dask Adaptive's wait_count, the Kubernetes autoscaler's unneeded time)")
 
     @field_validator("policy")
     @classmethod

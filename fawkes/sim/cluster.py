@@ -125,6 +125,7 @@ class SimCluster:
         self.alloc: list[tuple[float, int]] = []
         self.idle_since: float | None = None
         self.last_grow_at = self.last_shrink_at = None
+        self.shrink_votes = 0
         self.cum_d = 0.0
         self.weight = 0.0
         self.target: int | None = None

@@ -390,7 +390,7 @@ class Simulator:
             nodes = c.views
             views.append(ClusterView(c.name, c.state, c.min_core, nodes, tuple(c.samples), tuple(alloc),
                                      self.cost.slots_per_node, c.idle_since, c.last_grow_at, c.last_shrink_at,
-                                     c.cum_d, c.weight, c.target))
+                                     c.cum_d, c.weight, c.target, c.shrink_votes))
         queue = tuple(ClusterRequest(c.name, c.min_core, c.requested_at) for c in self.queue)
         return Snapshot(now, self.capacity, tuple(self.free), tuple(views), queue)
 
@@ -423,6 +423,7 @@ class Simulator:
             self._admitted(dec.admission.admitted, now)
         for name, w in dec.weights.items():
             self.clusters[name].weight = w
+            self.clusters[name].shrink_votes = dec.shrink_votes.get(name, 0)
         self._execute(dec.plan, now, tick=True)
         for name, t in dec.targets.items():
             self.clusters[name].target = t
