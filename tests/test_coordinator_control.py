@@ -154,6 +154,21 @@ def test_shrink_votes_survive_in_the_store_between_ticks(world):
     assert len([n for n in store.list_nodes("a") if n.state == NodeState.DRAINING]) == 3
 
 
+def test_cap_to_demand_counts_a_host_core_as_one_task_slot(world):
+    """Spark workers offer their host's cores (templates: SPARK_WORKER_CORES), so 10 tasks on 2-core
+    hosts need 5 nodes: a (min 3) grows by 2, not into all 9 free hosts."""
+    store, clock = world
+    settings = Settings(policy="TD", period_s=60, grow_type=Role.TR, cap_to_demand=True)
+    control = Control(store, settings, clock)
+    store.request_cluster("a", framework="spark", min_core=3)
+    run_to_active(store, clock, control, ["a"])
+    store.record_sample("a", ClusterMetrics(time=1010, unfinished_jobs=1, pending_tasks=6, running_tasks=4))
+    clock.t = 1060
+    assert build_snapshot(store, settings, clock()).cluster("a").slots_per_node == 2
+    _, d, _ = control.tick()
+    assert d.targets == {"a": 5} and len(d.plan.grows) == 2
+
+
 def test_allocation_history_from_node_lifetimes():
     class N:
         def __init__(self, a, r=None):

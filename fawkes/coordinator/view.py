@@ -52,6 +52,8 @@ def build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
     hosts = store.list_hosts()
     usable = {h.name for h in hosts if h.state in (HostState.FREE, HostState.ALLOCATED)}
     free = tuple(h.name for h in hosts if h.state == HostState.FREE)
+    cores = {h.name: max(1, int(h.cores or 1)) for h in hosts}
+    pool_cores = min((cores[h] for h in usable), default=1)
     failed_held = 0
     views: list[ClusterView] = []
     queue: list[ClusterRequest] = []
@@ -83,6 +85,8 @@ def build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
             samples=tuple(m for m in samples if m.time > start), allocation=allocation_history(every, start),
             idle_since=idle_since, weight=weights.get(c.name, 0.0), target=targets.get(c.name),
             shrink_votes=int(votes.get(c.name, 0)),
+            # task slots per node = a Spark worker's cores = its host's cores; the fewest is the safe side
+            slots_per_node=min((cores[n.id] for n in nodes), default=pool_cores),
             last_grow_at=max((n.requested_at for n in transient), default=None),
             last_shrink_at=max((n.draining_at for n in transient if n.draining_at is not None), default=None),
         ))
