@@ -14,6 +14,7 @@ from fawkes.store import (
     CLUSTER_TIMEOUTS,
     CLUSTER_TRANSITIONS,
     JOB_TRANSITIONS,
+    MIGRATIONS,
     NODE_TIMEOUTS,
     NODE_TRANSITIONS,
     SCHEMA_VERSION,
@@ -53,31 +54,33 @@ def test_newer_schema_is_refused_with_one_line_and_left_alone(store: Store, stor
     with pytest.raises(FawkesError) as err:
         Store(store_url)
     msg = str(err.value)
-    assert "schema version 99 is newer than this fawkes understands (1); upgrade fawkes" in msg
+    assert f"schema version 99 is newer than this fawkes understands ({SCHEMA_VERSION}); upgrade fawkes" in msg
     assert "\n" not in msg
     assert _version(store) == 99 and [f.name for f in store.list_frameworks()] == ["spark"]
 
 
 def test_older_schema_is_migrated_in_order(store: Store):
-    """The mechanism with a list of two upgrades (1->2, 2->3) on a real version-1 database."""
+    """The mechanism with two more upgrades (CURRENT -> +1 -> +2) on a real current database."""
     store.register_framework("spark", "spark")
     ran = []
+    v = SCHEMA_VERSION
 
-    def v1_to_v2(conn):
-        ran.append(2)
+    def up1(conn):
+        ran.append(v + 1)
         conn.execute(text("ALTER TABLE frameworks ADD COLUMN notes VARCHAR(200)"))
         conn.execute(text("UPDATE frameworks SET notes = 'migrated'"))
 
-    def v2_to_v3(conn):
-        ran.append(3)
+    def up2(conn):
+        ran.append(v + 2)
         conn.execute(text("CREATE TABLE extra_v3 (id INTEGER PRIMARY KEY)"))
 
-    assert ensure_schema(store.engine, migrations=[v1_to_v2, v2_to_v3]) == 3
-    assert ran == [2, 3] and _version(store) == 3
+    steps = [*MIGRATIONS, up1, up2]
+    assert ensure_schema(store.engine, migrations=steps) == v + 2
+    assert ran == [v + 1, v + 2] and _version(store) == v + 2
     with store.engine.connect() as c:
         assert c.execute(text("SELECT notes FROM frameworks")).scalar_one() == "migrated"
         assert c.execute(text("SELECT count(*) FROM extra_v3")).scalar_one() == 0
-    assert ensure_schema(store.engine, migrations=[v1_to_v2, v2_to_v3]) == 3 and ran == [2, 3]  # idempotent
+    assert ensure_schema(store.engine, migrations=steps) == v + 2 and ran == [v + 1, v + 2]  # idempotent
 
 
 def test_failed_migration_rolls_back_completely(store: Store):
@@ -86,12 +89,74 @@ def test_failed_migration_rolls_back_completely(store: Store):
         raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError, match="boom"):
-        ensure_schema(store.engine, migrations=[half])
-    assert _version(store) == 1
+        ensure_schema(store.engine, migrations=[*MIGRATIONS, half])
+    assert _version(store) == SCHEMA_VERSION
     with store.engine.connect() as c:
         from sqlalchemy import inspect
 
         assert not inspect(c).has_table("half_done")
+
+
+def _downgrade_to_v1(store: Store) -> None:
+    """Turn a fresh database into exactly the version-1 shape (what fawkes <= v1 created)."""
+    with store.engine.begin() as c:
+        c.execute(text("DROP INDEX ix_samples_time"))
+        c.execute(text("ALTER TABLE jobs DROP COLUMN cancel_requested_at"))
+        c.execute(text("UPDATE schema_version SET version = 1"))
+
+
+def _shape(engine) -> dict:
+    from sqlalchemy import inspect
+
+    with engine.connect() as c:
+        insp = inspect(c)
+        return {t: ({col["name"]: col["nullable"] for col in insp.get_columns(t)},
+                    {ix["name"] for ix in insp.get_indexes(t)}) for t in sorted(insp.get_table_names())}
+
+
+def test_version_1_database_is_migrated_to_2_keeping_its_data(store_url):
+    """A real version-1 database with clusters, jobs and samples opens as version 2, data intact,
+    with the shape a fresh database has (same tables, columns, nullability, indexes)."""
+    from sqlalchemy import Float, inspect
+    from sqlmodel import SQLModel
+
+    from fawkes.mechanism.model import ClusterMetrics
+
+    s = Store(store_url)
+    s.register_framework("spark", "spark")
+    s.sync_hosts([{"name": "h1", "cores": 2}])
+    s.request_cluster("a", framework="spark", min_core=1)
+    s.transition_cluster("a", ClusterState.DEPLOYING)
+    s.transition_cluster("a", ClusterState.ACTIVE)
+    queued, running = s.submit_job("a", ["wc", "1"]).id, s.submit_job("a", ["wc", "2"]).id
+    s.transition_job(running, JobState.DISPATCHED)
+    s.transition_job(running, JobState.RUNNING, app_id="app-1")
+    s.record_sample("a", ClusterMetrics(time=5.0, pending_tasks=3))
+    _downgrade_to_v1(s)
+    with s.engine.connect() as c:
+        assert "cancel_requested_at" not in {col["name"] for col in inspect(c).get_columns("jobs")}
+        assert c.execute(text("SELECT version FROM schema_version")).scalar_one() == 1
+    s.close()
+
+    migrated = Store(store_url)
+    try:
+        assert migrated.schema_version == SCHEMA_VERSION == 2 == _version(migrated)
+        assert [(j.id, j.argv, j.state, j.app_id, j.cancel_requested_at) for j in migrated.list_jobs()] == [
+            (queued, ["wc", "1"], "queued", None, None), (running, ["wc", "2"], "running", "app-1", None)]
+        assert [m.pending_tasks for m in migrated.samples("a")] == [3]
+        shape = _shape(migrated.engine)
+        for name, table in SQLModel.metadata.tables.items():
+            cols, indexes = shape[name]
+            assert cols == {c.name: c.nullable for c in table.columns}, name
+            assert {ix.name for ix in table.indexes} <= indexes, name
+        with migrated.engine.connect() as c:
+            kind = next(col["type"] for col in inspect(c).get_columns("jobs") if col["name"] == "cancel_requested_at")
+        assert isinstance(kind, Float)
+        # the new column works: a running job's cancel is recorded as intent
+        assert [o for _, o in migrated.cancel_jobs([running, queued])] == ["requested", "cancelled"]
+        assert migrated.get_job(running).cancel_requested_at is not None
+    finally:
+        migrated.close()
 
 
 def test_unreachable_database_is_one_line_error(tmp_path):

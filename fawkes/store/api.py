@@ -237,6 +237,52 @@ class Store:
                         level="warning" if state == HostState.FAILED else "info", node=name)
             return h
 
+    def fail_host(self, name: str, reason: str) -> Host:
+        """Take free host ``name`` out of service (FREE -> FAILED), for maintenance or repair.
+
+        Refused (one line, nothing changed) for a host a live node holds, an unknown,
+        retired or already failed host.  The compare-and-set on ``state = free`` decides a
+        race with an allocation: the loser is refused.  Records a warning event.
+        """
+        reason = validate.text("reason", reason, optional=False)
+        with self.session(write=True) as s:
+            h = self._host(s, name)
+            held = self._holder(s, name)
+            if held is not None:
+                raise FawkesError(f"host {name}: held by {held}; only a free host can be taken out of service")
+            if h.state != HostState.FREE:
+                raise FawkesError(f"host {name}: already failed" if h.state == HostState.FAILED
+                                  else f"host {name}: {h.state}, not free")
+            if s.execute(update(Host).where(Host.name == name, Host.state == HostState.FREE)
+                         .values(state=HostState.FAILED)).rowcount != 1:
+                raise FawkesError(f"host {name}: changed concurrently; retry")
+            self._event(s, "host", f"host {name}: free -> failed (taken out of service: {reason})",
+                        level="warning", node=name)
+            s.refresh(h)
+            return h
+
+    def restore_host(self, name: str, detail: str = "") -> Host:
+        """Return failed host ``name`` to the pool (FAILED -> FREE) after a repair.
+
+        Refused while a live node still holds the host (a failed node is released by the
+        coordinator's cleanup, a failed core node at its cluster's teardown), and for a
+        host that is not failed.  Records an event.
+        """
+        with self.session(write=True) as s:
+            h = self._host(s, name)
+            if h.state != HostState.FAILED:
+                raise FawkesError(f"host {name}: not failed ({h.state}); nothing to restore")
+            held = self._holder(s, name)
+            if held is not None:
+                raise FawkesError(f"host {name}: still held by {held}; restore it once that node is released")
+            if s.execute(update(Host).where(Host.name == name, Host.state == HostState.FAILED)
+                         .values(state=HostState.FREE)).rowcount != 1:
+                raise FawkesError(f"host {name}: changed concurrently; retry")
+            self._event(s, "host", f"host {name}: failed -> free (restored" + (f" {detail})" if detail else ")"),
+                        node=name)
+            s.refresh(h)
+            return h
+
     def mark_host_seen(self, name: str, when: float | None = None) -> None:
         with self.session(write=True) as s:
             s.execute(update(Host).where(Host.name == name).values(last_seen=when or self.clock()))
@@ -518,6 +564,9 @@ class Store:
             if j is None:
                 raise FawkesError(f"job {job_id}: not found")
             old = JobState(j.state)
+            if to is JobState.QUEUED and j.cancel_requested_at is not None:
+                to, detail = JobState.CANCELLED, f"cancelled on request instead ({detail})" if detail else \
+                    "cancelled on request"
             check(JOB_TRANSITIONS, "job", str(job_id), old, to)
             values: dict[str, Any] = {"state": to}
             if to in _JOB_STAMP:
@@ -531,6 +580,55 @@ class Store:
                 raise FawkesError(f"job {job_id}: changed concurrently; retry")
             s.refresh(j)
             return j
+
+    def cancel_jobs(self, job_ids: Iterable[int]) -> list[tuple[Job, str]]:
+        """Cancel jobs, all or none (one transaction): returns ``(job, outcome)`` per id.
+
+        * QUEUED: CANCELLED at once (outcome ``cancelled``);
+        * DISPATCHED or RUNNING: the request is recorded in ``cancel_requested_at``
+          (outcome ``requested``); the coordinator's dispatcher kills the driver on the
+          master and then marks the job CANCELLED.  Asking again is harmless (``pending``).
+
+        A finished or unknown job refuses the whole call with one line
+        (``job 7: already succeeded``) and nothing changes.  Each change is a compare-and-set
+        on the job's state, so a race with the dispatcher is decided by the database.
+        """
+        ids = list(dict.fromkeys(job_ids))
+        for i in ids:
+            validate.positive_int("job id", i)
+        now = self.clock()
+        out: list[tuple[Job, str]] = []
+        with self.session(write=True) as s:
+            for job_id in ids:
+                for _ in range(3):  # the state may move under us (PostgreSQL): decide again on what is there
+                    j = s.get(Job, job_id, populate_existing=True)
+                    if j is None:
+                        raise FawkesError(f"job {job_id}: not found")
+                    state = JobState(j.state)
+                    if state in JOB_FINISHED:
+                        raise FawkesError(f"job {job_id}: already {state}")
+                    if state is JobState.QUEUED:
+                        if s.execute(update(Job).where(Job.id == job_id, Job.state == JobState.QUEUED).values(
+                                state=JobState.CANCELLED, ended_at=now, detail="cancelled by the user")).rowcount:
+                            outcome = "cancelled"
+                            break
+                    elif j.cancel_requested_at is not None:
+                        outcome = "pending"
+                        break
+                    elif s.execute(update(Job).where(Job.id == job_id, Job.state == state)
+                                   .values(cancel_requested_at=now)).rowcount:
+                        outcome = "requested"
+                        break
+                else:
+                    raise FawkesError(f"job {job_id}: changed concurrently; retry")
+                s.refresh(j)
+                cname = s.get(MRCluster, j.cluster_id).name
+                if outcome != "pending":
+                    self._event(s, "job", f"job {job_id} cancelled (was queued)" if outcome == "cancelled"
+                                else f"job {job_id}: cancel requested ({state}); the coordinator stops its driver",
+                                cluster=cname)
+                out.append((j, outcome))
+        return out
 
     def queue_lengths(self) -> dict[str, int]:
         """Queued jobs per live cluster name (zeros included)."""
@@ -595,6 +693,40 @@ class Store:
             if edge is None:
                 return 0
             return s.execute(delete(Decision).where(col(Decision.id) < edge)).rowcount
+
+    def prune_samples(self, before: float, *, dry_run: bool = False, batch: int = 5000) -> int:
+        """Delete samples with ``time < before``; return how many (``dry_run``: only count).
+
+        Deletes in batches of ``batch`` rows, one short transaction each, so other writers
+        never wait long for the lock.  Callers choose ``before`` so that the mechanism's
+        window is kept (:func:`fawkes.coordinator.retention.prune`).
+        """
+        return self._prune(Sample, Sample.time, before, dry_run=dry_run, batch=batch)
+
+    def prune_events(self, before: float, *, dry_run: bool = False, batch: int = 5000) -> int:
+        """Delete events with ``time < before``; return how many (``dry_run``: only count)."""
+        return self._prune(Event, Event.time, before, dry_run=dry_run, batch=batch)
+
+    def count_decisions_beyond(self, keep: int) -> int:
+        """How many decisions :meth:`prune_decisions` with ``keep`` would delete."""
+        validate.positive_int("keep", keep)
+        with self.session() as s:
+            return max(0, s.exec(select(func.count()).select_from(Decision)).one() - keep)
+
+    def _prune(self, table, time_col, before: float, *, dry_run: bool, batch: int) -> int:
+        validate.optional_number("before", before, minimum=float("-inf"))
+        validate.positive_int("batch", batch)
+        if dry_run:
+            with self.session() as s:
+                return s.exec(select(func.count()).select_from(table).where(time_col < before)).one()
+        total = 0
+        while True:
+            with self.session(write=True) as s:
+                ids = select(table.id).where(time_col < before).limit(batch)
+                n = s.execute(delete(table).where(col(table.id).in_(ids))).rowcount
+            total += n
+            if n < batch:
+                return total
 
     # ------------------------------------------------------------------ events
     def record_event(self, kind: str, message: str, *, level: str = "info", cluster: str | None = None,
@@ -665,6 +797,18 @@ class Store:
             raise FawkesError(f"cluster {name}: " + ("already released" if known else "no such cluster"))
         return c
 
+    def _host(self, s: Session, name: str) -> Host:
+        h = s.get(Host, name, populate_existing=True)
+        if h is None:
+            raise FawkesError(f"host {name}: not in the inventory")
+        return h
+
+    def _holder(self, s: Session, host: str) -> str | None:
+        """``cluster C (node N, STATE)`` for the live node holding ``host``, else None."""
+        row = s.exec(select(MRCluster.name, Node.id, Node.state).join(Node, Node.cluster_id == MRCluster.id)
+                     .where(Node.holds_host == host)).first()
+        return None if row is None else f"cluster {row[0]} (node {row[1]}, {row[2]})"
+
     def _owner(self, s: Session, host: str) -> str | None:
         row = s.exec(select(MRCluster.name).join(Node, Node.cluster_id == MRCluster.id)
                      .where(Node.holds_host == host)).first()
@@ -688,6 +832,10 @@ class Store:
     def _cancel_queued_jobs(self, s: Session, c: MRCluster, why: str, now: float) -> None:
         s.execute(update(Job).where(Job.cluster_id == c.id, col(Job.state).in_([JobState.QUEUED, JobState.DISPATCHED]))
                   .values(state=JobState.CANCELLED, ended_at=now, detail=why))
+        # running jobs whose cancel was requested: the teardown stopped their drivers
+        s.execute(update(Job).where(Job.cluster_id == c.id, Job.state == JobState.RUNNING,
+                                    col(Job.cancel_requested_at).is_not(None))
+                  .values(state=JobState.CANCELLED, ended_at=now, detail=f"cancel requested; {why}"))
 
     def _event(self, s: Session, kind: str, message: str, *, level: str = "info", cluster: str | None = None,
                node: str | None = None, time: float | None = None) -> Event:

@@ -30,7 +30,12 @@ class NodeState(StrEnum):
 
 
 class JobState(StrEnum):
-    """Lifecycle of one MR-job in its cluster's FIFO queue."""
+    """Lifecycle of one MR-job in its cluster's FIFO queue.
+
+    A user's cancel of a QUEUED job is immediate; for a DISPATCHED or RUNNING job it is an
+    intent (``jobs.cancel_requested_at``) that the coordinator's dispatcher carries out by
+    killing the driver on the cluster's master, then moving the job to CANCELLED.
+    """
 
     QUEUED = "queued"
     DISPATCHED = "dispatched"  # handed to the cluster's master, no application id yet
@@ -108,13 +113,14 @@ JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     J.DISPATCHED: frozenset({
         J.RUNNING,  # the master reported an application id
         J.FAILED,  # submission failed
-        J.CANCELLED,  # cluster torn down before it started
-        J.QUEUED,  # coordinator restarted and found no trace of it: run it again (never lose a job)
+        J.CANCELLED,  # cluster torn down before it started, or user cancel carried out by the coordinator
+        J.QUEUED,  # coordinator restarted and found no trace of it: run it again (never lose a job;
+        #            a job whose cancel was requested goes to CANCELLED instead)
     }),
     J.RUNNING: frozenset({
         J.SUCCEEDED,  # exit code 0
         J.FAILED,  # non-zero exit code or lost application
-        J.CANCELLED,  # killed on user request or cluster teardown
+        J.CANCELLED,  # user cancel: the coordinator killed the driver on the master; or cluster teardown
     }),
     J.SUCCEEDED: frozenset(),
     J.FAILED: frozenset(),

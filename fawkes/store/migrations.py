@@ -26,8 +26,17 @@ from fawkes.store.db import write_engine
 
 Migration = Callable[[Connection], None]
 
+
+
+def _v1_to_v2(conn: Connection) -> None:
+    """Version 2: ``jobs.cancel_requested_at`` (a user's cancel of a started job, which the
+    coordinator carries out) and the index ``ix_samples_time`` (retention deletes by time)."""
+    conn.execute(text("ALTER TABLE jobs ADD COLUMN cancel_requested_at FLOAT"))
+    conn.execute(text("CREATE INDEX ix_samples_time ON samples (time)"))
+
+
 #: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)
-MIGRATIONS: list[Migration] = []
+MIGRATIONS: list[Migration] = [_v1_to_v2]
 CURRENT = 1 + len(MIGRATIONS)
 
 _PG_LOCK_KEY = 0x46415753  # "FAWS": advisory lock id for schema changes

@@ -128,6 +128,7 @@ class Job(SQLModel, table=True):
     output_path: str | None = None
     ref_runtime: float | None = None
     detail: str = ""
+    cancel_requested_at: float | None = None  # user cancel of a started job, carried out by the coordinator (v2)
 
 
 class Sample(SQLModel, table=True):
@@ -137,7 +138,7 @@ class Sample(SQLModel, table=True):
     __table_args__ = (Index("ix_samples_cluster_time", "cluster_id", "time"),)
     id: int | None = Field(default=None, primary_key=True)
     cluster_id: int = Field(foreign_key="mr_clusters.id")
-    time: float
+    time: float = Field(index=True)  # ix_samples_time (v2): retention deletes by time
     unfinished_jobs: int = 0
     unfinished_input_bytes: float = 0.0
     pending_tasks: int = 0
