@@ -11,6 +11,11 @@ Config file (YAML, every key optional, unknown keys refused)::
     log_format: text                              # text | json
     cluster_options: {heartbeat_s: "1"}           # framework tunables (templates' DEFAULT_OPTIONS)
     host_grace: 30                                # seconds without an SSH answer before a host is failed
+    retention:                                    # what the coordinator prunes every every_s (null: keep all)
+      samples_s: 604800                           # samples older than 7 days (never the mechanism's window)
+      events_s: 2592000                           # events older than 30 days
+      decisions_keep: 10080                       # the newest 10080 decisions (7 days at T = 60 s)
+      every_s: 3600
 
 Where things are found:
 
@@ -53,6 +58,20 @@ class MetricsConfig(BaseModel):
         return v
 
 
+class RetentionConfig(BaseModel):
+    """How long the state keeps samples, events and decisions (``None``: forever).
+
+    Samples the mechanism still reads (the last ``max(T, T_idle)``) are never deleted,
+    whatever ``samples_s`` says: see :func:`fawkes.coordinator.retention.prune`.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    samples_s: float | None = Field(default=7 * 86400.0, gt=0)
+    events_s: float | None = Field(default=30 * 86400.0, gt=0)
+    decisions_keep: int | None = Field(default=10080, ge=1)
+    every_s: float = Field(default=3600.0, gt=0)
+
+
 class CoordinatorConfig(BaseModel):
     """The validated coordinator config; ``source`` is the file it came from (None: defaults)."""
 
@@ -66,6 +85,7 @@ class CoordinatorConfig(BaseModel):
     log_format: Literal["text", "json"] = "text"
     cluster_options: dict[str, str] = Field(default_factory=dict)  # framework tunables for every cluster
     host_grace: float = Field(default=30.0, gt=0)  # seconds without SSH answer before a host is failed
+    retention: RetentionConfig = RetentionConfig()
     source: Path | None = Field(default=None, exclude=True)
 
     @field_validator("cluster_options")

@@ -95,3 +95,30 @@ def test_state_precedence_flag_env_config_default(monkeypatch, tmp_path):
     assert resolve_state_url() == f"sqlite:///{tmp_path}/from-config.db"
     assert resolve_state_url("postgresql://u@/d") == "postgresql+psycopg://u@/d"
     assert resolve_state_url(str(tmp_path / "x.db")) == f"sqlite:///{tmp_path}/x.db"
+
+
+def test_retention_defaults_and_values(tmp_path):
+    r = CoordinatorConfig().retention
+    assert (r.samples_s, r.events_s, r.decisions_keep, r.every_s) == (7 * 86400, 30 * 86400, 10080, 3600)
+    cfg = load_config(write(tmp_path, "retention:\n  samples_s: 3600\n  events_s: null\n  decisions_keep: 5\n"
+                                      "  every_s: 60\n"))
+    assert (cfg.retention.samples_s, cfg.retention.events_s, cfg.retention.decisions_keep,
+            cfg.retention.every_s) == (3600, None, 5, 60)
+
+
+@pytest.mark.parametrize("text, line, field, message", [
+    ("retention:\n  samples_s: 0\n", 2, "retention.samples_s", "greater than 0"),
+    ("retention:\n  events_s: -5\n", 2, "retention.events_s", "greater than 0"),
+    ("retention:\n  events_s: a week\n", 2, "retention.events_s", "valid number"),
+    ("retention:\n  decisions_keep: 0\n", 2, "retention.decisions_keep", "greater than or equal to 1"),
+    ("retention:\n  decisions_keep: 2.5\n", 2, "retention.decisions_keep", "valid integer"),
+    ("retention:\n  every_s: null\n", 2, "retention.every_s", "valid number"),
+    ("retention:\n  sample_s: 10\n", 2, "retention.sample_s", "unknown field"),
+    ("retention: 30\n", 1, "retention", "valid dictionary"),
+])
+def test_retention_errors_name_the_key(tmp_path, text, line, field, message):
+    p = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert msg.startswith(f"{p}:{line}: {field}: ") and message in msg and "\n" not in msg, msg

@@ -1,10 +1,12 @@
 """The coordinator as a long-running service: APScheduler runs the loop, SIGTERM stops it.
 
-Three scheduled jobs, run one at a time (a single scheduler worker) so they never interleave:
+Four scheduled jobs, run one at a time (a single scheduler worker) so they never interleave:
 
 * ``sample``  every sample period: host liveness, one policy sample per cluster;
 * ``tick``    every T from start (A-40): the mechanism's decision, recorded and written as intent;
-* ``fast``    every ``fast_s``: admission and refill between ticks, reconcile, dispatch jobs.
+* ``fast``    every ``fast_s``: admission and refill between ticks, reconcile, carry out job
+  cancels, dispatch jobs;
+* ``prune``   every ``retention.every_s`` (first after T): old samples, events, decisions.
 
 Long driver operations (deploy, grow, DP drains) run in the reconciler's own pool, so the
 scheduled jobs stay short.  On SIGTERM/SIGINT the scheduler stops after the current step,
@@ -27,6 +29,8 @@ from fawkes.coordinator.control import Control, mechanism_settings
 from fawkes.coordinator.dispatch import Dispatcher
 from fawkes.coordinator.fleet import Fleet
 from fawkes.coordinator.reconcile import Reconciler
+from fawkes.coordinator.retention import PruneReport
+from fawkes.coordinator.retention import prune as prune_state
 from fawkes.coordinator.sampler import Sampler
 from fawkes.errors import FawkesError
 from fawkes.inventory import Inventory, load_inventory
@@ -63,8 +67,11 @@ class Coordinator:
 
     def __init__(self, store: Store, inventory: Inventory, settings: Settings, *, executor=None,
                  clock: Callable[[], float] = time.time, workers: int = 4, max_running_jobs: int = 1,
-                 host_grace_s: float = 30.0, cluster_options: dict[str, str] | None = None):
+                 host_grace_s: float = 30.0, cluster_options: dict[str, str] | None = None, retention=None):
+        from fawkes.config import RetentionConfig
+
         self.store = store
+        self.retention = retention if retention is not None else RetentionConfig()
         self.settings = settings
         self.clock = clock
         self.counters: dict[str, float] = {"reconfigurations": 0.0, "ssh_failures": 0.0, "ticks": 0.0}
@@ -105,6 +112,14 @@ class Coordinator:
                 log.warning("%s", p)
             self.reconciler.step()
             self.dispatcher.step()
+
+    def prune(self) -> PruneReport:
+        """Apply the retention config (never deleting samples the mechanism still reads)."""
+        with self._lock:
+            report = prune_state(self.store, self.retention, self.settings, self.clock())
+        if report.samples or report.events or report.decisions:
+            log.info("%s", report.summary())
+        return report
 
     def recover(self) -> None:
         """After a (re)start: restart daemons that should run but do not (kill -9 of hosts or us).
@@ -157,6 +172,8 @@ class Coordinator:
         sched.add_job(self._tick_job(on_tick), "interval", seconds=self.settings.period_s, id="tick",
                       next_run_time=_dt(start + self.settings.period_s))
         sched.add_job(self.fast, "interval", seconds=fast_s, id="fast", next_run_time=_dt(start))
+        sched.add_job(self._prune_job, "interval", seconds=self.retention.every_s, id="prune",
+                      next_run_time=_dt(start + min(self.retention.every_s, self.settings.period_s)))
         if duration_s is not None:
             sched.add_job(lambda: sched.shutdown(wait=False), "date", run_date=_dt(start + duration_s), id="stop")
 
@@ -177,6 +194,12 @@ class Coordinator:
             left = self.close()
             log.info("coordinator stopped")
         return left
+
+    def _prune_job(self) -> None:
+        try:
+            self.prune()
+        except FawkesError as exc:  # the state is busy or gone: try again next time
+            log.warning("retention: %s", exc)
 
     def _tick_job(self, on_tick):
         def job():
@@ -201,7 +224,7 @@ def build(cfg, *, inventory_path=None) -> Coordinator:
     store = Store(cfg.state_url())
     try:
         return Coordinator(store, inv, mechanism_settings(cfg), cluster_options=dict(cfg.cluster_options),
-                           host_grace_s=cfg.host_grace)
+                           host_grace_s=cfg.host_grace, retention=cfg.retention)
     except Exception:
         store.close()
         raise
