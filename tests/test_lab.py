@@ -9,7 +9,7 @@ import pytest
 
 from fawkes.lab import Lab
 from fawkes.lab import netns
-from tests.conftest import REPO, run_cli
+from tests.conftest import LAB_PREFIX, REPO, run_cli
 
 pytestmark = pytest.mark.lab
 
@@ -76,7 +76,7 @@ def _leftovers(prefix: str, subnet: str) -> list[str]:
 
 
 def test_cli_up_down_and_stale_cleanup(tmp_path):
-    prefix = "fwc"
+    prefix = f"{LAB_PREFIX}c"  # two test runs at once use two prefixes
     subnet = next(s for s in (f"10.{n}.0" for n in range(230, 250)) if Lab.subnet_free(s))
     d = tmp_path / f"{prefix}dir"
     args = ["--dir", str(d)]
@@ -99,6 +99,31 @@ def test_cli_up_down_and_stale_cleanup(tmp_path):
     assert r.returncode == 2 and "no lab in" in r.stderr
 
 
+BURN = ("import time\nt0 = time.monotonic(); c0 = time.process_time()\n"
+        "while time.monotonic() - t0 < 2.0: pass\nprint(time.process_time() - c0)")
+
+
+def test_cpu_quota_makes_a_host_a_fixed_slice_of_the_machine(tmp_path):
+    """--cpus 0.25: a busy loop on the host gets a quarter of a core (cgroup CFS quota), and the
+    group goes with the lab."""
+    from fawkes.lab import cgroup
+    prefix = f"{LAB_PREFIX}q"
+    subnet = next(s for s in (f"10.{n}.0" for n in range(230, 250)) if Lab.subnet_free(s))
+    r = run_cli("lab", "up", "--hosts", "1", "--prefix", prefix, "--subnet", subnet, "--dir", str(tmp_path),
+                "--cpus", "0.25")
+    assert r.returncode == 0 and "0.25 CPU each" in r.stdout, r.stderr
+    try:
+        lab = Lab.load(tmp_path)
+        assert lab.cpus == 0.25 and lab.status()["hosts"][0]["cpus"] == 0.25
+        with lab.executor() as ex:
+            out = ex.run(None, ["python3", "-c", BURN], timeout=30)
+        used = float(out["h1"].stdout)
+        assert 0.3 <= used <= 0.6, used  # 2 s of wall time at 0.25 CPU = 0.5 CPU seconds
+    finally:
+        assert run_cli("lab", "down", "--dir", str(tmp_path)).returncode == 0
+    assert not cgroup.group_dir(prefix, "h1").exists() and not cgroup.group_dir(prefix, "h1").parent.exists()
+
+
 def test_refuses_clearly_without_root(tmp_path):
     # the real CLI with the effective uid of nobody (root's pyenv is not readable by nobody itself)
     code = ("import os, sys; import fawkes.cli.lab, fawkes.lab; from fawkes.cli import main; "
@@ -110,6 +135,7 @@ def test_refuses_clearly_without_root(tmp_path):
 
 
 def test_bad_arguments_are_refused():
-    for args in (["--hosts", "0"], ["--prefix", "Bad-Prefix"], ["--subnet", "10.300.0"], ["--dir", "/tmp/a b"]):
+    for args in (["--hosts", "0"], ["--prefix", "Bad-Prefix"], ["--subnet", "10.300.0"], ["--dir", "/tmp/a b"],
+                 ["--cpus", "0"], ["--cpus", "1000"]):
         r = run_cli("lab", "up", *args)
         assert r.returncode == 2 and r.stderr.startswith("fawkes: error: lab:"), (args, r.stderr)

@@ -25,12 +25,15 @@ def lab() -> None:
 @click.option("--dir", "dir_", default=None, help=DIR_HELP)
 @click.option("--prefix", default="fawkes", show_default=True, help="name prefix of namespaces and links")
 @click.option("--subnet", default="10.200.0", show_default=True, help="the lab's /24 (first three octets)")
-def up(hosts: int, dir_: str | None, prefix: str, subnet: str) -> None:
+@click.option("--cpus", type=float, default=None,
+              help="CPU quota per host in cores (a cgroup), e.g. 0.25 for 8 hosts on 2 cores; default: unlimited")
+def up(hosts: int, dir_: str | None, prefix: str, subnet: str, cpus: float | None) -> None:
     """Start (or keep) a lab of N hosts and write its inventory."""
     from fawkes.lab import Lab
-    lab_ = Lab.up(hosts, _dir(dir_), prefix=prefix, subnet=subnet)
+    lab_ = Lab.up(hosts, _dir(dir_), prefix=prefix, subnet=subnet, cpus=cpus)
+    quota = f", {cpus:g} CPU each" if cpus else ""
     click.echo(f"lab up: {len(lab_.hosts)} hosts in {lab_.dir} "
-               f"({lab_.hosts[0].address} .. {lab_.hosts[-1].address}, controller {lab_.controller_address})")
+               f"({lab_.hosts[0].address} .. {lab_.hosts[-1].address}, controller {lab_.controller_address}{quota})")
     click.echo(f"inventory: {lab_.inventory_path}")
     click.echo(f"ssh: ssh -i {lab_.key_file} -o UserKnownHostsFile={lab_.known_hosts} root@{lab_.hosts[0].address}")
 
@@ -64,7 +67,9 @@ def status(dir_: str | None, as_json: bool) -> None:
         click.echo(json.dumps(st, indent=2))
         return
     alive = sum(h["alive"] for h in st["hosts"])
-    click.echo(f"lab {st['dir']} (prefix {st['prefix']}, {st['subnet']}.0/24): {alive}/{len(st['hosts'])} alive")
+    quota = f", {st['cpus']:g} CPU per host" if st.get("cpus") else ""
+    click.echo(f"lab {st['dir']} (prefix {st['prefix']}, {st['subnet']}.0/24{quota}): "
+               f"{alive}/{len(st['hosts'])} alive")
     for h in st["hosts"]:
         state = f"up   pid {h['pid']}, {h['processes']} processes" if h["alive"] else "DOWN"
         click.echo(f"  {h['name']:<6} {h['address']:<15} {state}")

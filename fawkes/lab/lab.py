@@ -2,7 +2,7 @@
 
 Layout of the lab directory::
 
-    lab.json                 state: prefix, subnet, hosts (netns, veth, pid of each host)
+    lab.json                 state: prefix, subnet, CPU quota per host, hosts (netns, veth, pid of each host)
     id_ed25519(.pub)         the lab's login key;  authorized_keys
     known_hosts              every host's key, under its name and address
     etc_hosts                bind-mounted over /etc/hosts on every host (hosts + "controller")
@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fawkes.errors import FawkesError
-from fawkes.lab import netns, sshd
+from fawkes.lab import cgroup, netns, sshd
 from fawkes.ssh.executor import Executor, Target
 
 DEFAULT_DIR = Path("/tmp/fawkes-lab")
@@ -49,9 +49,10 @@ class LabHost:
 class Lab:
     """A running (or crashed/partly running) lab.  Build one with :meth:`up` or :meth:`load`."""
 
-    def __init__(self, dir: Path, prefix: str, subnet: str, hosts: list[LabHost]):
+    def __init__(self, dir: Path, prefix: str, subnet: str, hosts: list[LabHost], cpus: float | None = None):
         self.dir = Path(dir).resolve()
         self.prefix, self.subnet = prefix, subnet
+        self.cpus = cpus  # CPU quota per host in cores (cgroup), None = unlimited
         self.hosts = hosts
         self.inventory_path = self.dir / "inventory.yaml"
         self.known_hosts = self.dir / "known_hosts"
@@ -62,17 +63,23 @@ class Lab:
     # ------------------------------------------------------------------ create / load
     @classmethod
     def up(cls, hosts: int = 4, dir: Path | None = None, *, prefix: str = "fawkes",
-           subnet: str = "10.200.0") -> "Lab":
-        """Bring up ``hosts`` SSH hosts (idempotent: a healthy lab of that shape is reused)."""
+           subnet: str = "10.200.0", cpus: float | None = None) -> "Lab":
+        """Bring up ``hosts`` SSH hosts (idempotent: a healthy lab of that shape is reused).
+
+        ``cpus``: each host's CPU quota in cores (a cgroup holding all its processes), so that a
+        node is a fixed slice of this machine; None leaves every host the whole machine.
+        """
         dir = Path(dir or default_dir()).resolve()
         _check_args(hosts, dir, prefix, subnet)
+        _check_cpus(cpus)
         netns.require_support()
         if (dir / "lab.json").is_file():
             try:
                 old = cls.load(dir)
             except FawkesError:
                 old = None
-            if old and (old.prefix, old.subnet, len(old.hosts)) == (prefix, subnet, hosts) and old.healthy():
+            if old and (old.prefix, old.subnet, len(old.hosts), old.cpus) == (prefix, subnet, hosts, cpus) \
+                    and old.healthy():
                 return old
             if old and (old.prefix, old.subnet) != (prefix, subnet):
                 old.down()
@@ -81,7 +88,7 @@ class Lab:
         if users:
             raise FawkesError(f"lab: subnet {subnet}.0/24 is already used by {', '.join(users)} "
                               "(another lab?); choose another --subnet")
-        lab = cls(dir, prefix, subnet, [])
+        lab = cls(dir, prefix, subnet, [], cpus)
         try:
             lab._create(hosts)
         except BaseException:
@@ -95,7 +102,7 @@ class Lab:
         try:
             state = json.loads((dir / "lab.json").read_text())
             hosts = [LabHost(**{**h, "root": Path(h["root"])}) for h in state["hosts"]]
-            return cls(dir, state["prefix"], state["subnet"], hosts)
+            return cls(dir, state["prefix"], state["subnet"], hosts, state.get("cpus"))
         except FileNotFoundError:
             raise FawkesError(f"no lab in {dir} (start one with `fawkes lab up --dir {dir}`)") from None
         except (ValueError, KeyError, TypeError) as exc:
@@ -106,6 +113,7 @@ class Lab:
         """Remove leftovers of any earlier lab with this prefix (processes, netns, links, guard route)."""
         netns.require_support()
         removed = netns.teardown(prefix, subnet)
+        cgroup.remove(prefix)
         if dir is not None:
             (Path(dir) / "lab.json").unlink(missing_ok=True)
         return removed
@@ -144,12 +152,14 @@ class Lab:
 
     def _start(self, h: LabHost) -> LabHost:
         hd = self.dir / "hosts" / h.name
+        procs = None if self.cpus is None else cgroup.create(self.prefix, h.name, self.cpus)
         pid = sshd.start(netns=h.netns, hostname=h.name, config=hd / "sshd_config", log=hd / "sshd.log",
-                         root=h.root, node_dir=self.node_dir, etc_hosts=self.dir / "etc_hosts")
+                         root=h.root, node_dir=self.node_dir, etc_hosts=self.dir / "etc_hosts",
+                         cgroup_procs=procs)
         return LabHost(h.name, h.address, h.root, h.netns, h.veth, pid)
 
     def _save(self) -> None:
-        state = {"prefix": self.prefix, "subnet": self.subnet,
+        state = {"prefix": self.prefix, "subnet": self.subnet, "cpus": self.cpus,
                  "hosts": [{**asdict(h), "root": str(h.root)} for h in self.hosts]}
         tmp = self.dir / "lab.json.tmp"
         tmp.write_text(json.dumps(state, indent=2) + "\n")
@@ -206,14 +216,15 @@ class Lab:
             up = sshd.alive(h.pid) and h.netns in present
             hosts.append({"name": h.name, "address": h.address, "netns": h.netns, "pid": h.pid,
                           "alive": up, "processes": len(netns.netns_pids(h.netns)) if h.netns in present else 0,
-                          "root": str(h.root)})
-        return {"dir": str(self.dir), "prefix": self.prefix, "subnet": self.subnet,
+                          "root": str(h.root), "cpus": cgroup.quota(self.prefix, h.name) if self.cpus else None})
+        return {"dir": str(self.dir), "prefix": self.prefix, "subnet": self.subnet, "cpus": self.cpus,
                 "controller": self.controller_address, "inventory": str(self.inventory_path), "hosts": hosts}
 
     def down(self) -> dict:
         """Remove every process, namespace, link and route of this lab (files stay for inspection)."""
         removed = netns.teardown(self.prefix, self.subnet)
         sshd.reap()
+        cgroup.remove(self.prefix)
         (self.dir / "lab.json").unlink(missing_ok=True)
         self.hosts = [LabHost(h.name, h.address, h.root, h.netns, h.veth, None) for h in self.hosts]
         return removed
@@ -236,6 +247,14 @@ class Lab:
         deadline = time.monotonic() + timeout
         while netns.netns_pids(ns) and time.monotonic() < deadline:
             time.sleep(0.01)
+
+
+def _check_cpus(cpus: float | None) -> None:
+    if cpus is None:
+        return
+    most = os.cpu_count() or 1
+    if not isinstance(cpus, (int, float)) or not 0.01 <= cpus <= most:
+        raise FawkesError(f"lab: --cpus must be between 0.01 and {most} (this machine's cores), not {cpus!r}")
 
 
 def _check_args(hosts: int, dir: Path, prefix: str, subnet: str) -> None:

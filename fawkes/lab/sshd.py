@@ -53,17 +53,20 @@ def sshd_config(*, name: str, host_key: Path, authorized_keys: Path, log_root: P
 
 
 def start(*, netns: str, hostname: str, config: Path, log: Path, root: Path, node_dir: Path,
-          etc_hosts: Path) -> int:
+          etc_hosts: Path, cgroup_procs: Path | None = None) -> int:
     """Start the host's sshd in its own PID namespace; return the pid of the ``unshare`` process.
 
-    Killing that process (or the namespace's pid 1, sshd) kills every process of the host.
+    Killing that process (or the namespace's pid 1, sshd) kills every process of the host.  With
+    ``cgroup_procs`` the process enters that cgroup before anything else starts, so every process
+    of the host (sshd, sessions, daemons) shares the group's CPU quota.
     """
     script = ("hostname {h} && mount --bind {r} {n} && mount --bind {e} /etc/hosts && mkdir -p /run/sshd && "
               "exec {sshd} -D -f {c} -E {l}").format(
         **{k: shlex.quote(str(v)) for k, v in
            dict(h=hostname, r=root, n=node_dir, e=etc_hosts, sshd=SSHD, c=config, l=log).items()})
+    enter = [] if cgroup_procs is None else ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup_procs)]
     proc = subprocess.Popen(
-        ["ip", "netns", "exec", netns, "unshare", "--uts", "--mount", "--propagation", "private",
+        enter + ["ip", "netns", "exec", netns, "unshare", "--uts", "--mount", "--propagation", "private",
          "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c", script],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(log.with_suffix(".err"), "ab"),
         start_new_session=True, close_fds=True)
