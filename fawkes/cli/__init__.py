@@ -32,6 +32,8 @@ COMMANDS: dict[str, str] = {
     "plan": "fawkes.cli.plan:plan",
     "explain": "fawkes.cli.status:explain",
     "events": "fawkes.cli.status:events",
+    "host": "fawkes.cli.host:host",
+    "prune": "fawkes.cli.prune:prune",
 }
 
 

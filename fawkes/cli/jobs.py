@@ -1,4 +1,4 @@
-"""``fawkes submit`` and ``fawkes jobs``: MR-jobs in the per-cluster FIFO queues."""
+"""``fawkes submit`` and ``fawkes jobs [list|cancel]``: MR-jobs in the per-cluster FIFO queues."""
 
 from __future__ import annotations
 
@@ -30,14 +30,28 @@ def submit(cluster: str, input_path: str | None, input_bytes: int | None, ref_ru
         click.echo(job.id)
 
 
-@click.command()
+class _DefaultList(click.Group):
+    """``fawkes jobs [CLUSTER] [OPTIONS]`` stays ``fawkes jobs list ...``; ``cancel`` is a sub-command."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("-h", "--help")):
+            args = ["list", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_DefaultList)
+def jobs() -> None:
+    """Jobs in submission order (fawkes jobs [list] [CLUSTER]), and cancelling them."""
+
+
+@jobs.command(name="list")
 @click.argument("cluster", required=False)
 @click.option("--state-filter", "--status", "states", multiple=True, type=click.Choice([s.value for s in JobState]),
               help="Only jobs in this state (repeatable).")
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=None, help="Only the newest N.")
 @state_option
 @json_option
-def jobs(cluster: str | None, states: tuple[str, ...], limit: int | None, state: str | None, as_json: bool) -> None:
+def list_(cluster: str | None, states: tuple[str, ...], limit: int | None, state: str | None, as_json: bool) -> None:
     """Jobs (of CLUSTER) in submission order."""
     with open_store(state) as store:
         rows = store.list_jobs(cluster, states=states or None, limit=limit)
@@ -46,5 +60,29 @@ def jobs(cluster: str | None, states: tuple[str, ...], limit: int | None, state:
         emit_json([record(j) | {"cluster": names.get(j.cluster_id)} for j in rows])
         return
     print_table(None, ["id", "cluster", "state", "submitted", "started", "ended", "app", "app id", "exit"],
-                [(j.id, names.get(j.cluster_id), j.state, when(j.submitted_at), when(j.started_at),
-                  when(j.ended_at), " ".join(j.argv), j.app_id, j.exit_code) for j in rows])
+                [(j.id, names.get(j.cluster_id),
+                  j.state + (" (cancel requested)" if j.cancel_requested_at and j.state in ("dispatched", "running")
+                             else ""),
+                  when(j.submitted_at), when(j.started_at), when(j.ended_at), " ".join(j.argv), j.app_id,
+                  j.exit_code) for j in rows])
+
+
+@jobs.command()
+@click.argument("job_ids", metavar="ID...", nargs=-1, required=True, type=click.IntRange(min=1))
+@state_option
+@json_option
+def cancel(job_ids: tuple[int, ...], state: str | None, as_json: bool) -> None:
+    """Cancel jobs: a queued job at once; a started one is stopped by the coordinator
+    (it kills the driver on the master, then marks the job cancelled).  All or none:
+    a finished or unknown job refuses the whole command."""
+    with open_store(state) as store:
+        done = store.cancel_jobs(job_ids)
+    if as_json:
+        emit_json([record(j) | {"outcome": outcome} for j, outcome in done])
+        return
+    for j, outcome in done:
+        if outcome == "cancelled":
+            click.echo(f"job {j.id}: cancelled")
+        else:
+            click.echo(f"job {j.id}: cancel requested ({j.state}); the coordinator will stop its driver"
+                       + (" (already requested)" if outcome == "pending" else ""))
