@@ -1,9 +1,19 @@
 """Run each ACTIVE MR-cluster's FIFO job queue on its master (spark-submit over SSH).
 
-A job's driver runs in client mode on the cluster's master host, detached (``nohup``), in
-its own directory ``<cluster dir>/jobs/<id>`` holding ``pid``, ``log`` and, when it ends,
-``rc``.  The job's state is read back from those files, so a coordinator restart loses
-nothing: a DISPATCHED job whose directory does not exist goes back to the queue.
+A job's driver runs in client mode on the cluster's master host, detached (``setsid nohup``:
+its own session and process group, whose id is the pid in ``pid``), in its own directory
+``<cluster dir>/jobs/<id>`` holding ``pid``, ``log`` and, when it ends, ``rc``.  The job's
+state is read back from those files, so a coordinator restart loses nothing: a DISPATCHED
+job whose directory does not exist goes back to the queue.
+
+Cancelling a started job (``fawkes jobs cancel``) records ``cancel_requested_at`` in the
+store; each :meth:`Dispatcher.step` carries such requests out first, on every live cluster:
+it writes ``cancelled`` into the job directory (the job is never launched again, and a poll
+reads it as cancelled), sends SIGTERM to the processes of the driver's process group and pid
+tree (drivers started before process groups were used) that run in the job directory, waits
+up to ``cancel_grace_s``, SIGKILLs what is left, and marks the job CANCELLED.  A job that had
+already written ``rc`` ended on its own: it keeps its real outcome.  An unreachable master
+leaves the request pending for the next step.
 
 Arguments may use ``{input}`` (the job's --input, as an HDFS path), ``{output}``
 (``hdfs:///output/<job id>``) and ``{job}`` (the job id).
@@ -19,13 +29,44 @@ from fawkes.coordinator.fleet import Fleet
 from fawkes.coordinator.reconcile import OUTPUT_DIR
 from fawkes.errors import FawkesError
 from fawkes.mechanism import ClusterState
-from fawkes.ssh.shell import Script
+from fawkes.ssh.shell import Script, trusted
 from fawkes.store import Store
 from fawkes.store.lifecycle import JobState
 
 log = logging.getLogger("fawkes.dispatch")
 
 UI_PORT_BASE = 4040
+
+#: Stop a job's driver (``$d``: the job directory, ``$steps``: 0.2 s steps of SIGTERM grace).
+#: Only processes of the driver's process group or pid tree whose working directory is the job
+#: directory are signalled (a pid reused after a reboot is left alone).  Prints ``missing`` |
+#: ``rc CODE`` | ``killed nopid|gone|sigterm|sigkill`` | ``alive PID...``.
+_CANCEL_SH = r"""
+cd "$d" 2>/dev/null || { echo missing; exit 0; }
+if [ -e rc ]; then echo rc $(cat rc); exit 0; fi
+date +%s > cancelled
+if [ ! -s pid ]; then echo killed nopid; exit 0; fi
+p=$(cat pid)
+tree() { echo "$1"; for k in $(ps -o pid= --ppid "$1" 2>/dev/null); do tree "$k"; done; }
+pids=" $(tree "$p" | tr '\n' ' ') "
+here=$(pwd -P)
+live() {  # the driver's process group and the tree seen above, zombies excepted, working in $d
+  for x in $(ps -eo pid=,pgid=,stat= |
+             awk -v g="$p" -v l="$pids" '($2 == g || index(l, " " $1 " ")) && $3 !~ /^Z/ {print $1}'); do
+    [ "$(readlink "/proc/$x/cwd" 2>/dev/null)" = "$here" ] && echo "$x"
+  done
+}
+left=$(live)  # never signal a process that only reuses a pid of ours
+if [ -z "$left" ]; then echo killed gone; exit 0; fi
+kill -15 $left 2>/dev/null
+i=0
+while [ -n "$(live)" ] && [ "$i" -lt "$steps" ]; do sleep 0.2; i=$((i + 1)); done
+left=$(live)
+if [ -n "$left" ]; then kill -9 $left 2>/dev/null; sleep 0.5; fi
+if [ -n "$(live)" ]; then echo alive $(live)
+elif [ -n "$left" ]; then echo killed sigkill
+else echo killed sigterm; fi
+"""
 
 
 def ui_port(job_id: int) -> int:
@@ -42,21 +83,74 @@ def expand(arg: str, job) -> str:
 
 class Dispatcher:
     def __init__(self, store: Store, fleet: Fleet, *, max_running: int = 1, python: str | None = None,
-                 driver_memory: str = "512m"):
+                 driver_memory: str = "512m", cancel_grace_s: float = 8.0):
         self.store = store
         self.fleet = fleet
         self.max_running = max_running
         self.python = python or sys.executable
         self.driver_memory = driver_memory
+        self.cancel_grace_s = cancel_grace_s  # SIGTERM -> SIGKILL
 
     def step(self) -> None:
         for c in self.store.list_clusters(include_released=False):
+            try:
+                self.cancel_requested(c.name)
+            except FawkesError as exc:
+                log.warning("cancel on %s: %s", c.name, exc)
             if ClusterState(c.state) is not ClusterState.ACTIVE or c.release_requested_at is not None:
                 continue
             try:
                 self._cluster_step(c.name)
             except FawkesError as exc:
                 log.warning("dispatch on %s: %s", c.name, exc)
+
+    def cancel_requested(self, name: str) -> list[int]:
+        """Carry out the cancel requests of cluster ``name``'s started jobs; returns the ids now CANCELLED."""
+        jobs = [j for j in self.store.list_jobs(name, states=[JobState.DISPATCHED, JobState.RUNNING])
+                if j.cancel_requested_at is not None]
+        if not jobs:
+            return []
+        spec, _ = self.fleet.spec(name)
+        done = []
+        for j in jobs:
+            if self._cancel(spec, j):
+                done.append(j.id)
+        return done
+
+    def _cancel(self, spec, job) -> bool:
+        """Stop one job's driver on the master (see the module docstring); True once it is CANCELLED."""
+        master = spec.master.name
+        script = Script("d={d}; steps={steps}\n{body}", d=self.job_dir(spec, job.id),
+                        steps=max(1, round(self.cancel_grace_s / 0.2)), body=trusted(_CANCEL_SH))
+        res = self.fleet.ex.run([master], script, timeout=self.cancel_grace_s + 30)[master]
+        words = res.stdout.split() if res.ok else []
+        status = words[0] if words else ""
+        if status == "rc":
+            self.store.record_event("job", f"job {job.id}: cancel came too late, it had already ended "
+                                    f"(exit code {words[1] if len(words) > 1 else '?'})", cluster=spec.name)
+            self._poll(spec, job)  # it keeps its real outcome
+            return False
+        if status not in ("missing", "killed"):
+            if not res.ok:
+                why = res.error
+            elif status == "alive":
+                why = f"processes {' '.join(words[1:])} survive SIGKILL"
+            else:
+                why = f"unexpected answer {res.stdout.strip()[:200]!r}"
+            log.warning("cancel of job %s on %s: %s; trying again next step", job.id, master, why)
+            return False
+        if status == "missing":
+            how = "nothing had been started on the master"
+        elif words[1:2] == ["nopid"]:
+            how = "no driver process had been started"
+        elif words[1:2] == ["gone"]:
+            how = f"no driver process was left on {master}"
+        else:
+            how = f"driver stopped on {master} ({words[1] if len(words) > 1 else 'signalled'})"
+        self.store.transition_job(job.id, JobState.CANCELLED, f"cancelled by the user: {how}")
+        self.store.record_event("job", f"job {job.id} cancelled: {how}", cluster=spec.name)
+        log.info("job %s cancelled: %s", job.id, how)
+        return True
 
     def driver_urls(self, cluster: str) -> list[str]:
         """Driver UIs of the cluster's running jobs (for per-application task counts)."""
@@ -101,8 +195,8 @@ class Dispatcher:
         env = f"JAVA_HOME={shlex.quote(spec.framework.java_home)} " if spec.framework.java_home else ""
         inner = f"{env}SPARK_HOME={shlex.quote(spec.framework.spark_home)} {shlex.join(argv)}; echo $? > {shlex.quote(d + '/rc')}"
         script = Script(
-            "mkdir -p {d} && cd {d} && if [ -e pid ]; then exit 0; fi; "
-            "nohup sh -c {inner} > log 2>&1 < /dev/null & echo $! > {pid}",
+            "mkdir -p {d} && cd {d} && if [ -e pid ] || [ -e cancelled ]; then exit 0; fi; "
+            "setsid nohup sh -c {inner} > log 2>&1 < /dev/null & echo $! > {pid}",
             d=d, inner=inner, pid=f"{d}/pid",
         )
         res = self.fleet.ex.run([spec.master.name], script, timeout=30)[spec.master.name]
@@ -115,7 +209,7 @@ class Dispatcher:
         d = self.job_dir(spec, job.id)
         script = Script(
             "if ! cd {d} 2>/dev/null; then echo missing; exit 0; fi; "
-            "if [ -e rc ]; then echo rc $(cat rc); "
+            "if [ -e rc ]; then echo rc $(cat rc); elif [ -e cancelled ]; then echo cancelled; "
             "elif [ -e pid ] && kill -0 $(cat pid) 2>/dev/null; then echo running; else echo vanished; fi; "
             "grep -o 'app-[0-9]*-[0-9]*' log 2>/dev/null | head -1",
             d=d,
@@ -132,6 +226,9 @@ class Dispatcher:
                 self.store.transition_job(job.id, JobState.QUEUED, "no trace on the master: queued again")
             else:
                 self.store.transition_job(job.id, JobState.FAILED, "job directory lost")
+            return
+        if status == "cancelled":  # killed by a cancel whose store update was lost (coordinator crash)
+            self.store.transition_job(job.id, JobState.CANCELLED, "cancelled (found stopped on the master)")
             return
         if status == "running" or status == "rc":
             if state is JobState.DISPATCHED and (app or status == "rc"):
