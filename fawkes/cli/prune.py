@@ -49,7 +49,8 @@ def prune(config_path: str | None, samples_s: float | None, events_s: float | No
     if r.events_before is None:
         click.echo("events:    kept (retention.events_s is null)")
     else:
-        click.echo(f"events:    {r.events} {verb}, older than {when(r.events_before)} (kept {_span(retention.events_s)})")
+        click.echo(f"events:    {r.events} {verb}, older than {when(r.events_before)} "
+                   f"(kept {_span(retention.events_s)})")
     if r.decisions_keep is None:
         click.echo("decisions: kept (retention.decisions_keep is null)")
     else:
