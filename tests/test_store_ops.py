@@ -137,6 +137,8 @@ def test_cancel_started_job_is_intent_for_the_coordinator(pool: Store):
     pool.clock.advance(3)
     assert [o for _, o in pool.cancel_jobs([r])] == ["pending"]  # asking twice is harmless
     assert pool.get_job(r).cancel_requested_at == t
+    with pytest.raises(FawkesError, match="running -> queued not allowed"):  # no edge, request or not
+        pool.transition_job(r, JobState.QUEUED)
     # the coordinator carries it out
     assert pool.transition_job(r, JobState.CANCELLED, "driver killed").ended_at == pool.clock.t
     # a dispatched job with a cancel request never goes back to the queue

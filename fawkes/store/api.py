@@ -564,7 +564,7 @@ class Store:
             if j is None:
                 raise FawkesError(f"job {job_id}: not found")
             old = JobState(j.state)
-            if to is JobState.QUEUED and j.cancel_requested_at is not None:
+            if to is JobState.QUEUED and old is JobState.DISPATCHED and j.cancel_requested_at is not None:
                 to, detail = JobState.CANCELLED, f"cancelled on request instead ({detail})" if detail else \
                     "cancelled on request"
             check(JOB_TRANSITIONS, "job", str(job_id), old, to)
