@@ -6,6 +6,7 @@ import json
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -187,3 +188,56 @@ def test_unknown_host_name_is_an_error(ex):
     from fawkes.errors import FawkesError
     with pytest.raises(FawkesError, match="unknown host 'nope'"):
         ex.run(["nope"], "true")
+
+
+def _remote_processes(lab, host: str, marker: str) -> list[str]:
+    """Command lines on ``host`` that contain ``marker``, seen two ways: a /proc scan of the host's
+    network namespace from here, and ``pgrep`` run on the host over a second SSH connection."""
+    from fawkes.lab import netns
+    here = []
+    for pid in netns.netns_pids(lab.host(host).netns):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd:
+            here.append(cmd.strip())
+    with lab.executor([host]) as ex2:
+        r = ex2.run(None, ["pgrep", "-af", "--", marker])[host]
+    assert r.exit_code in (0, 1), r  # 1 = nothing found
+    there = [ln for ln in r.stdout.splitlines() if "pgrep" not in ln]
+    return here + there
+
+
+def test_timed_out_command_is_killed_on_the_host(lab):
+    host = "h8"
+    # a plain command, a pipeline, a background child (nohup'd) and a child in its own process group
+    # (`timeout` calls setpgid): none of them may outlive the timeout
+    cases = {"plain": "sleep 311",
+             "pipeline": "sleep 312 | cat",
+             "children": "nohup sleep 313 >/dev/null 2>&1 & sh -c 'sleep 314; echo never'",
+             "own group": "timeout 400 sleep 315"}
+    with lab.executor([host], command_timeout=30) as ex:
+        for what, cmd in cases.items():
+            t0 = time.monotonic()
+            r = ex.run(None, cmd, timeout=2)[host]
+            wall = time.monotonic() - t0
+            assert (r.ok, r.exit_code, r.error) == (False, None, "timeout after 2s"), (what, r)
+            assert 2.0 <= wall < 5.0, (what, wall)
+            assert _remote_processes(lab, host, "sleep 31") == [], what
+        # a timeout shorter than the session start-up: the command is still found and stopped
+        r = ex.run(None, "sleep 317", timeout=0.01)[host]
+        assert r.error == "timeout after 0.01s", r
+        assert _remote_processes(lab, host, "sleep 31") == []
+        # the executor keeps working after timeouts, with unchanged output and exit codes
+        r = ex.run(None, "echo out; echo err >&2; exit 4")[host]
+        assert (r.exit_code, r.stdout, r.stderr) == (4, "out\n", "err\n")
+        r = ex.run(None, ["printf", "%s", "no newline"])[host]
+        assert (r.ok, r.stdout, r.stderr) == (True, "no newline", "")
+
+
+def test_output_before_a_timeout_is_kept(lab):
+    with lab.executor(["h8"]) as ex:
+        r = ex.run(None, "echo started; echo warn >&2; sleep 316", timeout=1.5)["h8"]
+    assert (r.error, r.stdout, r.stderr) == ("timeout after 1.5s", "started\n", "warn\n")
+    assert _remote_processes(lab, "h8", "sleep 316") == []

@@ -9,6 +9,8 @@
 * Host keys are checked strictly by default against ``known_hosts`` (default: the user's
   ``~/.ssh/known_hosts``); an unknown or changed key is refused and never retried.
 * Results and errors come back together: ``{host: Result}``, never an exception per host.
+* A command that times out is stopped on the host (its process group and session are killed over a
+  second session of the same connection) before the timeout is reported; see :meth:`Executor._exec`.
 """
 
 from __future__ import annotations
@@ -233,12 +235,33 @@ class Executor:
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise _NotStarted(str(exc) or type(exc).__name__) from None
 
-    def _exec(self, chan: paramiko.Channel, text: str, timeout: float | None):
-        """Run ``text`` on ``chan``: (exit code, stdout, stderr, error or None)."""
+    def _exec(self, chan: paramiko.Channel, text: str, timeout: float | None, *, stoppable: bool = True):
+        """Run ``text`` on ``chan``: (exit code, stdout, stderr, error or None).
+
+        Stopping a timed-out command.  Closing the channel stops nothing on the host: without a
+        pty sshd only closes the pipes and the command runs on.  Rejected alternatives:
+
+        * a pty (``get_pty``): its close sends SIGHUP, but only to the foreground process group;
+          nohup'd or background children and programs ignoring SIGHUP survive.  A pty would also
+          merge stderr into stdout, turn "\\n" into "\\r\\n" and make programs act interactively,
+          changing every normal result.
+        * the SSH "signal" channel request: OpenSSH >= 7.9 only, refused for forced commands, no
+          public paramiko API, and it reaches one process group only.
+
+        Instead (``stoppable``) the command is prefixed with a shell-builtin ``printf`` that puts
+        the shell's pid on the first line of stdout (removed again here: no extra process, no file,
+        the command text itself is untouched).  sshd runs each session's command in a new session
+        (setsid), so that pid is the process group and session id of everything the command starts,
+        unless something detaches itself with setsid (a daemon on purpose).  On a timeout a second
+        session on the same connection runs :data:`_KILL_SCRIPT`: TERM, then KILL, every process of
+        that group or session (a /proc scan, which also finds children that moved to a group of
+        their own, e.g. under ``timeout``), and returns once none is left.  Only then is the
+        timeout reported (error text unchanged); if the host could not be cleaned, the error says so.
+        """
         out, err = bytearray(), bytearray()
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            chan.exec_command(text)
+            chan.exec_command(_PID_PRINTF + text if stoppable else text)
             while True:
                 while chan.recv_ready():
                     out += chan.recv(65536)
@@ -250,8 +273,7 @@ class Executor:
                 if deadline is not None:
                     wait = deadline - time.monotonic()
                     if wait <= 0:
-                        chan.close()
-                        return None, _dec(out), _dec(err), f"timeout after {timeout:g}s"
+                        return self._timed_out(chan, out, err, timeout, stoppable)
                     wait = min(wait, 1.0)
                 select.select([chan], [], [], wait)
             while chan.recv_ready():
@@ -259,7 +281,11 @@ class Executor:
             while chan.recv_stderr_ready():
                 err += chan.recv_stderr(65536)
         except (paramiko.SSHException, OSError, EOFError) as exc:
+            if stoppable:
+                out = _split_pid(out)[1]
             return None, _dec(out), _dec(err), f"connection lost while running: {exc or type(exc).__name__}"
+        if stoppable:
+            out = _split_pid(out)[1]
         code = chan.recv_exit_status() if chan.exit_status_ready() else -1
         transport = chan.get_transport()
         chan.close()
@@ -268,6 +294,51 @@ class Executor:
                 return None, _dec(out), _dec(err), "connection lost while running (host down?)"
             return None, _dec(out), _dec(err), "terminated without an exit status (killed by a signal?)"
         return code, _dec(out), _dec(err), None
+
+    def _timed_out(self, chan: paramiko.Channel, out: bytearray, err: bytearray, timeout: float,
+                   stoppable: bool):
+        """Stop the timed-out command on its host (see :meth:`_exec`), close ``chan``, report."""
+        msg = f"timeout after {timeout:g}s"
+        problem = None
+        if stoppable:
+            try:
+                # a timeout shorter than the session start-up: the pid line may still be on its way
+                until = time.monotonic() + self.connect_timeout
+                while (_split_pid(out)[0] is None and not chan.closed and not chan.eof_received
+                       and time.monotonic() < until):
+                    select.select([chan], [], [], min(0.1, max(0.0, until - time.monotonic())))
+                    while chan.recv_ready():
+                        out += chan.recv(65536)
+                    while chan.recv_stderr_ready():
+                        err += chan.recv_stderr(65536)
+                pid, out = _split_pid(out)
+                problem = "its process id never arrived" if pid is None else self._stop_remote(chan, pid)
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                problem = f"connection lost: {exc or type(exc).__name__}"
+        chan.close()
+        if problem:
+            msg += f"; it may still be running on the host ({problem})"
+        return None, _dec(out), _dec(err), msg
+
+    def _stop_remote(self, chan: paramiko.Channel, pid: int) -> str | None:
+        """Kill process group / session ``pid`` over a new session on ``chan``'s connection.
+
+        Returns None once nothing of it is left, else why not."""
+        if pid <= 1:
+            return f"implausible process id {pid}"
+        transport = chan.get_transport()
+        if transport is None or not transport.is_active():
+            return "connection closed"
+        try:
+            killer = transport.open_session(timeout=self.connect_timeout)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            return f"cannot open a session: {exc or type(exc).__name__}"
+        code, _, kerr, error = self._exec(killer, render(Script("g={g}", g=pid)) + "\n" + _KILL_SCRIPT,
+                                          self.connect_timeout + 5, stoppable=False)
+        if error is None and code == 0:
+            return None
+        last = next((ln.strip() for ln in reversed(kerr.splitlines()) if ln.strip()), "")
+        return error or f"kill script exit code {code}" + (f": {last[:200]}" if last else "")
 
     def _put_one(self, host: str, files: Sequence[tuple[str, bytes | str]], mode: int) -> Result:
         start = time.monotonic()
@@ -382,6 +453,46 @@ def _classify(t: Target, exc: BaseException) -> _ConnectError:
     if isinstance(exc, (paramiko.SSHException, EOFError)):
         return _ConnectError(f"ssh handshake with {where} failed: {exc or type(exc).__name__}", retry=True)
     return _ConnectError(f"cannot connect to {where}: {exc!r}", retry=False)
+
+
+# Prefixed to every command (see Executor._exec): the shell's pid, on a first stdout line of its own.
+_PID_MARK = b"\x1efawkes-pid "
+_PID_PRINTF = "printf '\\036fawkes-pid %s\\n' \"$$\"; "
+
+# Run with g=<pid> before it: TERM, then KILL, every process of process group or session g (not
+# zombies) until none is left (exit 0), else exit 1 naming the survivors.  POSIX sh and /proc only.
+_KILL_SCRIPT = r"""members() {
+  for f in /proc/[0-9]*/stat; do
+    { read -r s < "$f"; } 2>/dev/null || continue
+    set -- ${s##*") "}
+    if [ "$1" != Z ] && { [ "$3" = "$g" ] || [ "$4" = "$g" ]; }; then f=${f#/proc/}; echo "${f%/stat}"; fi
+  done
+}
+for sig in TERM KILL; do
+  p=$(members); [ -z "$p" ] && exit 0
+  kill -s "$sig" $p 2>/dev/null
+  i=0
+  while [ "$i" -lt 40 ]; do
+    p=$(members); [ -z "$p" ] && exit 0
+    sleep 0.05; i=$((i + 1))
+  done
+done
+echo "still running: $p" >&2
+exit 1
+"""
+
+
+def _split_pid(out: bytearray) -> tuple[int | None, bytearray]:
+    """(pid, stdout without the pid line) if stdout starts with the pid line, else (None, stdout)."""
+    if not out.startswith(_PID_MARK):
+        if _PID_MARK.startswith(bytes(out)):  # an incomplete pid line is no output of the command
+            return None, bytearray()
+        return None, out
+    end = out.find(b"\n")
+    if end < 0:
+        return None, bytearray()
+    digits = bytes(out[len(_PID_MARK):end])
+    return (int(digits) if digits.isdigit() else None), out[end + 1:]
 
 
 def _dec(b: bytes | bytearray) -> str:
