@@ -7,6 +7,8 @@ Brings up its own lab (prefix "fwb", a free 10.x.0/24) with the largest size, ru
 `--repeat` times through (a) a fresh fawkes Executor (connect + run, like pdsh) and (b)
 `pdsh -R ssh` with the lab's key and strict known_hosts, and prints median wall times, the
 ratio to the 1-host time (target <= 1.5 at 16 hosts) and the ratio to pdsh (target <= 1.2).
+Then the per-command cost on open connections: `--serial` runs of `true` one after another on
+one host, and the same number of `true` fan-outs to 8 hosts (median and p90 milliseconds).
 The lab is torn down at the end (unless --keep).
 """
 
@@ -76,10 +78,26 @@ def run_pdsh(lab: Lab, names: list[str]) -> float:
     return wall
 
 
+def per_command_ms(lab: Lab, names: list[str], n: int) -> tuple[float, float]:
+    """Median and p90 wall milliseconds of ``n`` sequential ``true`` runs on already open connections."""
+    walls = []
+    with lab.executor(names, command_timeout=30) as ex:
+        ex.run(names, "true")
+        for _ in range(n):
+            t0 = time.perf_counter()
+            res = ex.run(names, "true")
+            walls.append((time.perf_counter() - t0) * 1000)
+            if not all(r.ok and r.stdout == "" for r in res.values()):
+                raise SystemExit(f"`true` failed: {[r.error for r in res.values() if not r.ok]}")
+    walls.sort()
+    return statistics.median(walls), walls[int(0.9 * (len(walls) - 1))]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1,4,8,16")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--serial", type=int, default=200, help="sequential `true` runs for the per-command cost")
     ap.add_argument("--keep", action="store_true", help="leave the lab running")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -112,6 +130,10 @@ def main() -> int:
         for n, fw, pd, fwmin, pdmin, w in rows:
             print(f"{n:>5} {fw:>7.3f} ({fwmin:.3f}) {pd:>7.3f} ({pdmin:.3f}) {fw / base:>13.2f} {fw / pd:>12.2f} "
                   f"{w:>7.3f} {w / wbase:>11.2f}")
+        for k in (1, min(8, len(lab.hosts))):
+            med, p90 = per_command_ms(lab, [h.name for h in lab.hosts[:k]], args.serial)
+            print(f"per command on open connections, `true` x {args.serial} on {k} host(s): "
+                  f"median {med:.1f} ms, p90 {p90:.1f} ms")
         n, fw, pd, *_ = rows[-1]
         ok1, ok2 = fw / base <= 1.5, fw / pd <= 1.2
         print(f"targets at {n} hosts: ratio to 1 host {fw / base:.2f} (<= 1.5: {'met' if ok1 else 'MISSED'}), "
