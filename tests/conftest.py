@@ -62,6 +62,27 @@ def run_cli(*args: str, env: dict | None = None, user: str | None = None) -> sub
     return subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=REPO, timeout=120)
 
 
+def pids_with_cmdline(marker: str | bytes) -> list[int]:
+    """Pids of every process whose command line contains ``marker``, as seen from the root
+    namespace (which sees every lab host's processes); processes that vanish meanwhile are skipped."""
+    needle = marker.encode() if isinstance(marker, str) else marker
+    pids = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            if needle in (p / "cmdline").read_bytes():
+                pids.append(int(p.name))
+        except OSError:
+            pass
+    return pids
+
+
+def cluster_dirs_marker(lab, cluster: str = "") -> str:
+    """What the command line of a daemon of ``cluster`` (any cluster if empty) on ``lab`` contains."""
+    return f"{lab.node_dir}/clusters/{cluster + '/' if cluster else ''}"
+
+
 @pytest.fixture(autouse=True)
 def _no_cluster_daemons_left(request):
     """After a test on the lab, stop (by pid) any process still running from a cluster directory,
@@ -73,12 +94,8 @@ def _no_cluster_daemons_left(request):
     import signal
 
     lab = request.getfixturevalue("lab")
-    marker = f"{lab.node_dir}/clusters/".encode()
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
+    for pid in pids_with_cmdline(cluster_dirs_marker(lab)):
         try:
-            if marker in (p / "cmdline").read_bytes():
-                os.kill(int(p.name), signal.SIGKILL)
-        except (OSError, ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        except OSError:  # ProcessLookupError: already gone
             pass

@@ -28,7 +28,7 @@ from fawkes.frameworks import dists
 from fawkes.mechanism import Role
 from fawkes.store import Store
 from fawkes.store.lifecycle import JobState, NodeState
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, cluster_dirs_marker, pids_with_cmdline, run_cli
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
@@ -184,17 +184,9 @@ def test_coordinator_balances_three_real_clusters_and_survives_kill9(lab, tmp_pa
         wait_for("all released", lambda: all(store.get_cluster(n).state == "released" for n in CLUSTERS), 300, coord)
         assert coord.stop() == 0
         assert not store.list_nodes(), "no node may stay held"
-        marker = f"{lab.node_dir}/clusters/".encode()
-        left = [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, marker)]
+        left = pids_with_cmdline(cluster_dirs_marker(lab))
         assert not left, f"daemons left running: {left}"
     finally:
         if coord.proc and coord.proc.poll() is None:
             coord.kill9()
         store.close()
-
-
-def _cmdline_has(p: Path, marker: bytes) -> bool:
-    try:
-        return marker in (p / "cmdline").read_bytes()
-    except OSError:
-        return False

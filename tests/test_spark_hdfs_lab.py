@@ -28,6 +28,7 @@ from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role, ShrinkMode
 from fawkes.ssh.shell import Script
+from tests.conftest import cluster_dirs_marker, pids_with_cmdline
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
@@ -91,17 +92,7 @@ def submit(drv: SparkHdfsDriver, cluster: ClusterSpec, lab, ui_port: int, args: 
 
 def cluster_processes(lab, name: str) -> list[int]:
     """Pids (seen from the root namespace) of any process running from the cluster's directories."""
-    marker = f"{lab.node_dir}/clusters/{name}/".encode()
-    pids = []
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            if marker in (p / "cmdline").read_bytes():
-                pids.append(int(p.name))
-        except OSError:
-            pass
-    return pids
+    return pids_with_cmdline(cluster_dirs_marker(lab, name))
 
 
 def checksum(drv, cluster, path: str) -> str:
