@@ -97,6 +97,14 @@ def test_cli_up_down_and_stale_cleanup(tmp_path):
     assert _leftovers(prefix, subnet) == []
     r = run_cli("lab", "status", *args)
     assert r.returncode == 2 and "no lab in" in r.stderr
+    # an unreadable state file: `down` cleans up by --prefix/--subnet and removes it
+    assert run_cli("lab", "up", "--hosts", "1", "--prefix", prefix, "--subnet", subnet, *args).returncode == 0
+    (d / "lab.json").write_text("{")
+    r = run_cli("lab", "status", *args)
+    assert r.returncode == 2 and "unreadable lab state" in r.stderr
+    r = run_cli("lab", "down", "--prefix", prefix, "--subnet", subnet, *args)
+    assert r.returncode == 0 and "removed 2 processes, 1 namespaces" in r.stdout, r.stderr
+    assert _leftovers(prefix, subnet) == [] and not (d / "lab.json").exists()
 
 
 BURN = ("import time\nt0 = time.monotonic(); c0 = time.process_time()\n"

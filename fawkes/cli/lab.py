@@ -49,9 +49,12 @@ def down(dir_: str | None, prefix: str, subnet: str) -> None:
     try:
         removed = Lab.load(_dir(dir_)).down()
     except FawkesError as exc:
-        if "no lab in" not in str(exc):
+        if "no lab in" not in str(exc) and "unreadable lab state" not in str(exc):
             raise
-        removed = Lab.cleanup(prefix, subnet)
+        if "unreadable" in str(exc):  # clean by --prefix/--subnet and drop the broken state file
+            click.echo(f"lab: {_dir(dir_) / 'lab.json'} is unreadable: cleaning up by --prefix {prefix} "
+                       f"--subnet {subnet}", err=True)
+        removed = Lab.cleanup(prefix, subnet, _dir(dir_))
     click.echo("lab down: removed {processes} processes, {netns} namespaces, {links} links{r}".format(
         **removed, r=", the guard route" if removed["route"] else ""))
 

@@ -106,7 +106,8 @@ class Lab:
         except FileNotFoundError:
             raise FawkesError(f"no lab in {dir} (start one with `fawkes lab up --dir {dir}`)") from None
         except (ValueError, KeyError, TypeError) as exc:
-            raise FawkesError(f"{dir / 'lab.json'}: unreadable lab state ({exc}); run `fawkes lab down`") from None
+            raise FawkesError(f"{dir / 'lab.json'}: unreadable lab state ({exc}); run `fawkes lab down "
+                              f"--dir {dir} --prefix PREFIX --subnet SUBNET` with the lab's prefix and subnet") from None
 
     @classmethod
     def cleanup(cls, prefix: str = "fawkes", subnet: str = "10.200.0", dir: Path | None = None) -> dict:
