@@ -3,7 +3,8 @@
 Scenario (8 lab hosts, 3 clusters with 2 core nodes each, TD with TC growth, T = 10 s):
 
 1. three clusters are requested (CLI) and deployed by the coordinator (subprocess);
-2. while all are idle, TD's equal weights hand the 2 free hosts out (TC growth);
+2. while all are idle, TD's equal weights hand the 2 free hosts out (TC growth; the preset sets
+   ``all_zero: equal``, the literal A-1 reading; the default ``hold`` would keep them free);
 3. the coordinator is killed with SIGKILL while a node is being provisioned, and restarted;
 4. an imbalanced stream of real word counts is submitted (CLI): the loaded cluster grows,
    the idle ones shrink to their minimum by DP;
@@ -98,7 +99,7 @@ def test_coordinator_balances_three_real_clusters_and_survives_kill9(lab, tmp_pa
     url = f"sqlite:///{state}"
     preset = tmp_path / "td-lab.yaml"
     preset.write_text("policy: TD\ngrow_type: transient-core\nperiod_s: 10\nsample_period_s: 2\ntau: 0.5\n"
-                      "idle_timeout_s: 3600\n")
+                      "idle_timeout_s: 3600\nall_zero: equal\n")  # step 2 needs the literal 1/n rebalance of idle clusters
     config = tmp_path / "config.yaml"
     config.write_text(f"state: {url}\ninventory: {lab.inventory_path}\npolicy: {preset}\nperiod: 10\n"
                       f"sample_period: 2\ncluster_options: {LAB_OPTIONS!r}\n".replace("'", '"'))
