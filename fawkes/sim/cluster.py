@@ -17,7 +17,7 @@ from bisect import insort
 from math import ceil
 
 from fawkes.mechanism.model import ClusterState, Role
-from fawkes.sim.costs import CostModel, penalty
+from fawkes.sim.costs import penalty
 
 RANK = {Role.CORE: 0, Role.TC: 1, Role.TR: 2}
 EV_TASK = 0
