@@ -169,6 +169,26 @@ def test_cap_to_demand_counts_a_host_core_as_one_task_slot(world):
     assert d.targets == {"a": 5} and len(d.plan.grows) == 2
 
 
+def test_an_interval_without_samples_keeps_the_last_sample(world):
+    """Seen in the demo: the sampler got no sample of the loaded cluster in one interval (slow SSH)
+    and the tick read that as zero demand and shrank it.  The latest earlier sample stands in."""
+    store, clock = world
+    control = Control(store, Settings(policy="TD", period_s=60, grow_type=Role.TC), clock)
+    store.request_cluster("a", framework="spark", min_core=3)
+    store.request_cluster("b", framework="spark", min_core=3)
+    run_to_active(store, clock, control, ["a", "b"])
+    store.record_sample("a", ClusterMetrics(time=1010, unfinished_jobs=1, pending_tasks=60))
+    store.record_sample("b", ClusterMetrics(time=1010, unfinished_jobs=0))
+    clock.t = 1060
+    control.tick()
+    start_requested(store, "a")
+    store.record_sample("b", ClusterMetrics(time=1100, unfinished_jobs=1, pending_tasks=1))
+    clock.t = 1120  # nothing from a in (1060, 1120]
+    assert [m.pending_tasks for m in build_snapshot(store, control.settings, clock()).cluster("a").samples] == [60]
+    _, d, _ = control.tick()
+    assert d.targets == {"a": 9, "b": 3} and not d.plan.shrinks
+
+
 def test_allocation_history_from_node_lifetimes():
     class N:
         def __init__(self, a, r=None):

@@ -51,19 +51,20 @@ def seed(store: Store, now: float, span: float, step: float) -> None:
 
 
 def test_prune_never_deletes_what_the_mechanism_reads(world: Store):
-    """samples_s far below the mechanism's window (T = 60 s, T_idle = 600 s): only samples
-    older than 600 s go, and the snapshot and the decision are exactly the same afterwards."""
+    """samples_s far below the mechanism's window (T = 60 s, T_idle = 600 s, plus one T of look-back
+    for an interval without samples): only samples older than 660 s go, and the snapshot and the
+    decision are exactly the same afterwards."""
     settings = Settings(policy="TD", period_s=60, sample_period_s=5, idle_timeout_s=600, tau=0.0)
     now = world.clock.advance(3 * DAY)
     seed(world, now, span=1200, step=5)
-    assert sample_window(settings) == 600
+    assert sample_window(settings) == 660
     before_snap = build_snapshot(world, settings, now)
     before_decision = Control(world, settings, lambda: now).preview()
     total = len(world.samples("busy")) + len(world.samples("idle"))
     r = prune(world, RetentionConfig(samples_s=10, events_s=None, decisions_keep=None), settings, now)
-    assert r.samples_kept_s == 600 and r.samples_before == now - 600
+    assert r.samples_kept_s == 660 and r.samples_before == now - 660
     left = world.samples("busy") + world.samples("idle")
-    assert r.samples == total - len(left) > 0 and min(m.time for m in left) >= now - 600
+    assert r.samples == total - len(left) > 0 and min(m.time for m in left) >= now - 660
     assert build_snapshot(world, settings, now) == before_snap
     after_decision = Control(world, settings, lambda: now).preview()
     assert after_decision.targets == before_decision.targets and after_decision.weights == before_decision.weights

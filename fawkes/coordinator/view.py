@@ -33,18 +33,30 @@ def allocation_history(nodes: Iterable, since: float) -> tuple[tuple[float, int]
     return tuple(points)
 
 
+def interval_samples(samples, start: float) -> tuple:
+    """The samples of the interval (start, now]; if the sampler got none in it (slow SSH, a busy
+    master), the latest earlier one (``samples`` reach one period further back) stands in: a
+    missing sample is not zero demand."""
+    inside = tuple(m for m in samples if m.time > start)
+    if inside or not samples:
+        return inside
+    return (samples[-1],)
+
+
 def sample_window(settings: Settings) -> float:
-    """How far back (s) a snapshot reads samples: the interval T, or T_idle if longer (idleness).
+    """How far back (s) a snapshot reads samples: the interval T, or T_idle if longer (idleness),
+    plus one period for the stand-in of an interval without samples (:func:`interval_samples`).
 
     Retention never deletes samples younger than this (:mod:`fawkes.coordinator.retention`).
     """
-    return max(settings.period_s, settings.idle_timeout)
+    return max(settings.period_s, settings.idle_timeout) + settings.period_s
 
 
 def build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
     """The snapshot of the tick at ``now`` (interval (now − T, now])."""
     start = now - settings.period_s
     window = sample_window(settings)
+    idle_window = max(settings.period_s, settings.idle_timeout)
     last = store.latest_decision()
     weights = last.weights if last else {}
     targets = last.targets if last else {}
@@ -71,7 +83,8 @@ def build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
                 continue
             nodes.append(NodeView(n.host, Role(n.role), stored_bytes=n.stored_bytes or 0, added_at=n.requested_at,
                                   draining=n.state == NodeState.DRAINING))
-        samples = store.samples(c.name, since=now - window, until=now)
+        recent = store.samples(c.name, since=now - window, until=now)
+        samples = [m for m in recent if m.time >= now - idle_window]  # idleness looks back T_idle
         idle_since = None
         for m in samples:
             idle_since = next_idle_since(idle_since, m)
@@ -82,7 +95,7 @@ def build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
         transient = [n for n in every if Role(n.role) is not Role.CORE]
         views.append(ClusterView(
             name=c.name, state=state, min_core=c.min_core, nodes=tuple(nodes),
-            samples=tuple(m for m in samples if m.time > start), allocation=allocation_history(every, start),
+            samples=interval_samples(recent, start), allocation=allocation_history(every, start),
             idle_since=idle_since, weight=weights.get(c.name, 0.0), target=targets.get(c.name),
             shrink_votes=int(votes.get(c.name, 0)),
             # task slots per node = a Spark worker's cores = its host's cores; the fewest is the safe side
