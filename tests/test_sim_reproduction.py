@@ -48,10 +48,8 @@ def test_s37_td_vs_none_on_most_loaded_cluster():
 def test_s37_td_within_5pct_of_every_policy_and_demand_order():
     r, _ = d_results()
     td = r["TD"]["cluster_mean_slowdown"]["C2"]
-    for p in ("EQ", "DU", "RU", "JS", "JT", "TT"):
+    for p in ("EQ", "JD", "DD", "PU", "DU", "RU", "JS", "JT", "TT"):  # spec: TD <= every other policy + 5 %
         assert td <= 1.05 * r[p]["cluster_mean_slowdown"]["C2"], p
-    for p in ("JD", "DD", "PU"):  # prototype (B.5): JD/DD 30-33 %, PU 32 %: ties with TD
-        assert td <= 1.10 * r[p]["cluster_mean_slowdown"]["C2"], p
     jd, dd = (r[p]["cluster_mean_slowdown"]["C2"] for p in ("JD", "DD"))
     assert jd >= 0.95 * dd and dd >= 0.95 * td  # granularity order, 5 % tie allowed
     assert r["PU"]["mean_slowdown"] < r["DU"]["mean_slowdown"]
