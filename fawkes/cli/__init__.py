@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "demo": "fawkes.cli.demo:demo",
     "policy": "fawkes.cli.policy:policy",
     "simulate": "fawkes.cli.simulate:simulate",
+    "trace": "fawkes.cli.trace:trace",
     "lab": "fawkes.cli.lab:lab",
     "inventory": "fawkes.cli.inventory:inventory",
     "framework": "fawkes.cli.framework:framework",

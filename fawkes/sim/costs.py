@@ -123,12 +123,17 @@ class CostModel(BaseModel):
         return min(app.red_max_s, app.red_fixed_s + app.red_s_per_block * blocks)
 
     def durations(self, app: AppProfile, input_bytes: float, maps: int, reduces: int,
-                  rng: np.random.Generator) -> tuple[list[float], list[float]]:
-        """Base task durations (on a core-only cluster) of one job: lognormal around the means."""
-        split = input_bytes / maps if maps else 0.0
-        mm = self.map_mean(app, split)
-        rm = self.reduce_mean(app, input_bytes, reduces)
-        return _lognormal(rng, mm, self.cv, maps, self.map_min_s * 0.5), _lognormal(rng, rm, self.cv, reduces, 1.0)
+                  rng: np.random.Generator, *, map_s: float | None = None,
+                  reduce_s: float | None = None) -> tuple[list[float], list[float]]:
+        """Base task durations (on a core-only cluster) of one job: lognormal around the means.
+
+        The means come from the model, or from ``map_s`` / ``reduce_s`` when a trace measured them.
+        """
+        mm = map_s if map_s is not None else self.map_mean(app, input_bytes / maps if maps else 0.0)
+        rm = reduce_s if reduce_s is not None else self.reduce_mean(app, input_bytes, reduces)
+        map_floor = self.map_min_s * 0.5 if map_s is None else 0.1 * map_s  # measured tasks may be sub-second
+        red_floor = 1.0 if reduce_s is None else 0.1 * reduce_s
+        return _lognormal(rng, mm, self.cv, maps, map_floor), _lognormal(rng, rm, self.cv, reduces, red_floor)
 
     def removal_time(self, stored: float, k: int, n_datanodes: int) -> float:
         """DP (B.3): re-replicate ``stored`` bytes of ``k`` nodes leaving a cluster of ``n_datanodes``."""

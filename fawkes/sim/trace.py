@@ -1,8 +1,10 @@
 """Job traces: CSV import (format in traces/README.md) and an optional cluster file.
 
 Trace: a header and one row per job, columns ``submit_s,cluster,app,input_bytes,maps,reduces``
-plus optional ``ref_runtime_s``.  ``input_bytes`` is a number of bytes, optionally with a unit
-(``KB MB GB TB``, powers of 1024).  Lines starting with ``#`` and blank lines are ignored.
+plus optional ``ref_runtime_s``, ``map_s``, ``reduce_s`` (measured mean task seconds, which replace
+the cost model's) and ``job`` (a label, e.g. the Spark application id; not used by the simulator).
+``input_bytes`` is a number of bytes, optionally with a unit (``KB MB GB TB``, powers of 1024).
+Lines starting with ``#`` and blank lines are ignored.  :func:`write_trace` writes this format.
 
 Cluster file (optional): ``cluster,request_s`` plus optional ``min_core,dataset_bytes``.
 Clusters are the distinct names in the trace; without a cluster file each is requested at
@@ -15,7 +17,8 @@ from __future__ import annotations
 import csv
 import math
 import re
-from dataclasses import replace
+from collections.abc import Iterable
+from dataclasses import astuple, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,12 +29,43 @@ from fawkes.sim.costs import CostModel
 from fawkes.sim.workloads import ClusterSpec, JobSpec, Workload, make_job
 
 REQUIRED = ("submit_s", "cluster", "app", "input_bytes", "maps", "reduces")
-OPTIONAL = ("ref_runtime_s",)
+OPTIONAL = ("ref_runtime_s", "map_s", "reduce_s", "job")
 CLUSTER_REQUIRED = ("cluster", "request_s")
 CLUSTER_OPTIONAL = ("min_core", "dataset_bytes")
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3,
           "t": 1024**4, "tb": 1024**4, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
 _BYTES = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRow:
+    """One job of a trace (the columns, in order; the optional ones may be None/empty)."""
+
+    submit_s: float
+    cluster: str
+    app: str
+    input_bytes: float
+    maps: int
+    reduces: int
+    ref_runtime_s: float | None = None
+    map_s: float | None = None
+    reduce_s: float | None = None
+    job: str = ""
+
+
+def write_trace(rows: Iterable[TraceRow], out) -> int:
+    """Write ``rows`` as a trace CSV (header included) to the text stream ``out``; returns the row count."""
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow([f.name for f in fields(TraceRow)])
+    n = 0
+    for r in rows:
+        w.writerow(["" if v is None else (_num(v) if isinstance(v, float) else v) for v in astuple(r)])
+        n += 1
+    return n
+
+
+def _num(v: float) -> str:
+    return f"{v:.3f}".rstrip("0").rstrip(".") if v != int(v) else str(int(v))
 
 
 def parse_bytes(text: str) -> float:
@@ -102,19 +136,20 @@ def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: floa
         except KeyError as exc:
             raise ConfigError(str(path), f"column {cols.index('app') + 1} (app): {exc.args[0]}", line=lineno,
                               field="app") from None
-        size = _field(path, lineno, cols, "input_bytes", r["input_bytes"], parse_bytes, lambda v: v > 0,
-                      "expected a positive byte count (e.g. 1073741824 or 1GB)")
+        size = _field(path, lineno, cols, "input_bytes", r["input_bytes"], parse_bytes, lambda v: v >= 0,
+                      "expected a byte count >= 0 (e.g. 1073741824 or 1GB)")
         maps = _field(path, lineno, cols, "maps", r["maps"], int, lambda v: v >= 1, "expected an integer >= 1")
         reduces = _field(path, lineno, cols, "reduces", r["reduces"], int, lambda v: v >= 0,
                          "expected an integer >= 0")
-        ref = None
-        if r.get("ref_runtime_s"):
-            ref = _field(path, lineno, cols, "ref_runtime_s", r["ref_runtime_s"], float,
-                         lambda v: finite(v) and v > 0, "expected seconds > 0 (or empty)")
-        rows.append((submit, cluster, app, size, maps, reduces, ref))
+        opt = {}
+        for col in ("ref_runtime_s", "map_s", "reduce_s"):
+            if r.get(col):
+                opt[col] = _field(path, lineno, cols, col, r[col], float, lambda v: finite(v) and v > 0,
+                                  "expected seconds > 0 (or empty)")
+        rows.append(TraceRow(submit, cluster, app, size, maps, reduces, job=r.get("job", ""), **opt))
     if not rows:
         raise ConfigError(str(path), "no jobs in the trace")
-    names = list(dict.fromkeys(r[1] for r in sorted(rows, key=lambda r: r[0])))
+    names = list(dict.fromkeys(r.cluster for r in sorted(rows, key=lambda r: r.submit_s)))
     specs = {n: ClusterSpec(n, 0.0, min_core, 0.0, preloaded=True) for n in names}
     if clusters_file is not None:
         cpath = Path(clusters_file)
@@ -142,7 +177,7 @@ def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: floa
     if max(s.min_core for s in specs.values()) > capacity:
         raise ConfigError(str(path), f"a cluster's minimum ({max(s.min_core for s in specs.values())}) exceeds "
                           f"--capacity {capacity}")
-    rows.sort(key=lambda r: r[0])
+    rows.sort(key=lambda r: r.submit_s)
     wl = Workload(f"trace:{path.name}", tuple(specs.values()), (), capacity, period_s=period_s,
                   grow_type=Role.TR if grow.lower() in ("tr", "transient") else Role.TC, cost=cost,
                   settings={} if idle_timeout_s is None else {"idle_timeout_s": idle_timeout_s},
@@ -163,8 +198,9 @@ def reseed(wl: Workload, seed: int) -> Workload:
     rows = getattr(wl, "_rows")
     rng = np.random.default_rng([seed, 99])
     jobs: list[JobSpec] = []
-    for k, (submit, cluster, app, size, maps, reduces, ref) in enumerate(rows):
-        jobs.append(make_job(wl.cost, rng, k, cluster, app, size, maps, reduces, submit, ref_runtime_s=ref))
+    for k, r in enumerate(rows):
+        jobs.append(make_job(wl.cost, rng, k, r.cluster, r.app, r.input_bytes, r.maps, r.reduces, r.submit_s,
+                             ref_runtime_s=r.ref_runtime_s, map_s=r.map_s, reduce_s=r.reduce_s))
     out = replace(wl, jobs=tuple(jobs))
     object.__setattr__(out, "_rows", rows)
     _RESEEDED[key] = (wl, out)

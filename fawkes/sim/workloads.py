@@ -74,9 +74,10 @@ class Workload:
 # --- job construction -----------------------------------------------------------------------
 
 def make_job(cost: CostModel, rng: np.random.Generator, jid: int, cluster: str, app: str, input_bytes: float,
-             maps: int, reduces: int, submit_s: float, **kw) -> JobSpec:
+             maps: int, reduces: int, submit_s: float, *, map_s: float | None = None,
+             reduce_s: float | None = None, **kw) -> JobSpec:
     prof = cost.profile(app)
-    md, rd = cost.durations(prof, input_bytes, maps, reduces, rng)
+    md, rd = cost.durations(prof, input_bytes, maps, reduces, rng, map_s=map_s, reduce_s=reduce_s)
     return JobSpec(jid, cluster, prof.name, float(input_bytes), int(maps), int(reduces), float(submit_s),
                    tuple(md), tuple(rd), beta_in=prof.beta_in, beta_out=prof.beta_out,
                    output_bytes=input_bytes * prof.selectivity, **kw)
