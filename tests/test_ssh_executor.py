@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import threading
 import time
@@ -30,6 +31,14 @@ def test_parallel_commands_on_all_hosts(lab, ex):
     # the connections are reused: a second fan-out opens no new connection
     ex.run(names, ["true"])
     assert ex.connects == len(names)
+
+
+def test_connections_disable_nagle(lab, ex):
+    """Every small SSH message would otherwise wait for the peer's delayed ACK (40 ms per channel open
+    on Linux); the figures are in bench/bench_ssh_fanout.py."""
+    ex.run(["h1", "h2"], "true")
+    socks = [c.get_transport().sock for h in ("h1", "h2") for c in ex._idle[h]]
+    assert socks and all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in socks)
 
 
 def test_run_each_and_env(lab, ex):

@@ -404,6 +404,7 @@ class Executor:
 
     def _connect_once(self, t: Target) -> paramiko.SSHClient:
         client = paramiko.SSHClient()
+        sock = None
         try:
             if self.known_hosts is not None:
                 if self.known_hosts.is_file():
@@ -415,8 +416,13 @@ class Executor:
             client.set_missing_host_key_policy(
                 _RejectUnknown(self.known_hosts) if self.strict_host_keys else paramiko.AutoAddPolicy())
             key = str(t.key_file) if t.key_file else None
+            sock = socket.create_connection((t.address, t.port), timeout=self.connect_timeout)
+            # Without TCP_NODELAY every small SSH message (channel open, exec request, key exchange
+            # steps) waits for the peer's delayed ACK: 40 ms per channel open on Linux (measured on
+            # the lab: 44 ms -> 0.2 ms).  paramiko leaves Nagle's algorithm on.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             client.connect(t.address, port=t.port, username=t.user, key_filename=key,
-                           look_for_keys=key is None, allow_agent=key is None,
+                           look_for_keys=key is None, allow_agent=key is None, sock=sock,
                            timeout=self.connect_timeout, banner_timeout=self.connect_timeout,
                            auth_timeout=self.connect_timeout)
             self.connects += 1
@@ -426,6 +432,8 @@ class Executor:
             raise
         except Exception as exc:
             client.close()
+            if sock is not None:
+                sock.close()
             raise _classify(t, exc) from None
 
 
