@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +31,16 @@ def test_node_dir_is_each_hosts_own_root(lab, ex):
     assert not (lab.node_dir / "whoami").exists()  # the root namespace sees its own (empty) dir
     # the root filesystem (Java, Python) is shared
     assert ex.run(["h1"], ["java", "-version"])["h1"].ok
+
+
+def test_hosts_have_their_own_bashrc(lab, ex):
+    """bash started by sshd reads ~/.bashrc even for a plain command: the hosts get the lab's (empty)
+    one, like a fresh node, not this machine's (which may run pyenv init on every command)."""
+    res = ex.run(["h1", "h2"], "cat ~/.bashrc")
+    assert {r.stdout for r in res.values()} == {(lab.dir / "bashrc").read_text()}
+    machine_rc = Path.home() / ".bashrc"
+    if machine_rc.exists():  # the machine's own file is untouched
+        assert "fawkes lab" not in machine_rc.read_text()
 
 
 def test_no_route_leaves_the_machine(lab, ex):

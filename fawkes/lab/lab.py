@@ -6,6 +6,7 @@ Layout of the lab directory::
     id_ed25519(.pub)         the lab's login key;  authorized_keys
     known_hosts              every host's key, under its name and address
     etc_hosts                bind-mounted over /etc/hosts on every host (hosts + "controller")
+    bashrc                   bind-mounted over root's ~/.bashrc on every host (a fresh node's: nothing)
     inventory.yaml           an inventory of the lab (see inventory/README.md)
     node/                    each host sees its own root directory here (bind mount)
     hosts/<h>/root/          that root, as seen from the root namespace
@@ -132,6 +133,7 @@ class Lab:
                        f"{self.controller_address} controller"]
         hosts_lines += [f"{a} {h}" for h, a in zip(names, addrs)]
         (d / "etc_hosts").write_text("\n".join(hosts_lines) + "\n")
+        (d / "bashrc").write_text("# fawkes lab: root's ~/.bashrc on the lab hosts (see fawkes/lab/sshd.py start)\n")
         known = []
         netns.create_bridge(self.prefix, self.subnet)
         for i, (name, addr) in enumerate(zip(names, addrs), start=1):
@@ -156,7 +158,7 @@ class Lab:
         procs = None if self.cpus is None else cgroup.create(self.prefix, h.name, self.cpus)
         pid = sshd.start(netns=h.netns, hostname=h.name, config=hd / "sshd_config", log=hd / "sshd.log",
                          root=h.root, node_dir=self.node_dir, etc_hosts=self.dir / "etc_hosts",
-                         cgroup_procs=procs)
+                         cgroup_procs=procs, bashrc=self.dir / "bashrc")
         return LabHost(h.name, h.address, h.root, h.netns, h.veth, pid)
 
     def _save(self) -> None:
