@@ -141,6 +141,15 @@ def test_cli_writes_a_trace_the_simulator_replays_with_the_measured_task_times(t
     assert res.jobs == 3 and not res.invariant_errors
 
 
+def test_cli_names_clusters_after_resolved_directories():
+    for cwd, args in ((FIX / "etl", ["."]), (FIX / "etl" / f"eventlog_v2_{WC_ID}", ["."]),
+                      (FIX, ["etl/../etl"])):
+        r = subprocess.run([sys.executable, "-m", "fawkes", "trace", "from-spark", "-q", *args], cwd=cwd,
+                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(FIX.parents[2])))
+        assert r.returncode == 0, r.stderr
+        assert {row["cluster"] for row in csv.DictReader(io.StringIO(r.stdout))} == {"etl"}, (cwd, args)
+
+
 def test_cli_refuses_bad_input_and_writes_nothing(tmp_path):
     out = tmp_path / "t.csv"
     for args, msg in (

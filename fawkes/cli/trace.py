@@ -54,8 +54,8 @@ def from_spark(sources, output, app, quiet) -> None:
             raise FawkesError(f"{path if sep else s}: no such file or directory")
         if not sep:
             path = s
-            p = Path(path)
-            cluster = (p if p.is_dir() and not p.name.startswith("eventlog_v2_") else p.resolve().parent).name
+            p = Path(path).resolve()
+            cluster = (p if p.is_dir() and not p.name.startswith("eventlog_v2_") else p.parent).name
             what = f"{s}: cluster name {cluster!r} taken from the directory; give one as CLUSTER={s}"
         else:
             what = f"{s}: CLUSTER"

@@ -82,7 +82,7 @@ def find_apps(path: Path) -> list[list[Path]]:
         return [[path]]
     if not path.is_dir():
         raise ConfigError(str(path), "no such file or directory")
-    if path.name.startswith(ROLLING_PREFIX):
+    if path.resolve().name.startswith(ROLLING_PREFIX):  # resolved: "." may be one
         return [_rolling_files(path)]
     apps = []
     for p in sorted(path.iterdir()):
