@@ -127,3 +127,40 @@ def test_cli_plot(tmp_path):
     out = tmp_path / "a.png"
     assert main(["simulate", "A", "--plot", str(out), "-q"]) == 0
     assert out.stat().st_size > 10_000
+
+
+def test_cost_overrides_reach_the_workload_and_keep_the_experiment_base():
+    from fawkes.sim.runner import parse_cost, reference_runtimes
+
+    base, wide = generate("D", 1), generate("D", 1, 1, parse_cost(["map_slots=12", "reduce_slots=4"]))
+    assert (wide.cost.map_slots, wide.cost.reduce_slots) == (12, 4) and base.cost.map_slots == 6
+    assert generate("D", 1, 1, (("map_slots", 12), ("reduce_slots", 4))) is wide  # cached on the overrides
+    big = [i for i, j in enumerate(base.jobs) if j.maps >= 400]
+    assert big and all(reference_runtimes(wide)[i] < 0.8 * reference_runtimes(base)[i] for i in big)
+    slow = generate("D", 1, 1, parse_cost(["apps.wc.map_s_per_block=80"]))
+    wc = [i for i, j in enumerate(base.jobs) if j.app == "wordcount" and j.maps >= 400]
+    assert all(sum(slow.jobs[i].map_d) > 1.6 * sum(base.jobs[i].map_d) for i in wc)
+    assert slow.cost.apps["sort"] == base.cost.apps["sort"]
+    assert generate("ch2", 1, 1, parse_cost(["cv=0.1"])).cost.map_slots == 8  # ch. 2's 8 + 2 slots stay
+
+
+@pytest.mark.parametrize("item, msg", [
+    ("map_slots=0", "map_slots: Input should be greater than or equal to 1"),
+    ("nosuch=1", "unknown cost parameter 'nosuch'"),
+    ("apps.nosuch.beta_in=1", "unknown app 'nosuch'"),
+    ("apps.sort.colour=1", "unknown application field 'colour'"),
+    ("apps.sort.beta_in=-1", "apps.sort.beta_in: Input should be greater than or equal to 0"),
+    ("penalty=sometimes", "penalty: Input should be"),
+    ("map_slots", "--cost expects KEY=VALUE"),
+])
+def test_bad_cost_overrides_are_one_line_errors(item, msg, capsys):
+    assert main(["simulate", "D", "-q", "--cost", item]) == 2
+    err = capsys.readouterr().err
+    assert msg in err and err.count("\n") == 1 and err.startswith("fawkes: error: ")
+
+
+def test_trace_with_cost_overrides_reports_them(tmp_path, capsys):
+    assert main(["simulate", "--trace", "traces/sample.csv", "--capacity", "24", "--min-core", "4",
+                 "--period", "60", "-q", "--json", "--cost", "map_slots=10"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["cost"] == {"map_slots": 10}

@@ -21,6 +21,7 @@ Examples:
   fawkes simulate B --compare None,EQ,TD --grow tr
   fawkes simulate --trace traces/sample.csv --capacity 48 --min-core 10 --period 120 --compare TD,EQ,None
   fawkes simulate A --plot a.png
+  fawkes simulate --trace week.csv --capacity 16 --min-core 4 --period 60 --cost map_slots=12 --cost reduce_slots=4
 """
 
 
@@ -41,6 +42,9 @@ Examples:
 @click.option("--seeds", type=int, default=1, show_default=True, help="Number of seeds (first is --seed).")
 @click.option("--seed", "first_seed", type=int, default=1, show_default=True, help="First seed.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a mechanism setting (repeatable).")
+@click.option("--cost", "costs", multiple=True, metavar="KEY=VALUE",
+              help="Override a cost-model parameter (repeatable): map_slots, reduce_slots, cv, w_dst_Bps, ... "
+                   "or apps.NAME.FIELD (docs/simulation.md).")
 @click.option("--scale", type=int, default=1, show_default=True, help="Multiply jobs, nodes and minima (bench).")
 @click.option("--workers", type=int, default=None, help="Processes (default: one per core).")
 @click.option("--check", is_flag=True, help="Check the invariants of spec A.13 on every tick.")
@@ -49,7 +53,7 @@ Examples:
               help="PNG of each cluster's allocation and queue length over time (first seed).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, idle_timeout, policy, compare_,
-             grow, seeds, first_seed, sets, scale, workers, check, as_json, plot_file, quiet) -> None:
+             grow, seeds, first_seed, sets, costs, scale, workers, check, as_json, plot_file, quiet) -> None:
     """Simulate EXPERIMENT (ch2, A, B, C, D, E) or a --trace with the FAWKES mechanism.
 
     Prints per-cluster mean slowdowns (against each job alone on a static 10-core-node
@@ -67,6 +71,7 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
         raise FawkesError("--workers must be at least 1")
     if policy and compare_:
         raise FawkesError("use either --policy or --compare, not both")
+    cost = runner.parse_cost(costs)
     workload = None
     if trace_file:
         if experiment:
@@ -76,10 +81,12 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
             raise FawkesError(f"--trace needs {', '.join(missing)}")
         if capacity < 1 or min_core < 1 or period <= 0:
             raise FawkesError("--capacity and --min-core must be >= 1 and --period > 0")
+        from fawkes.sim.costs import cost_model
         from fawkes.sim.trace import load_trace
 
         workload = load_trace(trace_file, capacity=capacity, min_core=min_core, period_s=period,
-                              clusters_file=clusters_file, grow=grow or "tc", idle_timeout_s=idle_timeout)
+                              clusters_file=clusters_file, grow=grow or "tc", idle_timeout_s=idle_timeout,
+                              cost=cost_model(cost))
         exp = workload.name
     else:
         if not experiment:
@@ -105,15 +112,17 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
     seed_list = list(range(first_seed, first_seed + seeds))
     progress = None if quiet else _Progress(len(specs) * len(seed_list))
     matrix = runner.run_matrix(exp, specs, seed_list, grow=grow, check=check, scale=scale, workers=workers,
-                               timeline=bool(plot_file), progress=progress, workload=workload)
+                               timeline=bool(plot_file), progress=progress, workload=workload, cost=cost)
     if progress:
         progress.close()
     from fawkes.sim.metrics import aggregate
 
     rows = [aggregate(matrix[s.label]) for s in specs]
-    if grow:
-        for r in rows:
+    for r in rows:
+        if grow:
             r["grow"] = grow.lower()
+        if cost:
+            r["cost"] = dict(cost)
     if plot_file:
         from fawkes.sim.plot import plot_timeline
 
@@ -174,6 +183,8 @@ def _print_table(rows, exp: str, seeds: list[int], baseline) -> None:
         "mean_response_s", "cluster_mean_response_s")
     click.echo(f"experiment {exp}, seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}), {rows[0]['jobs']} jobs, "
                f"{rows[0]['tasks']} tasks; mean {metric} per cluster (means over seeds)")
+    if rows[0].get("cost"):
+        click.echo("cost model: " + ", ".join(f"{k}={v}" for k, v in rows[0]["cost"].items()))
     head = ["policy", f"mean {metric}", *clusters, "p95/p50", "reconf", "G(mean)", "makespan", "util", "killed"]
     if baseline is not None and len(rows) > 1:
         head.append(f"vs {baseline['policy']}")

@@ -144,6 +144,44 @@ class CostModel(BaseModel):
         return stored / min(r_nn, receivers * self.w_dst_Bps)
 
 
+#: KEY=VALUE overrides of a CostModel, hashable (workload caches key on them)
+CostOverrides = tuple[tuple[str, object], ...]
+
+
+def cost_model(overrides: CostOverrides = (), **base) -> CostModel:
+    """``CostModel(**base)`` with ``overrides`` applied and validated: a field name (``map_slots``,
+    ``w_dst_Bps``, ...) or ``apps.NAME.FIELD`` for one application profile (``apps.sort.beta_in``)."""
+    from pydantic import ValidationError
+
+    fields = dict(base)
+    apps = dict(APPS)
+    for key, value in overrides:
+        parts = key.split(".")
+        if parts[0] == "apps" and len(parts) == 3:
+            try:
+                name, attr = app_profile(parts[1], apps).name, parts[2]
+            except KeyError as exc:
+                raise ValueError(f"{key}: {exc.args[0]}") from None
+            if attr not in AppProfile.model_fields or attr == "name":
+                raise ValueError(f"{key}: unknown application field {attr!r}; known: "
+                                 + ", ".join(f for f in AppProfile.model_fields if f != "name"))
+            try:
+                apps[name] = AppProfile.model_validate({**apps[name].model_dump(), attr: value})
+            except ValidationError as exc:
+                raise ValueError(f"{key}: {exc.errors()[0]['msg']}, got {value!r}") from None
+        elif len(parts) == 1 and key in CostModel.model_fields and key != "apps":
+            fields[key] = value
+        else:
+            raise ValueError(f"unknown cost parameter {key!r}; known: "
+                             + ", ".join(f for f in CostModel.model_fields if f != "apps")
+                             + ", apps.NAME.FIELD")
+    try:
+        return CostModel(**fields, apps=apps)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        raise ValueError(f"{e['loc'][0]}: {e['msg']}, got {e.get('input')!r}") from None
+
+
 def _lognormal(rng: np.random.Generator, mean: float, cv: float, n: int, floor: float) -> list[float]:
     if n <= 0:
         return []

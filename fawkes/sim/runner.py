@@ -121,6 +121,24 @@ def _parse_sets(sets: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def parse_cost(items: Sequence[str]) -> tuple[tuple[str, Any], ...]:
+    """``--cost KEY=VALUE`` items as validated cost-model overrides (see :func:`costs.cost_model`)."""
+    from fawkes.sim.costs import cost_model
+
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise FawkesError(f"--cost expects KEY=VALUE, not {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = _coerce(v.strip())
+    over = tuple(out.items())
+    try:
+        cost_model(over)
+    except ValueError as exc:
+        raise FawkesError(f"--cost: {exc}") from None
+    return over
+
+
 def _coerce(v: str) -> Any:
     low = v.lower()
     if low in ("true", "yes", "on"):
@@ -197,16 +215,19 @@ def run_one(wl: Workload, spec: PolicySpec, seed: int, *, grow: str | None = Non
 
 
 def _chunk(args) -> list[RunResult]:
-    experiment, seed, specs, grow, check, scale, timeline = args
-    wl = generate(experiment, seed, scale)
+    experiment, seed, specs, grow, check, scale, timeline, cost = args
+    wl = generate(experiment, seed, scale, cost)
     return [run_one(wl, s, seed, grow=grow, check=check, timeline=timeline, experiment=experiment) for s in specs]
 
 
 def run_matrix(experiment: str, specs: Sequence[PolicySpec], seeds: Sequence[int], *, grow: str | None = None,
                check: bool = False, scale: int = 1, workers: int | None = None, timeline: bool = False,
                progress: Callable[[int, int, str], None] | None = None,
-               workload: Workload | None = None) -> dict[str, list[RunResult]]:
-    """Every policy on every seed; results grouped by policy label, in seed order."""
+               workload: Workload | None = None, cost: tuple[tuple[str, Any], ...] = ()) -> dict[str, list[RunResult]]:
+    """Every policy on every seed; results grouped by policy label, in seed order.
+
+    ``cost`` overrides the experiment's cost model (:func:`parse_cost`); a trace ``workload``
+    carries its own."""
     specs = list(specs)
     total = len(specs) * len(seeds)
     out: dict[str, list[RunResult]] = {s.label: [] for s in specs}
@@ -225,7 +246,7 @@ def run_matrix(experiment: str, specs: Sequence[PolicySpec], seeds: Sequence[int
         return out
     experiment = experiment_name(experiment)
     half = max(1, math.ceil(len(specs) / 2))
-    chunks = [(experiment, seed, tuple(specs[i:i + half]), grow, check, scale, timeline)
+    chunks = [(experiment, seed, tuple(specs[i:i + half]), grow, check, scale, timeline, cost)
               for seed in seeds for i in range(0, len(specs), half)]
     n_workers = workers if workers is not None else min(os.cpu_count() or 1, len(chunks))
     if n_workers <= 1 or total <= 2:

@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from fawkes.mechanism.model import Role
-from fawkes.sim.costs import BLOCK, GB, CostModel
+from fawkes.sim.costs import BLOCK, GB, CostModel, CostOverrides, cost_model
 
 MB64 = 64 * 1024 * 1024
 
@@ -97,9 +97,9 @@ def _poisson_times(rng: np.random.Generator, n: int, horizon_s: float) -> list[f
 
 # --- chapter 2 -------------------------------------------------------------------------------
 
-def ch2(seed: int, scale: int = 1) -> Workload:
+def ch2(seed: int, scale: int = 1, cost_over: CostOverrides = ()) -> Workload:
     """S-2.4: 20 core nodes + a pool of 20; 50 jobs, WT/ST, types 3-8, Exp(30 s) arrivals."""
-    cost = CostModel(map_slots=8, reduce_slots=2)
+    cost = cost_model(cost_over, map_slots=8, reduce_slots=2)
     rng = np.random.default_rng([seed, 2])
     n_core, pool = 20 * scale, 20 * scale
     jobs, t = [], 0.0
@@ -121,9 +121,9 @@ def ch2(seed: int, scale: int = 1) -> Workload:
 
 # --- chapter 3 macro experiments -------------------------------------------------------------
 
-def exp_a(seed: int, scale: int = 1) -> Workload:
+def exp_a(seed: int, scale: int = 1, cost_over: CostOverrides = ()) -> Workload:
     """S-3.5: clusters requested at 0/100/200 s, 50 GB each (loaded), 50 small WT jobs each at request."""
-    cost = CostModel()
+    cost = cost_model(cost_over)
     rng = np.random.default_rng([seed, 10])
     clusters, jobs = [], []
     for k, name in enumerate(("C1", "C2", "C3")):
@@ -136,8 +136,8 @@ def exp_a(seed: int, scale: int = 1) -> Workload:
                     cost=cost, settings={"policy": "JD"}, note="Table 3.2 A: JD, TR, T = 60 s, C = 60")
 
 
-def _bc(name: str, app: str, seed: int, scale: int) -> Workload:
-    cost = CostModel()
+def _bc(name: str, app: str, seed: int, scale: int, cost_over: CostOverrides) -> Workload:
+    cost = cost_model(cost_over)
     rng = np.random.default_rng([seed, 11 if app == "wordcount" else 12])
     jobs = []
     for cname, n, size in (("C1", 90, "small"), ("C2", 5, "medium"), ("C3", 5, "large")):
@@ -149,12 +149,12 @@ def _bc(name: str, app: str, seed: int, scale: int) -> Workload:
                     note=f"Table 3.2 {name}: {app}, batch 90 small / 5 medium / 5 large, C = 60, T = 60 s")
 
 
-def exp_b(seed: int, scale: int = 1) -> Workload:
-    return _bc("B", "wordcount", seed, scale)
+def exp_b(seed: int, scale: int = 1, cost_over: CostOverrides = ()) -> Workload:
+    return _bc("B", "wordcount", seed, scale, cost_over)
 
 
-def exp_c(seed: int, scale: int = 1) -> Workload:
-    return _bc("C", "sort", seed, scale)
+def exp_c(seed: int, scale: int = 1, cost_over: CostOverrides = ()) -> Workload:
+    return _bc("C", "sort", seed, scale, cost_over)
 
 
 HORIZON = 240 * 60.0
@@ -163,9 +163,9 @@ HORIZON = 240 * 60.0
 DE_SETTINGS = {"period_s": 120.0, "idle_timeout_s": 1800.0}
 
 
-def exp_d(seed: int, scale: int = 1) -> Workload:
+def exp_d(seed: int, scale: int = 1, cost_over: CostOverrides = ()) -> Workload:
     """S-3.7: C1 165 small, C2 188 (bursty MM), C3 555 small; WT/ST 50/50; C = 48, T = 120 s, TC."""
-    cost = CostModel()
+    cost = cost_model(cost_over)
     rng = np.random.default_rng([seed, 13])
     arrivals: list[tuple[float, str, str]] = []
     for t in _poisson_times(rng, 165 * scale, HORIZON):
@@ -193,9 +193,9 @@ def exp_d(seed: int, scale: int = 1) -> Workload:
                     settings=dict(DE_SETTINGS), note="Table 3.2 D: 240 min, C = 48, T = 120 s, TC growing")
 
 
-def exp_e(seed: int, scale: int = 1) -> Workload:
+def exp_e(seed: int, scale: int = 1, cost_over: CostOverrides = ()) -> Workload:
     """S-3.8: C1 359 MM (heavy), C2 a sequential BTWorld chain of 26 jobs, C3 559 small."""
-    cost = CostModel()
+    cost = cost_model(cost_over)
     rng = np.random.default_rng([seed, 14])
     arrivals: list[tuple[float, str, str]] = []
     sizes = ["small"] * 326 + ["medium"] * 15 + ["large"] * 18
@@ -243,9 +243,10 @@ def experiment_name(name: str) -> str:
 
 
 @lru_cache(maxsize=64)
-def generate(name: str, seed: int, scale: int = 1) -> Workload:
-    """The workload of an experiment for one seed (cached: every policy replays the same jobs)."""
-    return GENERATORS[experiment_name(name)](seed, scale)
+def generate(name: str, seed: int, scale: int = 1, cost_over: CostOverrides = ()) -> Workload:
+    """The workload of an experiment for one seed (cached: every policy replays the same jobs),
+    with the experiment's cost model changed by ``cost_over`` (:func:`fawkes.sim.costs.cost_model`)."""
+    return GENERATORS[experiment_name(name)](seed, scale, cost_over)
 
 
 def static_job_workload(job: JobSpec, cost: CostModel, n_core: int, n_tr: int = 0, n_tc: int = 0,
