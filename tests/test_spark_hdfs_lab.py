@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from fawkes.frameworks import dists
-from fawkes.frameworks.base import ProgressEvent
+from fawkes.frameworks.base import DecommissionInterrupted, DecommissionTimeout, ProgressEvent
 from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role, ShrinkMode
@@ -284,6 +284,63 @@ def test_reconfigure_restarts_only_what_changed(lab):
         assert p2["namenode"] == p1["namenode"] and p2["worker"] != p1["worker"]
         assert drv.master_state(c).cores == 2
         assert drv.health(c).ok
+    finally:
+        drv.teardown(c)
+        ex.close()
+    assert not cluster_processes(lab, c.name)
+
+
+def test_dp_that_cannot_finish_stops_nothing_and_can_be_taken_back(lab, tmp_path):
+    """A TC node holds the only replica of a file and the only other DataNode does not answer
+    (SIGSTOP): HDFS can never finish decommissioning it.  A timeout and a cancelled wait both leave
+    its DataNode running and decommissioning; ``recommission`` puts it back In Service with its
+    worker ALIVE; the file is intact."""
+    fw = framework()
+    c = ClusterSpec(f"dp{os.getpid() % 10000}", fw, (node(lab, 5, Role.CORE),), options=LAB_OPTIONS)
+    core, tc = c.nodes[0], node(lab, 6, Role.TC)
+    ex = lab.executor()
+    drv = SparkHdfsDriver(ex)
+    try:
+        drv.deploy(c, timeout=180)
+        c = drv.add_nodes(c, [tc], timeout=120).cluster
+        src = tmp_path / "tc-only.txt"
+        src.write_text("a block only the transient-core node holds\n" * 50000)
+        r = ex.run(tc.name, Script("/bin/sh {c} hdfs org.apache.hadoop.fs.FsShell -put -f {s} /tc-only.txt",
+                                   c=f"{c.cluster_dir(tc)}/bin/fawkes-daemon.sh", s=str(src)), timeout=120)[tc.name]
+        assert r.ok, r.error  # replication 1 (one core node): the writer's own DataNode holds the block
+        wait_for("the block on the TC DataNode", lambda: drv.datanodes(c).live[tc.address].blocks > 0, 30)
+        assert drv.datanodes(c).live[core.address].blocks == 0
+        before = checksum(drv, c, "/tc-only.txt")
+        assert ex.run(core.name, Script("kill -STOP $(cat {d}/pids/datanode.pid)", d=c.cluster_dir(core)))[core.name].ok
+
+        def still_decommissioning():
+            assert drv.health(c).daemons[tc.name]["datanode"], "DataNode stopped before Decommissioned"
+            assert drv.datanodes(c).live[tc.address].admin_state == "Decommission In Progress"
+
+        with pytest.raises(DecommissionTimeout, match="nothing was stopped"):
+            drv.remove_nodes(c, [tc.name], timeout=8)
+        still_decommissioning()
+        cancel = threading.Event()
+        threading.Timer(2.0, cancel.set).start()
+        t0 = time.monotonic()
+        with pytest.raises(DecommissionInterrupted, match="nothing was stopped"):
+            drv.remove_nodes(c, [tc.name], timeout=300, cancel=cancel)
+        assert time.monotonic() - t0 < 60  # the wait ended on the cancel, not on the timeout
+        still_decommissioning()
+
+        back = drv.recommission(c, [tc.name], timeout=120)
+        assert back.hosts == (tc.name,)
+        assert drv.datanodes(c).live[tc.address].admin_state == "In Service"
+        assert tc.address in drv.master_state(c).workers_by_host("ALIVE")
+        exclude = ex.run(c.master.name, Script("cat {f}", f=drv._exclude_path(c)))[c.master.name].stdout
+        assert tc.address not in exclude
+        assert drv.recommission(c, [tc.name]).hosts == ()  # idempotent: nothing is decommissioning
+    finally:
+        ex.run(core.name, Script("kill -CONT $(cat {d}/pids/datanode.pid) 2>/dev/null || true", d=c.cluster_dir(core)))
+    try:
+        wait_for("the core DataNode back", lambda: drv.health(c).ok, 60)
+        assert checksum(drv, c, "/tc-only.txt") == before
+        assert drv.datanodes(c).live[tc.address].admin_state == "In Service"  # nothing moved it since
     finally:
         drv.teardown(c)
         ex.close()

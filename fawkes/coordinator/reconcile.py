@@ -29,7 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from fawkes.coordinator.fleet import Fleet
 from fawkes.errors import FawkesError
-from fawkes.frameworks.base import DecommissionTimeout
+from fawkes.frameworks.base import DecommissionInterrupted, DecommissionTimeout
 from fawkes.mechanism import ClusterState, Role, ShrinkMode
 from fawkes.store import Store
 from fawkes.store.lifecycle import NODE_TIMEOUTS, NodeState
@@ -160,6 +160,9 @@ class Reconciler:
         spec, driver = self.fleet.spec(name)
         try:
             driver.remove_nodes(spec, [n.host for n in nodes], timeout=self.drain_timeout, cancel=self.cancel)
+        except DecommissionInterrupted as exc:  # stopping: HDFS goes on; the next start resumes the wait
+            log.info("%s", exc)
+            return
         except DecommissionTimeout as exc:
             self.store.record_event("shrink", str(exc), level="warning", cluster=name)
             return  # nodes stay DRAINING; the next step tries again

@@ -45,8 +45,10 @@ class DecommissionTimeout(FawkesError):
     """DP did not finish in time: the node keeps running (still decommissioning); nothing was stopped."""
 
 
-class DecommissionCancelled(FawkesError):
-    """DP was cancelled: the node was put back in service."""
+class DecommissionInterrupted(DecommissionTimeout):
+    """The wait for DP was cancelled (e.g. the coordinator stops): as after a timeout, the node keeps
+    decommissioning and nothing was stopped; a later ``remove_nodes`` resumes the wait.  Putting the
+    node back in service is :meth:`FrameworkDriver.recommission`."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,12 @@ class FrameworkDriver(ABC):
     def remove_nodes(self, cluster: ClusterSpec, names: Sequence[str], mode: ShrinkMode | None = None, *,
                      timeout: float = 600.0, cancel: threading.Event | None = None) -> OpResult:
         """Shrink by FP or DP (default: by role, TR->FP, TC->DP). Core nodes are refused."""
+
+    @abstractmethod
+    def recommission(self, cluster: ClusterSpec, names: Sequence[str], *, timeout: float = 180.0) -> OpResult:
+        """Put nodes whose DP has not finished back in service (a drain taken back): the file system
+        stops decommissioning them and their compute daemons take work again.  Nodes not being
+        decommissioned are left as they are."""
 
     @abstractmethod
     def save_output(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> None:

@@ -32,7 +32,7 @@ from pathlib import PurePosixPath
 
 from fawkes.errors import FawkesError
 from fawkes.frameworks import metrics as M
-from fawkes.frameworks.base import (DecommissionCancelled, DecommissionTimeout, FrameworkDriver, Health,
+from fawkes.frameworks.base import (DecommissionInterrupted, DecommissionTimeout, FrameworkDriver, Health,
                                     OpResult)
 from fawkes.frameworks.render import CONTROL_SCRIPT, EXCLUDE_FILE, ports_for, render_exclude
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
@@ -406,11 +406,11 @@ class SparkHdfsDriver(FrameworkDriver):
                 done = self._wait(cluster, "DataNodes to be Decommissioned", decommissioned, timeout, t0, cancel)
             except FawkesError as exc:
                 raise DecommissionTimeout(f"DP of {names} did not finish in {timeout:g}s ({last or exc}); "
-                                          "nothing was stopped: retry, or cancel to put the nodes back in "
-                                          "service") from None
-            if not done:  # cancelled
-                self._recommission(cluster, dp, excl - addrs, t0)
-                raise DecommissionCancelled(f"DP of {names} cancelled: the nodes are back in service")
+                                          "nothing was stopped: retry, or recommission to put the nodes back "
+                                          "in service") from None
+            if not done:  # the caller stopped waiting: HDFS goes on decommissioning, nothing is stopped
+                raise DecommissionInterrupted(f"DP of {names}: wait cancelled ({last}); nothing was stopped, "
+                                              "the NameNode goes on decommissioning")
             phases["hdfs_decommission"] = time.monotonic() - t
         # 3. let the decommissioned executors drain (bounded), then stop: DataNode only now
         t = time.monotonic()
@@ -429,12 +429,43 @@ class SparkHdfsDriver(FrameworkDriver):
                                  for n in dp}, "stopping decommissioned nodes")
         phases["dp_stop"] = time.monotonic() - t
 
-    def _recommission(self, cluster: ClusterSpec, dp: list[NodeSpec], exclude: set[str], t0: float) -> None:
-        self.emit(cluster, "dp", "cancelled: putting the nodes back in service", t0=t0)
-        self._set_exclude(cluster, exclude)
-        # a decommissioned Spark worker cannot be re-enabled: restart it
-        self._ctl_each(cluster, {n.name: [("stop", "worker"), ("start", "worker")] for n in dp}, "restarting workers")
-        self._wait_workers(cluster, dp, 120, t0)
+    def recommission(self, cluster: ClusterSpec, names: Sequence[str], *, timeout: float = 180.0) -> OpResult:
+        """Take back a DP that has not finished: drop the nodes from the exclude file (refreshNodes puts
+        their DataNodes back in service, blocks and all) and restart their Spark workers (a worker told
+        to decommission cannot be re-enabled).  A DataNode already Decommissioned stays so: its DP is
+        done and only ``remove_nodes`` finishes it."""
+        t0 = time.monotonic()
+        nodes = [cluster.node(n) for n in names if any(x.name == n for x in cluster.nodes)]
+        live = self.datanodes(cluster).live
+        excl = set(self._read_exclude(cluster))
+        alive = set(self.master_state(cluster).workers_by_host("ALIVE"))
+
+        def state(n: NodeSpec) -> str:
+            return live[n.address].admin_state if n.address in live else "not live"
+
+        # being decommissioned: excluded, reported so, or a worker told to decommission (no longer ALIVE)
+        back = [n for n in nodes if n.role is not Role.CORE and state(n) != "Decommissioned"
+                and (n.address in excl or state(n) == "Decommission In Progress" or n.address not in alive)]
+        if not back:
+            return OpResult(cluster, {"total": 0.0}, ())
+        addrs = {n.address for n in back}
+        self.emit(cluster, "recommission", f"putting {', '.join(n.name for n in back)} back in service", t0=t0)
+        if excl & addrs:
+            self._set_exclude(cluster, excl - addrs)
+        restart = [n for n in back if n.address not in alive or n.address in excl]
+        self._ctl_each(cluster, {n.name: [("stop", "worker"), ("start", "worker")] for n in restart},
+                       "restarting workers")
+        self._wait_workers(cluster, back, timeout, t0)
+        with_dn = {n.address for n in back if "datanode" in self.role_daemons[n.role]}
+
+        def in_service():
+            live = self.datanodes(cluster).live
+            return all(a in live and live[a].admin_state == "In Service" for a in with_dn)
+
+        self._wait(cluster, "DataNodes back In Service", in_service, timeout, t0)
+        total = time.monotonic() - t0
+        self.emit(cluster, "recommission", f"back in service in {total:.1f}s", t0=t0)
+        return OpResult(cluster, {"total": total}, tuple(n.name for n in back))
 
     # ================================================================== teardown
     def teardown(self, cluster: ClusterSpec, *, wipe: bool = True, timeout: float = 120.0) -> OpResult:
