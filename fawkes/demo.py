@@ -217,23 +217,12 @@ def report(out: Outcome) -> str:
 
 
 def plot(out: Outcome, path: Path) -> Path:
-    import matplotlib
+    from fawkes.sim.plot import plot_allocations
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def since_start(pts):
+        return [(t - out.start, n) for t, n in pts]
 
-    fig, (ax1, ax2) = plt.subplots(2, 1, sharex=True, figsize=(8, 5))
-    for name in CLUSTERS:
-        pts = [(t - out.start, n) for t, n in out.allocation[name]] + [(out.end - out.start, out.allocation[name][-1][1])]
-        ax1.step([p[0] for p in pts], [p[1] for p in pts], where="post", label=name)
-        q = [(t - out.start, n) for t, n in out.queue[name]]
-        ax2.step([p[0] for p in q], [p[1] for p in q], where="post", label=name)
-    ax1.set_ylabel("nodes held")
-    ax1.set_title(f"fawkes demo: allocation and queue per MR-cluster ({out.policy})")
-    ax1.legend(loc="upper right")
-    ax2.set_ylabel("queued jobs")
-    ax2.set_xlabel("seconds since the stream started")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return plot_allocations(
+        path, {c: since_start(out.allocation[c]) for c in CLUSTERS}, {c: since_start(out.queue[c]) for c in CLUSTERS},
+        end=out.end - out.start, queue_label="queued jobs", unit="s since the stream started",
+        title=f"fawkes demo: allocation and queue per MR-cluster ({out.policy})")

@@ -164,3 +164,15 @@ def test_trace_with_cost_overrides_reports_them(tmp_path, capsys):
                  "--period", "60", "-q", "--json", "--cost", "map_slots=10"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["cost"] == {"map_slots": 10}
+
+
+def test_stacked_plot_steps_and_the_demo_plot(tmp_path):
+    from fawkes.demo import Outcome, plot
+    from fawkes.sim.plot import _at
+
+    assert _at([(1.0, 2), (5.0, 4), (5.0, 3)], [0.0, 1.0, 3.0, 5.0, 9.0]) == [0, 2, 2, 3, 3]
+    out = Outcome("TD", 50.0, start=100.0, end=400.0, allocation={"busy": [(100.0, 2), (117.0, 4)],
+                  "calm": [(100.0, 2)], "quiet": [(100.0, 2)]}, queue={"busy": [(100.0, 1), (300.0, 0)],
+                  "calm": [(110.0, 1), (150.0, 0)], "quiet": []})
+    png = plot(out, tmp_path / "demo.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
