@@ -58,7 +58,7 @@ def from_spark(sources, output, app, quiet) -> None:
             cluster = (p if p.is_dir() and not p.name.startswith("eventlog_v2_") else p.parent).name
             what = f"{s}: cluster name {cluster!r} taken from the directory; give one as CLUSTER={s}"
         else:
-            what = f"{s}: CLUSTER"
+            what = s
         try:
             validate.name("cluster", cluster)
         except FawkesError as exc:
