@@ -22,7 +22,7 @@ from conftest import run_cli
 from fawkes.errors import ConfigError
 from fawkes.sim.costs import CostModel
 from fawkes.sim.runner import parse_policy, run_one
-from fawkes.sim.spark_eventlog import read_app, to_trace
+from fawkes.sim.spark_eventlog import find_apps, read_app, to_trace
 from fawkes.sim.trace import load_trace, write_trace
 from fawkes.sim.workloads import make_job
 
@@ -78,8 +78,9 @@ def test_a_rolling_log_split_in_parts_reads_as_one(tmp_path):
     half = len(lines) // 2
     for n, part in ((1, lines[:half]), (2, lines[half:]), (10, [])):  # numeric order: 1, 2, 10
         (d / f"events_{n}_{WC_ID}.zstd").write_bytes(zstandard.ZstdCompressor().compress(b"".join(part)))
-    assert read_app([p for p in sorted(d.iterdir(), key=lambda p: int(p.name.split("_")[1]))]) == \
-        read_app([_rolling_file(WC_ID)])
+    (files,) = find_apps(d)
+    assert [f.name.split("_")[1] for f in files] == ["1", "2", "10"]
+    assert read_app(files) == read_app([_rolling_file(WC_ID)])
     assert to_trace([("x", d)]).rows[0].maps == 8
 
 
