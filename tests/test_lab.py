@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +13,7 @@ import pytest
 
 from fawkes.lab import Lab
 from fawkes.lab import netns
-from tests.conftest import LAB_PREFIX, REPO, run_cli
+from tests.conftest import LAB_PREFIX, REPO, run_cli, unavailable
 
 pytestmark = pytest.mark.lab
 
@@ -122,13 +125,32 @@ BURN = ("import time\nt0 = time.monotonic(); c0 = time.process_time()\n"
         "while time.monotonic() - t0 < 2.0: pass\nprint(time.process_time() - c0)")
 
 
+def _free_subnet() -> str:
+    return next(s for s in (f"10.{n}.0" for n in range(230, 250)) if Lab.subnet_free(s))
+
+
+def _need_cgroups(*controllers: str) -> None:
+    """Root, the lab's tools and the cgroup controllers: fail under CI, skip elsewhere."""
+    from fawkes.errors import FawkesError
+    from fawkes.lab import cgroup
+    try:
+        netns.require_support()
+        cgroup.require(list(controllers))
+    except FawkesError as exc:
+        unavailable(str(exc))
+
+
+def _groups_of(prefix: str, host: str) -> list[Path]:
+    from fawkes.lab import cgroup
+    return [d for d in (cgroup.group_dir(prefix, host, c) for c in (cgroup.CPU, cgroup.MEMORY)) if d is not None]
+
+
 def test_cpu_quota_makes_a_host_a_fixed_slice_of_the_machine(tmp_path):
     """--cpus 0.25: a busy loop on the host gets a quarter of a core (cgroup CFS quota), and the
     group goes with the lab."""
-    from fawkes.lab import cgroup
+    _need_cgroups("cpu")
     prefix = f"{LAB_PREFIX}q"
-    subnet = next(s for s in (f"10.{n}.0" for n in range(230, 250)) if Lab.subnet_free(s))
-    r = run_cli("lab", "up", "--hosts", "1", "--prefix", prefix, "--subnet", subnet, "--dir", str(tmp_path),
+    r = run_cli("lab", "up", "--hosts", "1", "--prefix", prefix, "--subnet", _free_subnet(), "--dir", str(tmp_path),
                 "--cpus", "0.25")
     assert r.returncode == 0 and "0.25 CPU each" in r.stdout, r.stderr
     try:
@@ -140,7 +162,119 @@ def test_cpu_quota_makes_a_host_a_fixed_slice_of_the_machine(tmp_path):
         assert 0.3 <= used <= 0.6, used  # 2 s of wall time at 0.25 CPU = 0.5 CPU seconds
     finally:
         assert run_cli("lab", "down", "--dir", str(tmp_path)).returncode == 0
-    assert not cgroup.group_dir(prefix, "h1").exists() and not cgroup.group_dir(prefix, "h1").parent.exists()
+    assert all(not d.exists() and not d.parent.exists() for d in _groups_of(prefix, "h1"))
+
+
+def _alloc(mib: int) -> list[str]:
+    """A command that really touches ``mib`` MiB (bytes filled with 1s) and prints ok."""
+    return ["python3", "-c", f"x = b'\\x01' * ({mib} << 20); print('ok', len(x) >> 20)"]
+
+
+def test_memory_limit_makes_a_host_a_fixed_slice_of_the_machine(tmp_path):
+    """--memory 256M: on the host 64 MiB can be allocated, 512 MiB cannot (OOM-killed in the
+    host's memory cgroup, on a machine with GiBs free); lab.json, status and the inventory state
+    the limit; a revived host is limited again; `down` removes the groups."""
+    from fawkes.inventory import load_inventory
+    from fawkes.lab import cgroup
+    _need_cgroups("cpu", "memory")
+    prefix = f"{LAB_PREFIX}m"
+    r = run_cli("lab", "up", "--hosts", "2", "--prefix", prefix, "--subnet", _free_subnet(), "--dir", str(tmp_path),
+                "--cpus", "0.5", "--memory", "256M")
+    assert r.returncode == 0 and "0.5 CPU, 256 MiB memory each" in r.stdout, r.stderr
+    try:
+        lab = Lab.load(tmp_path)
+        assert json.loads((tmp_path / "lab.json").read_text())["memory_mb"] == 256 and lab.memory_mb == 256
+        st = json.loads(run_cli("lab", "status", "--dir", str(tmp_path), "--json").stdout)
+        assert st["memory_mb"] == 256 and [h["memory_mb"] for h in st["hosts"]] == [256, 256]  # read from the cgroups
+        assert [h["cpus"] for h in st["hosts"]] == [0.5, 0.5]
+        text = run_cli("lab", "status", "--dir", str(tmp_path)).stdout
+        assert "0.5 CPU, 256 MiB memory per host" in text and text.count("(0.5 CPU, 256 MiB memory)") == 2
+        host = load_inventory(lab.inventory_path).host("h1")
+        assert (host.cores, host.memory_mb) == (1, 256)
+        mem_dir = cgroup.group_dir(prefix, "h1", cgroup.MEMORY)
+        for i in range(2):  # as started, then after a crash and revive
+            if i:
+                lab.crash("h1")
+                lab.revive("h1")
+            with lab.executor(["h1"], command_timeout=60) as ex:
+                small = ex.run(None, _alloc(64))["h1"]
+                big = ex.run(None, _alloc(512))["h1"]
+                where = ex.run(None, ["cat", "/proc/self/cgroup"])["h1"].stdout
+            assert small.ok and small.stdout.split() == ["ok", "64"], small
+            assert not big.ok and "ok" not in big.stdout, big  # SIGKILLed by the OOM killer (or MemoryError)
+            assert f"/fawkes-lab-{prefix}/h1" in where
+            assert cgroup.memory_limit_mb(prefix, "h1") == 256 and mem_dir.is_dir()
+    finally:
+        groups = {g for h in ("h1", "h2") for g in _groups_of(prefix, h) if g.is_dir()}
+        r = run_cli("lab", "down", "--dir", str(tmp_path))
+    assert r.returncode == 0 and f"{len(groups)} cgroups" in r.stdout, r.stdout + r.stderr
+    assert len(groups) >= 2 and not any(g.exists() or g.parent.exists() for g in groups)
+
+
+def test_auto_divides_the_machine_between_the_hosts(tmp_path):
+    from fawkes.lab import capacity
+    _need_cgroups("cpu", "memory")
+    have = capacity.machine()
+    r = run_cli("lab", "up", "--hosts", "2", "--prefix", f"{LAB_PREFIX}a", "--subnet", _free_subnet(),
+                "--dir", str(tmp_path), "--cpus", "auto", "--memory", "auto")
+    try:
+        assert r.returncode == 0, r.stderr
+        lab = Lab.load(tmp_path)
+        assert lab.cpus == math.floor(have.cpus * 100 / 2) / 100 and lab.memory_mb == have.memory_mb // 2
+        assert Lab.up(2, tmp_path, prefix=lab.prefix, subnet=lab.subnet, cpus="auto", memory="auto") \
+            .hosts == lab.hosts  # idempotent: auto resolves to the same shape
+    finally:
+        assert run_cli("lab", "down", "--dir", str(tmp_path)).returncode == 0
+
+
+@pytest.mark.spark
+def test_spark_worker_offers_its_hosts_quota(tmp_path):
+    """The lab's inventory states each host's quota (cores = CPUs rounded up, memory = the limit),
+    and a Spark worker deployed from that inventory offers exactly that to the master."""
+    from fawkes.frameworks import dists
+    from fawkes.frameworks.registry import node_spec
+    from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
+    from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths
+    from fawkes.inventory import load_inventory
+    from fawkes.mechanism.model import Role
+    _need_cgroups("cpu", "memory")
+    d = dists.ensure_lab_dists()
+    fw = FrameworkPaths("lab", "spark-hdfs", str(d.spark_home), hdfs_jars=str(d.hdfs_home))
+    lab = Lab.up(1, tmp_path, prefix=f"{LAB_PREFIX}w", subnet=_free_subnet(), cpus=1.5, memory="1536M")
+    try:
+        node = node_spec(load_inventory(lab.inventory_path).host("h1"), Role.CORE)
+        assert (node.cores, node.memory_mb) == (2, 1536)
+        cluster = ClusterSpec("quota", fw, (node,))
+        with lab.executor(command_timeout=120) as ex:
+            drv = SparkHdfsDriver(ex)
+            try:
+                drv.deploy(cluster, timeout=240)
+                w = drv.master_state(cluster).workers_by_host("ALIVE")[node.address]
+                assert (w.cores, w.memory_mb) == (2, 1536)
+            finally:
+                drv.teardown(cluster)
+    finally:
+        lab.down()
+
+
+def test_quotas_must_fit_the_cgroup_this_process_runs_in(tmp_path):
+    """Run `lab up` inside a cgroup limited to 1 CPU and 1 GiB: quotas are checked against that,
+    not against the machine."""
+    from fawkes.lab import cgroup
+    _need_cgroups("cpu", "memory")
+    prefix = f"{LAB_PREFIX}l"
+    procs = cgroup.create(prefix, "limiter", cpus=1.0, memory_mb=1024)
+    try:
+        for args, want in ((["--cpus", "0.75"], "more than the CPU quota of cgroup"),
+                           (["--memory", "768M"], "more than the memory limit of cgroup")):
+            cmd = cgroup.enter(procs) + [sys.executable, "-m", "fawkes", "lab", "up", "--hosts", "2",
+                                         "--prefix", f"{prefix}x", "--dir", str(tmp_path / "lab"), *args]
+            r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=60)
+            assert r.returncode == 2 and want in r.stderr and f"fawkes-lab-{prefix}/limiter" in r.stderr, r.stderr
+            assert len(r.stderr.splitlines()) == 1 and not (tmp_path / "lab").exists()
+    finally:
+        cgroup.remove(prefix)
+    assert all(not d.parent.exists() for d in _groups_of(prefix, "limiter"))
 
 
 def test_refuses_clearly_without_root(tmp_path):
@@ -158,3 +292,64 @@ def test_bad_arguments_are_refused():
                  ["--cpus", "0"], ["--cpus", "1000"]):
         r = run_cli("lab", "up", *args)
         assert r.returncode == 2 and r.stderr.startswith("fawkes: error: lab:"), (args, r.stderr)
+
+
+BAD = ["nan", "NaN", "inf", "-inf", "-1", "0", "0.0", "1e3", "10" + "0" * 30, "", " 1", "abc", "1,5", "0x10",
+       "1\n", "1\x01", "1\r\n2", "auto\n", "1" * 5000]  # (no NUL: argv cannot carry one; see below)
+
+
+def test_bad_quotas_are_refused_before_anything_is_created(tmp_path):
+    """Garbage, NaN, infinity, negative, zero, absurd or control-character values of --cpus and
+    --memory, and quotas that do not fit the machine: one line naming the option, exit 2, and no lab
+    directory, namespace or cgroup."""
+    from fawkes.errors import FawkesError
+    from fawkes.lab import capacity
+    have = capacity.machine()
+    prefix = f"{LAB_PREFIX}b"
+    too_many_cpus = f"{float(have.cpus) / 2 + 0.01:.2f}"  # x 2 hosts: just over the machine
+    too_much_memory = f"{have.memory_mb // 2 + 1}M"
+    cases = [(["--cpus", v], "--cpus") for v in BAD + ["0.001", "3e-3"]] + \
+        [(["--memory", v], "--memory") for v in BAD + ["32M", "0.01G", "1P", "2 G", "2GG", "-", "M"]] + \
+        [(["--cpus", too_many_cpus], "--cpus"), (["--memory", too_much_memory], "--memory"),
+         (["--cpus", "auto", "--memory", too_much_memory], "--memory")]
+    d = tmp_path / "lab"
+    for args, option in cases:
+        r = subprocess.run([sys.executable, "-m", "fawkes", "lab", "up", "--hosts", "2", "--prefix", prefix,
+                            "--dir", str(d), *args], capture_output=True, text=True, cwd=REPO, timeout=60)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert r.stderr.startswith(f"fawkes: error: lab: {option}") and len(r.stderr.splitlines()) == 1, \
+            (args, r.stderr)
+        assert "Traceback" not in r.stderr and len(r.stderr) < 400, (args, r.stderr)
+    for kw in ({"cpus": "0.5\x00"}, {"memory": "1G\x00"}, {"cpus": float("inf")}, {"memory": float("nan")}):
+        with pytest.raises(FawkesError, match="^lab: --(cpus|memory) must be") as exc:
+            Lab.up(2, d, prefix=prefix, **kw)
+        assert "\n" not in str(exc.value)
+    assert not d.exists() and netns.list_netns(prefix) == [] and netns.list_links(prefix) == []
+    assert not any(g.parent.exists() for g in _groups_of(prefix, "h1"))
+    r = run_cli("lab", "up", "--hosts", "2", "--cpus", too_many_cpus, "--dir", str(d))
+    assert "x 2 hosts" in r.stderr and "--cpus auto" in r.stderr, r.stderr  # says how to size it
+
+
+def test_quota_arithmetic():
+    """Sizing against a fixed machine (2 cores, 24 GiB): sums, auto, units and limits."""
+    from fractions import Fraction
+
+    from fawkes.errors import FawkesError
+    from fawkes.lab import capacity
+    m = capacity.Machine(Fraction(2), "this machine's cores", 24 * 1024, "this machine's MemTotal")
+    assert capacity.size(8, "0.25", "2G", m) == (0.25, 2048)
+    assert capacity.size(8, "auto", "auto", m) == (0.25, 3072)
+    assert capacity.size(3, "auto", None, m) == (0.66, None)  # rounded down: 3 x 0.66 <= 2
+    assert capacity.size(20, "0.1", "1.2g", m) == (0.1, 1228)  # 20 x 0.1 is exactly 2, no float error
+    assert capacity.size(1, None, "512MiB", m) == (None, 512) and capacity.size(1, None, 1000, m) == (None, 1000)
+    assert capacity.size(2, None, "1024", m) == (None, 1024)  # a bare number is MiB
+    assert capacity.size(4, None, None, m) == (None, None)
+    for hosts, cpus, memory, msg in [(8, "0.3", None, "--cpus 0.3 x 8 hosts = 2.4 CPUs"),
+                                     (13, None, "2G", "--memory 2 GiB x 13 hosts = 26 GiB"),
+                                     (1, "2.5", None, "--cpus must be between 0.01 and 2"),
+                                     (1, float("nan"), None, "--cpus must be"),
+                                     (1, True, None, "--cpus must be"),
+                                     (1, None, -5, "--memory must be between 64 MiB"),
+                                     (1, None, 10 ** 30, "--memory must be between 64 MiB")]:
+        with pytest.raises(FawkesError, match=re.escape(msg)):
+            capacity.size(hosts, cpus, memory, m)

@@ -15,6 +15,13 @@ def _dir(value: str | None) -> Path:
     return Path(value) if value else default_dir()
 
 
+def _quota(cpus: float | None, memory_mb: int | None) -> str:
+    """``0.25 CPU, 2 GiB memory`` (either part only when set; empty without limits)."""
+    from fawkes.lab.capacity import fmt_cpus, fmt_mb
+    parts = ([f"{fmt_cpus(cpus)} CPU"] if cpus else []) + ([f"{fmt_mb(memory_mb)} memory"] if memory_mb else [])
+    return ", ".join(parts)
+
+
 @click.group()
 def lab() -> None:
     """SSH test hosts as network namespaces: up, status, crash, revive, down."""
@@ -25,15 +32,24 @@ def lab() -> None:
 @click.option("--dir", "dir_", default=None, help=DIR_HELP)
 @click.option("--prefix", default="fawkes", show_default=True, help="name prefix of namespaces and links")
 @click.option("--subnet", default="10.200.0", show_default=True, help="the lab's /24 (first three octets)")
-@click.option("--cpus", type=float, default=None,
-              help="CPU quota per host in cores (a cgroup), e.g. 0.25 for 8 hosts on 2 cores; default: unlimited")
-def up(hosts: int, dir_: str | None, prefix: str, subnet: str, cpus: float | None) -> None:
-    """Start (or keep) a lab of N hosts and write its inventory."""
+@click.option("--cpus", default=None, metavar="CORES|auto",
+              help="CPU quota per host (a cgroup), e.g. 0.25 for 8 hosts on 2 cores; auto: the machine's "
+                   "cores / hosts; default: unlimited")
+@click.option("--memory", default=None, metavar="SIZE|auto",
+              help="memory limit per host (a cgroup, no swap), e.g. 2G or 512M (MiB without a unit); auto: "
+                   "the machine's memory / hosts; default: unlimited")
+def up(hosts: int, dir_: str | None, prefix: str, subnet: str, cpus: str | None, memory: str | None) -> None:
+    """Start (or keep) a lab of N hosts and write its inventory.
+
+    With --cpus/--memory every host runs under its own CPU quota and memory limit, and all hosts
+    together must fit this machine (docs/lab.md, "What a lab host models").
+    """
     from fawkes.lab import Lab
-    lab_ = Lab.up(hosts, _dir(dir_), prefix=prefix, subnet=subnet, cpus=cpus)
-    quota = f", {cpus:g} CPU each" if cpus else ""
+    lab_ = Lab.up(hosts, _dir(dir_), prefix=prefix, subnet=subnet, cpus=cpus, memory=memory)
+    quota = _quota(lab_.cpus, lab_.memory_mb)
     click.echo(f"lab up: {len(lab_.hosts)} hosts in {lab_.dir} "
-               f"({lab_.hosts[0].address} .. {lab_.hosts[-1].address}, controller {lab_.controller_address}{quota})")
+               f"({lab_.hosts[0].address} .. {lab_.hosts[-1].address}, controller {lab_.controller_address}"
+               f"{f', {quota} each' if quota else ''})")
     click.echo(f"inventory: {lab_.inventory_path}")
     click.echo(f"ssh: ssh -i {lab_.key_file} -o UserKnownHostsFile={lab_.known_hosts} root@{lab_.hosts[0].address}")
 
@@ -55,8 +71,9 @@ def down(dir_: str | None, prefix: str, subnet: str) -> None:
             click.echo(f"lab: {_dir(dir_) / 'lab.json'} is unreadable: cleaning up by --prefix {prefix} "
                        f"--subnet {subnet}", err=True)
         removed = Lab.cleanup(prefix, subnet, _dir(dir_))
-    click.echo("lab down: removed {processes} processes, {netns} namespaces, {links} links{r}".format(
-        **removed, r=", the guard route" if removed["route"] else ""))
+    cgroups = f", {removed['cgroups']} cgroups" if removed.get("cgroups") else ""
+    click.echo("lab down: removed {processes} processes, {netns} namespaces, {links} links{c}{r}".format(
+        **removed, c=cgroups, r=", the guard route" if removed["route"] else ""))
 
 
 @lab.command()
@@ -70,12 +87,13 @@ def status(dir_: str | None, as_json: bool) -> None:
         click.echo(json.dumps(st, indent=2))
         return
     alive = sum(h["alive"] for h in st["hosts"])
-    quota = f", {st['cpus']:g} CPU per host" if st.get("cpus") else ""
-    click.echo(f"lab {st['dir']} (prefix {st['prefix']}, {st['subnet']}.0/24{quota}): "
+    quota = _quota(st.get("cpus"), st.get("memory_mb"))
+    click.echo(f"lab {st['dir']} (prefix {st['prefix']}, {st['subnet']}.0/24{f', {quota} per host' if quota else ''}): "
                f"{alive}/{len(st['hosts'])} alive")
     for h in st["hosts"]:
         state = f"up   pid {h['pid']}, {h['processes']} processes" if h["alive"] else "DOWN"
-        click.echo(f"  {h['name']:<6} {h['address']:<15} {state}")
+        limits = _quota(h.get("cpus"), h.get("memory_mb"))  # as the host's cgroups have them now
+        click.echo(f"  {h['name']:<6} {h['address']:<15} {state}{f' ({limits})' if limits else ''}")
 
 
 @lab.command()

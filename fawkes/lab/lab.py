@@ -2,7 +2,7 @@
 
 Layout of the lab directory::
 
-    lab.json                 state: prefix, subnet, CPU quota per host, hosts (netns, veth, pid of each host)
+    lab.json                 state: prefix, subnet, CPU quota and memory limit per host, hosts (netns, veth, pid)
     id_ed25519(.pub)         the lab's login key;  authorized_keys
     known_hosts              every host's key, under its name and address
     etc_hosts                bind-mounted over /etc/hosts on every host (hosts + "controller")
@@ -16,6 +16,7 @@ Layout of the lab directory::
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -23,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fawkes.errors import FawkesError
-from fawkes.lab import cgroup, netns, sshd
+from fawkes.lab import capacity, cgroup, netns, sshd
 from fawkes.ssh.executor import Executor, Target
 
 DEFAULT_DIR = Path("/tmp/fawkes-lab")
@@ -50,10 +51,12 @@ class LabHost:
 class Lab:
     """A running (or crashed/partly running) lab.  Build one with :meth:`up` or :meth:`load`."""
 
-    def __init__(self, dir: Path, prefix: str, subnet: str, hosts: list[LabHost], cpus: float | None = None):
+    def __init__(self, dir: Path, prefix: str, subnet: str, hosts: list[LabHost], cpus: float | None = None,
+                 memory_mb: int | None = None):
         self.dir = Path(dir).resolve()
         self.prefix, self.subnet = prefix, subnet
         self.cpus = cpus  # CPU quota per host in cores (cgroup), None = unlimited
+        self.memory_mb = memory_mb  # memory limit per host in MiB (cgroup), None = unlimited
         self.hosts = hosts
         self.inventory_path = self.dir / "inventory.yaml"
         self.known_hosts = self.dir / "known_hosts"
@@ -64,22 +67,27 @@ class Lab:
     # ------------------------------------------------------------------ create / load
     @classmethod
     def up(cls, hosts: int = 4, dir: Path | None = None, *, prefix: str = "fawkes",
-           subnet: str = "10.200.0", cpus: float | None = None) -> "Lab":
+           subnet: str = "10.200.0", cpus: float | str | None = None,
+           memory: int | str | None = None) -> "Lab":
         """Bring up ``hosts`` SSH hosts (idempotent: a healthy lab of that shape is reused).
 
-        ``cpus``: each host's CPU quota in cores (a cgroup holding all its processes), so that a
-        node is a fixed slice of this machine; None leaves every host the whole machine.
+        ``cpus`` (cores, e.g. 0.25) and ``memory`` (MiB as an int, or a size such as ``"2G"``):
+        each host's CPU quota and memory limit (cgroups holding all its processes), so that a node
+        is a fixed slice of this machine; ``"auto"`` divides the machine evenly; None leaves every
+        host the whole machine.  All hosts together must fit the machine (:mod:`fawkes.lab.capacity`).
         """
         dir = Path(dir or default_dir()).resolve()
         _check_args(hosts, dir, prefix, subnet)
-        _check_cpus(cpus)
+        cpus, memory_mb = capacity.size(hosts, cpus, memory)
         netns.require_support()
+        cgroup.require([c for c, v in ((cgroup.CPU, cpus), (cgroup.MEMORY, memory_mb)) if v is not None])
+        shape = (prefix, subnet, hosts, cpus, memory_mb)
         if (dir / "lab.json").is_file():
             try:
                 old = cls.load(dir)
             except FawkesError:
                 old = None
-            if old and (old.prefix, old.subnet, len(old.hosts), old.cpus) == (prefix, subnet, hosts, cpus) \
+            if old and (old.prefix, old.subnet, len(old.hosts), old.cpus, old.memory_mb) == shape \
                     and old.healthy():
                 return old
             if old and (old.prefix, old.subnet) != (prefix, subnet):
@@ -89,7 +97,7 @@ class Lab:
         if users:
             raise FawkesError(f"lab: subnet {subnet}.0/24 is already used by {', '.join(users)} "
                               "(another lab?); choose another --subnet")
-        lab = cls(dir, prefix, subnet, [], cpus)
+        lab = cls(dir, prefix, subnet, [], cpus, memory_mb)
         try:
             lab._create(hosts)
         except BaseException:
@@ -103,7 +111,7 @@ class Lab:
         try:
             state = json.loads((dir / "lab.json").read_text())
             hosts = [LabHost(**{**h, "root": Path(h["root"])}) for h in state["hosts"]]
-            return cls(dir, state["prefix"], state["subnet"], hosts, state.get("cpus"))
+            return cls(dir, state["prefix"], state["subnet"], hosts, state.get("cpus"), state.get("memory_mb"))
         except FileNotFoundError:
             raise FawkesError(f"no lab in {dir} (start one with `fawkes lab up --dir {dir}`)") from None
         except (ValueError, KeyError, TypeError) as exc:
@@ -112,10 +120,10 @@ class Lab:
 
     @classmethod
     def cleanup(cls, prefix: str = "fawkes", subnet: str = "10.200.0", dir: Path | None = None) -> dict:
-        """Remove leftovers of any earlier lab with this prefix (processes, netns, links, guard route)."""
+        """Remove leftovers of any earlier lab with this prefix (processes, netns, links, guard route, cgroups)."""
         netns.require_support()
         removed = netns.teardown(prefix, subnet)
-        cgroup.remove(prefix)
+        removed["cgroups"] = cgroup.remove(prefix)
         if dir is not None:
             (Path(dir) / "lab.json").unlink(missing_ok=True)
         return removed
@@ -155,14 +163,15 @@ class Lab:
 
     def _start(self, h: LabHost) -> LabHost:
         hd = self.dir / "hosts" / h.name
-        procs = None if self.cpus is None else cgroup.create(self.prefix, h.name, self.cpus)
+        procs = [] if self.cpus is None and self.memory_mb is None else \
+            cgroup.create(self.prefix, h.name, cpus=self.cpus, memory_mb=self.memory_mb)
         pid = sshd.start(netns=h.netns, hostname=h.name, config=hd / "sshd_config", log=hd / "sshd.log",
                          root=h.root, node_dir=self.node_dir, etc_hosts=self.dir / "etc_hosts",
                          cgroup_procs=procs, bashrc=self.dir / "bashrc")
         return LabHost(h.name, h.address, h.root, h.netns, h.veth, pid)
 
     def _save(self) -> None:
-        state = {"prefix": self.prefix, "subnet": self.subnet, "cpus": self.cpus,
+        state = {"prefix": self.prefix, "subnet": self.subnet, "cpus": self.cpus, "memory_mb": self.memory_mb,
                  "hosts": [{**asdict(h), "root": str(h.root)} for h in self.hosts]}
         tmp = self.dir / "lab.json.tmp"
         tmp.write_text(json.dumps(state, indent=2) + "\n")
@@ -219,25 +228,34 @@ class Lab:
             up = sshd.alive(h.pid) and h.netns in present
             hosts.append({"name": h.name, "address": h.address, "netns": h.netns, "pid": h.pid,
                           "alive": up, "processes": len(netns.netns_pids(h.netns)) if h.netns in present else 0,
-                          "root": str(h.root), "cpus": cgroup.quota(self.prefix, h.name) if self.cpus else None})
+                          "root": str(h.root), "cpus": cgroup.quota(self.prefix, h.name) if self.cpus else None,
+                          "memory_mb": cgroup.memory_limit_mb(self.prefix, h.name) if self.memory_mb else None})
         return {"dir": str(self.dir), "prefix": self.prefix, "subnet": self.subnet, "cpus": self.cpus,
+                "memory_mb": self.memory_mb,
                 "controller": self.controller_address, "inventory": str(self.inventory_path), "hosts": hosts}
 
     def down(self) -> dict:
-        """Remove every process, namespace, link and route of this lab (files stay for inspection)."""
+        """Remove every process, namespace, link, route and cgroup of this lab (files stay for inspection)."""
         removed = netns.teardown(self.prefix, self.subnet)
         sshd.reap()
-        cgroup.remove(self.prefix)
+        removed["cgroups"] = cgroup.remove(self.prefix)
         (self.dir / "lab.json").unlink(missing_ok=True)
         self.hosts = [LabHost(h.name, h.address, h.root, h.netns, h.veth, None) for h in self.hosts]
         return removed
 
     def inventory_yaml(self) -> str:
+        """The lab as an inventory; ``cores``/``memory`` are each host's quota (1 core, 1 GiB without one)."""
+        cores = max(1, math.ceil(round(self.cpus, 6))) if self.cpus else 1
+        memory = f"{self.memory_mb}MiB" if self.memory_mb else "1GiB"
+        limits = ([f"a CPU quota of {capacity.fmt_cpus(self.cpus)} CPU (cores: rounded up)"] if self.cpus else []) \
+            + ([f"a memory limit of {capacity.fmt_mb(self.memory_mb)} (memory)"] if self.memory_mb else [])
+        quota = (f"# Each host runs under {' and '.join(limits)}; docs/lab.md." if limits
+                 else "# No CPU quota or memory limit per host: cores and memory below are nominal.")
         lines = ["# The fawkes SSH test lab (written by `fawkes lab up`; see inventory/README.md).",
-                 "# Declared capacity is a slice: all lab hosts share one machine.",
+                 "# Declared capacity is a slice: all lab hosts share one machine.", quota,
                  "version: 1", "known_hosts: known_hosts", "strict_host_keys: true",
                  "defaults:", "  user: root", "  port: 22", "  key_file: id_ed25519",
-                 "  cores: 1", "  memory: 1GiB", f"  work_dir: {self.node_dir}", "  labels: [lab]",
+                 f"  cores: {cores}", f"  memory: {memory}", f"  work_dir: {self.node_dir}", "  labels: [lab]",
                  "groups:", f"  lab: [{', '.join(h.name for h in self.hosts)}]", "hosts:"]
         half = (len(self.hosts) + 1) // 2
         for i, h in enumerate(self.hosts):
@@ -250,14 +268,6 @@ class Lab:
         deadline = time.monotonic() + timeout
         while netns.netns_pids(ns) and time.monotonic() < deadline:
             time.sleep(0.01)
-
-
-def _check_cpus(cpus: float | None) -> None:
-    if cpus is None:
-        return
-    most = os.cpu_count() or 1
-    if not isinstance(cpus, (int, float)) or not 0.01 <= cpus <= most:
-        raise FawkesError(f"lab: --cpus must be between 0.01 and {most} (this machine's cores), not {cpus!r}")
 
 
 def _check_args(hosts: int, dir: Path, prefix: str, subnet: str) -> None:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from fawkes.errors import FawkesError
+from fawkes.lab import cgroup
 from fawkes.lab.netns import sh
 
 SSHD = "/usr/sbin/sshd"
@@ -54,12 +55,13 @@ def sshd_config(*, name: str, host_key: Path, authorized_keys: Path, log_root: P
 
 
 def start(*, netns: str, hostname: str, config: Path, log: Path, root: Path, node_dir: Path,
-          etc_hosts: Path, cgroup_procs: Path | None = None, bashrc: Path | None = None) -> int:
+          etc_hosts: Path, cgroup_procs: list[Path] | None = None, bashrc: Path | None = None) -> int:
     """Start the host's sshd in its own PID namespace; return the pid of the ``unshare`` process.
 
     Killing that process (or the namespace's pid 1, sshd) kills every process of the host.  With
-    ``cgroup_procs`` the process enters that cgroup before anything else starts, so every process
-    of the host (sshd, sessions, daemons) shares the group's CPU quota.  ``bashrc`` is bind-mounted
+    ``cgroup_procs`` (``cgroup.procs`` files) the process enters those cgroups before anything else
+    starts, so every process of the host (sshd, sessions, daemons) shares the groups' CPU quota and
+    memory limit; if it cannot, it exits and sshd never comes up.  ``bashrc`` is bind-mounted
     over root's ``~/.bashrc`` inside the host: bash started by sshd reads that file even for a
     plain command, and this machine's may run slow tools on every command (pyenv init: 90 ms and
     ~100 processes per command here); a fresh cluster node has none of that.
@@ -70,7 +72,7 @@ def start(*, netns: str, hostname: str, config: Path, log: Path, root: Path, nod
               + "exec {sshd} -D -f {c} -E {l}").format(
         **{k: shlex.quote(str(v)) for k, v in
            dict(h=hostname, r=root, n=node_dir, e=etc_hosts, sshd=SSHD, c=config, l=log, b=bashrc, rc=rc).items()})
-    enter = [] if cgroup_procs is None else ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup_procs)]
+    enter = cgroup.enter(cgroup_procs) if cgroup_procs else []
     proc = subprocess.Popen(
         enter + ["ip", "netns", "exec", netns, "unshare", "--uts", "--mount", "--propagation", "private",
          "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c", script],
