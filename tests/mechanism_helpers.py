@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fawkes.mechanism import ClusterMetrics, ClusterState, ClusterView, NodeView, Role
+from fawkes.mechanism import ClusterMemory, ClusterMetrics, ClusterState, ClusterView, Memory, NodeView, Role
 
 
 def cluster(name, core, *, tr=0, tc=0, state=ClusterState.ACTIVE, min_core=None, t0=0.0, samples=(), **kw):
@@ -19,3 +19,8 @@ def cluster(name, core, *, tr=0, tc=0, state=ClusterState.ACTIVE, min_core=None,
 
 def demand(t, pending, running=0, **kw):
     return ClusterMetrics(time=t, pending_tasks=pending, running_tasks=running, unfinished_jobs=1 if pending + running else 0, **kw)
+
+
+def memory(**per_cluster) -> Memory:
+    """A controller memory: ``memory(a=dict(target=14), b=dict(weight=.25))`` (incarnations requested at 0)."""
+    return Memory(tuple(sorted((n, ClusterMemory(since=0.0, **kw)) for n, kw in per_cluster.items())))

@@ -54,7 +54,7 @@ def test_admission_between_ticks_allocates_core_nodes_in_fifo_order(world):
     control = Control(store, Settings(policy="TD", period_s=60), clock)
     for name in ("a", "b", "c", "d"):
         store.request_cluster(name, framework="spark", min_core=4)
-    assert control.between() == []
+    assert control.between()[1] == []
     states = {c.name: c.state for c in store.list_clusters()}
     assert states == {"a": "deploying", "b": "deploying", "c": "deploying", "d": "requested"}
     for name in ("a", "b", "c"):
@@ -62,7 +62,7 @@ def test_admission_between_ticks_allocates_core_nodes_in_fifo_order(world):
         assert len(nodes) == 4 and {n.role for n in nodes} == {Role.CORE.value}
     hosts = [n.host for n in store.list_nodes()]
     assert len(hosts) == len(set(hosts)) == 12
-    assert control.between() == [] and store.get_cluster("d").state == "requested"  # waits for a release
+    assert control.between()[1] == [] and store.get_cluster("d").state == "requested"  # waits for a release
 
 
 def test_tick_grows_the_loaded_cluster_and_records_why(world):
@@ -146,7 +146,8 @@ def test_shrink_votes_survive_in_the_store_between_ticks(world):
     _, d, _ = control.tick()
     assert d.shrink_votes == {"a": 1} and d.targets == {"a": 9, "b": 3}
     assert not [n for n in store.list_nodes("a") if n.state == NodeState.DRAINING]
-    assert build_snapshot(store, settings, clock()).cluster("a").shrink_votes == 1
+    since = build_snapshot(store, settings, clock()).cluster("a").since
+    assert control.memory().of("a", since).shrink_votes == 1
     quiet_a_busy_b(1120)
     clock.t = 1180
     _, d, _ = Control(store, settings, clock).tick()  # a fresh Control: the vote comes from the store

@@ -14,7 +14,7 @@ from fawkes.mechanism.contention import transient_write_contention
 from fawkes.mechanism.discrimination import global_factor, held_integral, interval_discrimination
 from fawkes.mechanism.koala_mr import ResizeParams, on_offer, resizing_ratio
 from fawkes.mechanism.policies import normalise
-from tests.mechanism_helpers import cluster, demand
+from tests.mechanism_helpers import cluster, demand, memory
 
 
 # --- weights (eq. 3.4) ------------------------------------------------------------------
@@ -146,13 +146,13 @@ def test_a_later_request_that_fits_never_overtakes_the_head():
 
 
 def test_admission_reclaims_in_proportion_to_weights_capped_at_surplus():
-    a = cluster("a", 10, tr=30, weight=0.75)  # surplus 30
-    b = cluster("b", 10, tr=2, weight=0.25)  # surplus 2
+    a = cluster("a", 10, tr=30)  # surplus 30
+    b = cluster("b", 10, tr=2)  # surplus 2
     snap = Snapshot(now=0, capacity=52, free_hosts=(), clusters=(a, b), queue=(ClusterRequest("c", 10),))
     adm = admit(snap, {"a": 0.75, "b": 0.25}, Settings())
     assert adm.admitted == ("c",)
     assert adm.reclaim == {"a": 8, "b": 2}  # 7.5 : 2.5, b capped at its surplus of 2, residue to a
-    _, plan = admit_now(snap, Settings())
+    _, plan = admit_now(snap, Settings(), memory(a=dict(weight=0.75), b=dict(weight=0.25)))
     assert all(s.mode is ShrinkMode.FP for s in plan.shrinks) and len(plan.shrinks) == 10
     assert not plan.grows  # the new cluster's core nodes come when the hosts are free
 
@@ -225,9 +225,9 @@ def test_infinite_tau_keeps_allocations():
 
 
 def test_standing_target_is_refilled_when_hosts_free_up():
-    a = cluster("a", 10, target=14)
+    a = cluster("a", 10)
     snap = Snapshot(now=5, capacity=20, free_hosts=("x", "y"), clusters=(a,))
-    plan = refill(snap, Settings(grow_type=Role.TR))
+    plan = refill(snap, Settings(grow_type=Role.TR), memory(a=dict(target=14)))
     assert [(g.host, g.role) for g in plan.grows] == [("x", Role.TR), ("y", Role.TR)]
 
 
@@ -243,22 +243,28 @@ def test_all_zero_hold_keeps_a_lone_loading_cluster_at_its_minimum():
 
 
 def _surplus_snapshot(votes):
-    quiet = cluster("quiet", 10, tr=10, samples=[demand(t, 0) for t in (20, 40, 60)], shrink_votes=votes)
+    quiet = cluster("quiet", 10, tr=10, samples=[demand(t, 0) for t in (20, 40, 60)])
     busy = cluster("busy", 10, samples=[demand(t, 500) for t in (20, 40, 60)])
-    return Snapshot(now=60, capacity=34, free_hosts=tuple(f"f{i}" for i in range(4)), clusters=(quiet, busy))
+    snap = Snapshot(now=60, capacity=34, free_hosts=tuple(f"f{i}" for i in range(4)), clusters=(quiet, busy))
+    return snap, memory(quiet=dict(shrink_votes=votes))
+
+
+def _decide_surplus(votes, settings):
+    snap, mem = _surplus_snapshot(votes)
+    return decide(snap, settings, mem)
 
 
 def test_shrink_after_ticks_defers_a_shrink_until_enough_consecutive_ticks_want_it():
     s = Settings(policy="TD", shrink_after_ticks=3)
-    first = decide(_surplus_snapshot(0), s)
+    first = _decide_surplus(0, s)
     assert first.targets == {"quiet": 20, "busy": 14}  # quiet keeps its 20, busy gets only the free hosts
     assert not first.plan.shrinks and len(first.plan.grows) == 4
     assert first.shrink_votes == {"quiet": 1} and "shrink deferred" in first.reason
-    assert decide(_surplus_snapshot(1), s).shrink_votes == {"quiet": 2}
-    third = decide(_surplus_snapshot(2), s)
+    assert _decide_surplus(1, s).shrink_votes == {"quiet": 2}
+    third = _decide_surplus(2, s)
     assert third.targets == {"quiet": 10, "busy": 24} and third.shrink_votes == {}
     assert len(third.plan.shrinks) == 10 and all(x.cluster == "quiet" for x in third.plan.shrinks)
-    assert decide(_surplus_snapshot(0), Settings(policy="TD")).targets == third.targets  # 1 = at once
+    assert _decide_surplus(0, Settings(policy="TD")).targets == third.targets  # 1 = at once
 
 
 def test_shrink_wait_never_delays_an_admission():
@@ -270,14 +276,15 @@ def test_shrink_wait_never_delays_an_admission():
 
 
 def test_min_change_and_cooldown_keep_small_or_recent_changes():
-    a = cluster("a", 10, tr=2, samples=[demand(t, 10) for t in (20, 40, 60)], last_grow_at=30.0)
+    a = cluster("a", 10, tr=2, samples=[demand(t, 10) for t in (20, 40, 60)])
     b = cluster("b", 10, samples=[demand(t, 10) for t in (20, 40, 60)])
     snap = Snapshot(now=60, capacity=22, free_hosts=(), clusters=(a, b))
     literal = decide(snap, Settings(policy="TD", tau=0))
     assert literal.targets == {"a": 11, "b": 11} and len(literal.plan.shrinks) == 1  # a gives b one node
     assert not decide(snap, Settings(policy="TD", tau=0, min_change_nodes=2)).plan.shrinks
-    assert not decide(snap, Settings(policy="TD", tau=0, cooldown_s=60)).plan.shrinks  # a grew 30 s ago
-    assert decide(snap, Settings(policy="TD", tau=0, cooldown_s=20)).plan.shrinks
+    grew = memory(a=dict(last_grow_at=30.0))
+    assert not decide(snap, Settings(policy="TD", tau=0, cooldown_s=60), grew).plan.shrinks  # a grew 30 s ago
+    assert decide(snap, Settings(policy="TD", tau=0, cooldown_s=20), grew).plan.shrinks
 
 
 # --- inactivity (A-12) ---------------------------------------------------------------------
@@ -287,17 +294,17 @@ def test_inactive_only_after_idle_timeout_and_never_while_loading():
     idle = next_idle_since(None, ClusterMetrics(time=100))
     assert idle == 100 and next_idle_since(idle, ClusterMetrics(time=130)) == 100
     assert next_idle_since(idle, demand(140, 0, running=1)) is None
-    assert not is_inactive(cluster("a", 10, idle_since=100.0), 159, s)
-    assert is_inactive(cluster("a", 10, idle_since=100.0), 160, s)
-    assert not is_inactive(cluster("a", 10, idle_since=100.0, state=ClusterState.LOADING), 500, s)
+    assert not is_inactive(cluster("a", 10), 100.0, 159, s)
+    assert is_inactive(cluster("a", 10), 100.0, 160, s)
+    assert not is_inactive(cluster("a", 10, state=ClusterState.LOADING), 100.0, 500, s)
     assert next_idle_since(None, ClusterMetrics(time=5, loading=True)) is None
 
 
 def test_inactive_cluster_is_released_and_its_nodes_are_not_shared():
-    done = cluster("done", 10, tc=10, idle_since=0.0, samples=[demand(50, 0)])
+    done = cluster("done", 10, tc=10, samples=[demand(50, 0)])
     busy = cluster("busy", 10, samples=[demand(50, 100)])
     snap = Snapshot(now=120, capacity=30, clusters=(done, busy))
-    d = decide(snap, Settings(period_s=60))
+    d = decide(snap, Settings(period_s=60), memory(done=dict(idle_since=0.0)))
     assert d.deactivate == ("done",)
     assert d.targets == {"busy": 10}
     assert not d.plan.shrinks  # the leaving cluster releases everything itself, after saving

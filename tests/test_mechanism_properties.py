@@ -55,7 +55,7 @@ def snapshots(draw):
         clusters.append(ClusterView(
             name=f"k{i}", state=draw(st.sampled_from([ClusterState.ACTIVE] * 4 + [ClusterState.LOADING])),
             min_core=m, nodes=tuple(nodes), samples=samples, allocation=((0.0, before), (change, held)),
-            slots_per_node=8, shrink_votes=draw(st.integers(0, 4)),
+            slots_per_node=8,
         ))
     free = draw(st.integers(0, 12))
     queue = tuple(ClusterRequest(f"q{j}", draw(st.integers(1, 8)), float(j)) for j in range(draw(st.integers(0, 3))))

@@ -11,7 +11,6 @@ from sqlalchemy.exc import IntegrityError
 from fawkes.errors import FawkesError
 from fawkes.mechanism.model import ClusterState, Role
 from fawkes.store import (
-    CLUSTER_TIMEOUTS,
     CLUSTER_TRANSITIONS,
     JOB_TRANSITIONS,
     MIGRATIONS,
@@ -102,6 +101,9 @@ def _downgrade_to_v1(store: Store) -> None:
     with store.engine.begin() as c:
         c.execute(text("DROP INDEX ix_samples_time"))
         c.execute(text("ALTER TABLE jobs DROP COLUMN cancel_requested_at"))
+        c.execute(text("DROP TABLE controller_memory"))
+        c.execute(text("ALTER TABLE nodes DROP COLUMN running_tasks"))
+        c.execute(text("ALTER TABLE nodes ADD COLUMN desired_state VARCHAR(16) NOT NULL DEFAULT 'running'"))
         c.execute(text("UPDATE schema_version SET version = 1"))
 
 
@@ -114,9 +116,9 @@ def _shape(engine) -> dict:
                     {ix["name"] for ix in insp.get_indexes(t)}) for t in sorted(insp.get_table_names())}
 
 
-def test_version_1_database_is_migrated_to_2_keeping_its_data(store_url):
-    """A real version-1 database with clusters, jobs and samples opens as version 2, data intact,
-    with the shape a fresh database has (same tables, columns, nullability, indexes)."""
+def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
+    """A real version-1 database with clusters, jobs, nodes and samples opens as the current version
+    (3), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
     from sqlalchemy import Float, inspect
     from sqlmodel import SQLModel
 
@@ -132,6 +134,7 @@ def test_version_1_database_is_migrated_to_2_keeping_its_data(store_url):
     s.transition_job(running, JobState.DISPATCHED)
     s.transition_job(running, JobState.RUNNING, app_id="app-1")
     s.record_sample("a", ClusterMetrics(time=5.0, pending_tasks=3))
+    node = s.allocate_node("a", "h1", "transient").id
     _downgrade_to_v1(s)
     with s.engine.connect() as c:
         assert "cancel_requested_at" not in {col["name"] for col in inspect(c).get_columns("jobs")}
@@ -140,7 +143,7 @@ def test_version_1_database_is_migrated_to_2_keeping_its_data(store_url):
 
     migrated = Store(store_url)
     try:
-        assert migrated.schema_version == SCHEMA_VERSION == 2 == _version(migrated)
+        assert migrated.schema_version == SCHEMA_VERSION == 3 == _version(migrated)
         assert [(j.id, j.argv, j.state, j.app_id, j.cancel_requested_at) for j in migrated.list_jobs()] == [
             (queued, ["wc", "1"], "queued", None, None), (running, ["wc", "2"], "running", "app-1", None)]
         assert [m.pending_tasks for m in migrated.samples("a")] == [3]
@@ -155,6 +158,13 @@ def test_version_1_database_is_migrated_to_2_keeping_its_data(store_url):
         # the new column works: a running job's cancel is recorded as intent
         assert [o for _, o in migrated.cancel_jobs([running, queued])] == ["requested", "cancelled"]
         assert migrated.get_job(running).cancel_requested_at is not None
+        # v3: the node kept, with a running_tasks count; the controller memory can be stored
+        assert migrated.get_node(node).running_tasks == 0 and migrated.get_node(node).host == "h1"
+        migrated.update_node(node, running_tasks=4)
+        assert migrated.get_node(node).running_tasks == 4
+        assert migrated.load_memory() is None
+        migrated.save_memory("admission", {"format": 1, "ticks": 0, "clusters": {}}, 7.0)
+        assert migrated.load_memory() == {"format": 1, "ticks": 0, "clusters": {}}
     finally:
         migrated.close()
 
@@ -202,9 +212,9 @@ def test_database_refuses_a_second_owner_even_bypassing_the_api(store: Store):
     b = _setup_two_clusters(store)
     with pytest.raises(IntegrityError):
         with store.engine.begin() as c:
-            c.execute(text("INSERT INTO nodes (cluster_id, host, holds_host, role, desired_state, state, "
+            c.execute(text("INSERT INTO nodes (cluster_id, host, holds_host, role, state, "
                            "requested_at, state_since, stored_bytes) VALUES "
-                           "(:b, 'h1', 'h1', 'core', 'running', 'requested', 0, 0, 0)"), {"b": b})
+                           "(:b, 'h1', 'h1', 'core', 'requested', 0, 0, 0)"), {"b": b})
     assert [(n.host, n.cluster_id) for n in store.list_nodes()] == [("h1", store.get_cluster("a").id)]
 
 
@@ -218,7 +228,7 @@ def test_database_refuses_two_live_clusters_with_one_name(store: Store):
 
 # ---------------------------------------------------------------- lifecycle tables
 @pytest.mark.parametrize("table, timeouts", [(NODE_TRANSITIONS, NODE_TIMEOUTS),
-                                             (CLUSTER_TRANSITIONS, CLUSTER_TIMEOUTS),
+                                             (CLUSTER_TRANSITIONS, None),
                                              (JOB_TRANSITIONS, None)])
 def test_tables_cover_every_state_and_terminals_are_reachable(table, timeouts):
     states = set(type(next(iter(table))))

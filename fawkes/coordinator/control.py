@@ -15,7 +15,10 @@ from collections.abc import Callable
 
 from fawkes.coordinator.intent import apply, record_decision
 from fawkes.coordinator.view import build_snapshot
-from fawkes.mechanism import Decision, Settings, admit_now, decide, refill
+from fawkes.errors import FawkesError
+from fawkes.mechanism import Decision, Settings, controller
+from fawkes.mechanism.controller import Between
+from fawkes.mechanism.memory import Memory
 from fawkes.store import Store
 
 
@@ -25,33 +28,42 @@ class Control:
         self.settings = settings
         self.clock = clock
 
+    def memory(self) -> Memory:
+        """The controller memory the last step stored (empty before the first)."""
+        try:
+            return Memory.from_json(self.store.load_memory())
+        except ValueError as exc:
+            raise FawkesError(f"state: {exc}") from None
+
     def preview(self) -> Decision:
         """The decision the next tick would take now (nothing recorded, nothing changed)."""
-        return decide(build_snapshot(self.store, self.settings, self.clock()), self.settings)
+        snap = build_snapshot(self.store, self.settings, self.clock())
+        return controller.tick(self.memory(), snap, self.settings)[0]
 
     def tick(self) -> tuple[int, Decision, list[str]]:
-        """One decision: (tick number, decision, problems applying its plan)."""
+        """One decision: (tick number, decision, problems applying its plan).  The decision and
+        the memory it leaves are stored in one transaction, before its plan is written as intent."""
         snap = build_snapshot(self.store, self.settings, self.clock())
-        d = decide(snap, self.settings)
-        tick = record_decision(self.store, d, snap, self.settings)
+        d, memory = controller.tick(self.memory(), snap, self.settings)
+        tick = record_decision(self.store, d, snap, self.settings, memory)
         problems = apply(self.store, d.plan, admitted=d.admission.admitted, deactivate=d.deactivate,
                          why=f"tick {tick}")
         return tick, d, problems
 
-    def between(self) -> list[str]:
-        """Admission on arrivals and releases, and growth into freed hosts, between ticks."""
-        problems: list[str] = []
+    def between(self) -> tuple[Between | None, list[str]]:
+        """Admission on arrivals and releases, then growth into freed hosts, between ticks:
+        (what was decided, None if there was nothing to decide; problems applying it)."""
         snap = build_snapshot(self.store, self.settings, self.clock())
-        if snap.queue:
-            adm, plan = admit_now(snap, self.settings)
-            if adm.admitted:
-                problems += apply(self.store, plan, admitted=adm.admitted, why="admission")
-                snap = build_snapshot(self.store, self.settings, self.clock())
-        if snap.free_hosts:
-            plan = refill(snap, self.settings)
-            if plan.grows:
-                problems += apply(self.store, plan, why="refill")
-        return problems
+        if not snap.queue and not snap.free_hosts:
+            return None, []
+        b = controller.between(self.memory(), snap, self.settings)
+        problems: list[str] = []
+        if b.admission.admitted:
+            self.store.save_memory("admission", b.memory.to_json(), snap.now)
+            problems += apply(self.store, b.admission_plan, admitted=b.admission.admitted, why="admission")
+        if b.refill_plan.grows:
+            problems += apply(self.store, b.refill_plan, why="refill")
+        return b, problems
 
 
 def mechanism_settings(cfg) -> Settings:

@@ -14,12 +14,14 @@ from typing import Any
 
 from fawkes.errors import FawkesError
 from fawkes.mechanism import ClusterState, Decision, Plan, Settings, Snapshot
+from fawkes.mechanism.memory import Memory
 from fawkes.store import Store
 from fawkes.store.lifecycle import NodeState
 
 
-def record_decision(store: Store, d: Decision, snap: Snapshot, settings: Settings) -> int:
-    """Persist one tick: inputs, weights, discriminations, gate, targets, plan and reason."""
+def record_decision(store: Store, d: Decision, snap: Snapshot, settings: Settings, memory: Memory) -> int:
+    """Persist one tick: inputs, weights, discriminations, gate, targets, plan and reason, and the
+    controller memory it leaves (read back by the next step, :meth:`Control.memory`)."""
     inputs: dict[str, Any] = {
         "capacity": snap.capacity,
         "free_hosts": len(snap.free_hosts),
@@ -33,13 +35,13 @@ def record_decision(store: Store, d: Decision, snap: Snapshot, settings: Setting
         },
         "admitted": list(d.admission.admitted),
         "deactivate": list(d.deactivate),
-        "shrink_votes": dict(d.shrink_votes),  # read back by the next tick's snapshot (view.py)
+        "shrink_votes": dict(d.shrink_votes),
     }
     g = d.global_discrimination
     return store.record_decision(
         policy=d.policy, inputs=inputs, weights=d.weights, discriminations=d.discrimination,
         global_factor=g if math.isfinite(g) else -1.0, gate_open=d.gate_open,
-        targets=d.targets, plan=d.to_dict()["plan"], reason=d.reason, time=d.time,
+        targets=d.targets, plan=d.to_dict()["plan"], reason=d.reason, time=d.time, memory=memory.to_json(),
     )
 
 

@@ -108,7 +108,7 @@ class Coordinator:
 
     def fast(self) -> None:
         with self._lock:
-            for p in self.control.between():
+            for p in self.control.between()[1]:
                 log.warning("%s", p)
             self.reconciler.step()
             self.dispatcher.step()

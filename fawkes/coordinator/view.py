@@ -1,8 +1,9 @@
 """Build the mechanism's :class:`Snapshot` from the durable state (the coordinator's eyes).
 
-Pure reading: nothing here writes.  The allocation history of each cluster is derived from
-its nodes' request and release times, the samples of the last interval come from the
-store, and the standing weights, targets and shrink votes from the latest decision.
+Pure reading: nothing here writes.  The snapshot reports only what is observed: the allocation
+history of each cluster is derived from its nodes' request and release times, the samples of
+the last interval come from the store.  What the loop planned and counted (targets, weights,
+votes, clocks) is the controller's memory, stored beside it (:mod:`fawkes.coordinator.control`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fawkes.mechanism import ClusterRequest, ClusterState, ClusterView, NodeView, Role, Settings, Snapshot
-from fawkes.mechanism.inactivity import next_idle_since
 from fawkes.store import Store
 from fawkes.store.lifecycle import HostState, NodeState
 
@@ -44,8 +44,9 @@ def interval_samples(samples, start: float) -> tuple:
 
 
 def sample_window(settings: Settings) -> float:
-    """How far back (s) a snapshot reads samples: the interval T, or T_idle if longer (idleness),
-    plus one period for the stand-in of an interval without samples (:func:`interval_samples`).
+    """How far back (s) a snapshot reads samples: the interval T, plus one period for the stand-in
+    of an interval without samples (:func:`interval_samples`); T_idle if longer, so that an admin
+    who lowers T still finds the samples of the idle period in the store.
 
     Retention never deletes samples younger than this (:mod:`fawkes.coordinator.retention`).
     """
@@ -56,11 +57,6 @@ def build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
     """The snapshot of the tick at ``now`` (interval (now − T, now])."""
     start = now - settings.period_s
     window = sample_window(settings)
-    idle_window = max(settings.period_s, settings.idle_timeout)
-    last = store.latest_decision()
-    weights = last.weights if last else {}
-    targets = last.targets if last else {}
-    votes = last.inputs.get("shrink_votes", {}) if last else {}
     hosts = store.list_hosts()
     usable = {h.name for h in hosts if h.state in (HostState.FREE, HostState.ALLOCATED)}
     free = tuple(h.name for h in hosts if h.state == HostState.FREE)
@@ -81,27 +77,16 @@ def build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
             if n.state == NodeState.FAILED or n.host not in usable:
                 failed_held += n.host in usable
                 continue
-            nodes.append(NodeView(n.host, Role(n.role), stored_bytes=n.stored_bytes or 0, added_at=n.requested_at,
+            nodes.append(NodeView(n.host, Role(n.role), running_tasks=n.running_tasks or 0,
+                                  stored_bytes=n.stored_bytes or 0, added_at=n.requested_at,
                                   draining=n.state == NodeState.DRAINING))
         recent = store.samples(c.name, since=now - window, until=now)
-        samples = [m for m in recent if m.time >= now - idle_window]  # idleness looks back T_idle
-        idle_since = None
-        for m in samples:
-            idle_since = next_idle_since(idle_since, m)
-        if idle_since is not None and c.active_at is not None:
-            idle_since = max(idle_since, c.active_at)
-        if state is not ClusterState.ACTIVE or not samples:
-            idle_since = None
-        transient = [n for n in every if Role(n.role) is not Role.CORE]
         views.append(ClusterView(
             name=c.name, state=state, min_core=c.min_core, nodes=tuple(nodes),
             samples=interval_samples(recent, start), allocation=allocation_history(every, start),
-            idle_since=idle_since, weight=weights.get(c.name, 0.0), target=targets.get(c.name),
-            shrink_votes=int(votes.get(c.name, 0)),
             # task slots per node = a Spark worker's cores = its host's cores; the fewest is the safe side
             slots_per_node=min((cores[n.id] for n in nodes), default=pool_cores),
-            last_grow_at=max((n.requested_at for n in transient), default=None),
-            last_shrink_at=max((n.draining_at for n in transient if n.draining_at is not None), default=None),
+            since=c.requested_at,
         ))
     return Snapshot(now=now, capacity=len(usable) - failed_held, free_hosts=free,
                     clusters=tuple(views), queue=tuple(queue))

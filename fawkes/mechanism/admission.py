@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from fawkes.mechanism.model import Snapshot
 from fawkes.mechanism.settings import Settings
+from fawkes.mechanism.targets import remainder_order
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,7 @@ def admit(snap: Snapshot, weights: Mapping[str, float], settings: Settings, leav
 def reclaim_from(need: int, surplus: Mapping[str, int], weights: Mapping[str, float], settings: Settings) -> dict[str, int]:
     """Split ``need`` nodes over donors ∝ weight (or surplus), each capped at its surplus (A-8)."""
     donors = {k: v for k, v in surplus.items() if v > 0}
+    order = list(surplus)  # admission order (ties, :func:`remainder_order`)
     taken: dict[str, int] = {}
     while need > 0 and donors:
         if settings.admission_reclaim == "weights":
@@ -79,7 +81,7 @@ def reclaim_from(need: int, surplus: Mapping[str, int], weights: Mapping[str, fl
         exact = {k: need * b / total for k, b in basis.items()}
         quota = {k: math.floor(x) for k, x in exact.items()}
         left = need - sum(quota.values())
-        for k in sorted(donors, key=lambda k: -(exact[k] - quota[k]))[:left]:
+        for k in remainder_order({k: exact[k] - quota[k] for k in donors}, order)[:left]:
             quota[k] += 1
         progressed = 0
         for k, q in quota.items():

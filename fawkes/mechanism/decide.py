@@ -13,7 +13,9 @@ Every period T (spec A.10):
 
 :func:`decide` runs all of it at a tick; :func:`admit_now` runs 4-6 between ticks (on a
 request or a release), reclaiming by the last tick's weights; :func:`refill` re-plans
-towards the standing targets when hosts become free.
+towards the standing targets when hosts become free.  What a step remembers from earlier
+ones (weights, targets, votes, clocks) comes in as a :class:`Memory`; the loop around these
+functions, which also carries that memory forward, is :mod:`fawkes.mechanism.controller`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Any
 from fawkes.mechanism.admission import Admission, admit
 from fawkes.mechanism.discrimination import global_factor, interval_discrimination
 from fawkes.mechanism.inactivity import is_inactive
-from fawkes.mechanism.model import ClusterState, Plan, Role, Snapshot
+from fawkes.mechanism.memory import Memory
+from fawkes.mechanism.model import ClusterState, ClusterView, Plan, Role, Snapshot
 from fawkes.mechanism.plan import plan_towards
 from fawkes.mechanism.policies import get_policy
 from fawkes.mechanism.settings import Settings
@@ -48,7 +51,7 @@ class Decision:
     admission: Admission = field(default_factory=Admission)
     deactivate: tuple[str, ...] = ()
     reason: str = ""
-    shrink_votes: dict[str, int] = field(default_factory=dict)  # feed back as ClusterView.shrink_votes
+    shrink_votes: dict[str, int] = field(default_factory=dict)  # carried to the next tick in the memory
 
     @property
     def resized(self) -> bool:
@@ -71,16 +74,21 @@ class Decision:
         return d
 
 
-def decide(snap: Snapshot, settings: Settings) -> Decision:
-    """The decision of the tick at ``snap.now`` (the interval is (now − T, now])."""
+def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Decision:
+    """The decision of the tick at ``snap.now`` (the interval is (now − T, now]).
+
+    ``memory`` is the controller's memory with this interval's samples already folded in
+    (:func:`fawkes.mechanism.controller.tick` does both).
+    """
     policy = get_policy(settings.policy)
     allocated = snap.allocated
     start = snap.now - settings.period_s
+    mem = {c.name: memory.of(c.name, c.since) for c in allocated}
 
     y, w = policy.weights({c.name: c.samples for c in allocated}, settings)
     d = {
         c.name: interval_discrimination(
-            c.allocation, w[c.name], start, snap.now, snap.capacity, settings, c.cumulative_discrimination
+            c.allocation, w[c.name], start, snap.now, snap.capacity, settings, mem[c.name].discrimination
         )
         for c in allocated
     }
@@ -93,7 +101,7 @@ def decide(snap: Snapshot, settings: Settings) -> Decision:
     else:
         gate = g > settings.tau
 
-    leaving = frozenset(c.name for c in allocated if is_inactive(c, snap.now, settings))
+    leaving = frozenset(c.name for c in allocated if is_inactive(c, mem[c.name].idle_since, snap.now, settings))
     adm = admit(snap, w, settings, leaving)
     staying = [c for c in allocated if c.name not in leaving]
     names = [c.name for c in staying] + list(adm.admitted)
@@ -108,19 +116,19 @@ def decide(snap: Snapshot, settings: Settings) -> Decision:
     elif gate:
         caps = _demand_caps(staying) if settings.cap_to_demand else None
         targets = weighted_targets(pool, names, w, minima, caps)
-        held, votes = _wait_to_shrink(targets, staying, settings)
+        held, votes = _wait_to_shrink(targets, staying, mem, settings)
         if held and sum((minima | held)[n] for n in names) > pool:
             held, votes = {}, {}  # an admitted cluster's minimum comes first: no waiting this tick
         if held:  # they keep what they hold this tick; the others share the rest
             targets = weighted_targets(pool, names, w, minima | held, caps)
-        targets = _damp(targets, staying, snap.now, settings)
+        targets = _damp(targets, staying, mem, snap.now, settings)
         why = (
             f"policy {policy.name} applied every tick"
             if policy.ungated and not settings.eq_gated
             else f"G={g:.4g} > tau={settings.tau:g}: rebalance by {policy.name} weights"
         )
     else:
-        targets = {c.name: max(c.min_core, c.target if c.target is not None else c.settled) for c in staying}
+        targets = {c.name: _standing(c, mem[c.name].target) for c in staying}
         targets |= adm.minima
         why = ("no cluster shows demand (all_zero=hold): allocations kept" if idle_pool
                else f"G={g:.4g} <= tau={settings.tau:g}: allocations kept")
@@ -161,30 +169,38 @@ def decide(snap: Snapshot, settings: Settings) -> Decision:
     )
 
 
-def admit_now(snap: Snapshot, settings: Settings) -> tuple[Admission, Plan]:
-    """Admission between ticks (A-9): on a request or a release, reclaiming by the last weights."""
-    weights = {c.name: c.weight for c in snap.allocated}
-    adm = admit(snap, weights, settings)
+def admit_now(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> tuple[Admission, Plan]:
+    """Admission between ticks (A-9): on a request or a release, reclaiming by the last weights.
+
+    The plan's ``targets`` are the new standing targets of every allocated cluster: donors less
+    what they give, the admitted at their minima."""
+    mem = {c.name: memory.of(c.name, c.since) for c in snap.allocated}
+    adm = admit(snap, {n: m.weight for n, m in mem.items()}, settings)
     if not adm.admitted:
         return adm, Plan()
-    targets = {c.name: max(c.min_core, c.target if c.target is not None else c.settled) for c in snap.allocated}
+    targets = {c.name: _standing(c, mem[c.name].target) for c in snap.allocated}
     for donor, k in adm.reclaim.items():
         targets[donor] = max(snap.cluster(donor).min_core, targets[donor] - k)
     targets |= adm.minima
     return adm, plan_towards(snap, targets, settings)
 
 
-def refill(snap: Snapshot, settings: Settings) -> Plan:
+def refill(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Plan:
     """Grow clusters still below their standing target from hosts that became free (A-19)."""
-    targets = {
-        c.name: c.target if c.target is not None else max(c.min_core, c.settled)
-        for c in snap.allocated
-    }
+    targets = {}
+    for c in snap.allocated:
+        t = memory.of(c.name, c.since).target
+        targets[c.name] = t if t is not None else max(c.min_core, c.settled)
     deficits = {n: t for n, t in targets.items() if snap.cluster(n).settled < t}
     if not deficits or not snap.free_hosts:
         return Plan(targets=targets)
     plan = plan_towards(snap, deficits, settings)
     return Plan(grows=plan.grows, targets=targets)
+
+
+def _standing(c: ClusterView, target: int | None) -> int:
+    """A cluster's standing target: the last one planned, else what it holds; never below its minimum."""
+    return max(c.min_core, target if target is not None else c.settled)
 
 
 def _demand_caps(views) -> dict[str, int]:
@@ -197,7 +213,7 @@ def _demand_caps(views) -> dict[str, int]:
     return caps
 
 
-def _wait_to_shrink(targets: dict[str, int], views, settings: Settings) -> tuple[dict[str, int], dict[str, int]]:
+def _wait_to_shrink(targets: dict[str, int], views, mem, settings: Settings) -> tuple[dict[str, int], dict[str, int]]:
     """Fast up, slow down: a cluster the weights want smaller keeps its nodes until that has been so
     for ``shrink_after_ticks`` consecutive rebalancing ticks.  Returns the clusters held at their
     settled allocation, and every cluster's new vote count (0 = not wanting to shrink)."""
@@ -207,15 +223,20 @@ def _wait_to_shrink(targets: dict[str, int], views, settings: Settings) -> tuple
     for c in views:
         if targets[c.name] >= c.settled:
             continue
-        v = c.shrink_votes + 1
+        v = mem[c.name].shrink_votes + 1
         if v < need:
             held[c.name] = c.settled
             votes[c.name] = v
     return held, votes
 
 
-def _damp(targets: dict[str, int], views, now: float, settings: Settings) -> dict[str, int]:
-    """Anti-flap (B.5): skip small changes and changes against a recent resize."""
+def _damp(targets: dict[str, int], views, mem, now: float, settings: Settings) -> dict[str, int]:
+    """Anti-flap (B.5): skip small changes and changes against a recent resize.
+
+    The cooldown clock starts when a *tick's* plan grows or shrinks the cluster (memory's
+    ``last_grow_at``/``last_shrink_at``): growth into freed hosts (refill) and admission's
+    reclaim carry out earlier decisions and start no clock.  A cluster below its minimum is
+    never held there (A.13): damping keeps at least the minimum."""
     if settings.min_change_nodes <= 0 and settings.cooldown_s <= 0:
         return targets
     out = dict(targets)
@@ -226,9 +247,10 @@ def _damp(targets: dict[str, int], views, now: float, settings: Settings) -> dic
         if abs(delta) < settings.min_change_nodes and c.settled >= c.min_core:
             out[c.name] = c.settled
         elif settings.cooldown_s > 0:
-            recent = c.last_grow_at if delta < 0 else c.last_shrink_at
+            m = mem[c.name]
+            recent = m.last_grow_at if delta < 0 else m.last_shrink_at
             if recent is not None and now - recent < settings.cooldown_s:
-                out[c.name] = c.settled
+                out[c.name] = max(c.settled, c.min_core)
     return out
 
 

@@ -18,10 +18,11 @@ def next_idle_since(prev: float | None, m: ClusterMetrics) -> float | None:
     return m.time if prev is None else prev
 
 
-def is_inactive(view: ClusterView, now: float, settings: Settings) -> bool:
+def is_inactive(view: ClusterView, idle_since: float | None, now: float, settings: Settings) -> bool:
     """Inactive iff ACTIVE and idle for at least T_idle.
 
-    "decoupled" (default): no queued jobs, no running tasks, not loading (``idle_since``).
+    "decoupled" (default): no queued jobs, no running tasks, not loading since ``idle_since``
+    (the controller's memory folds it from the samples, :func:`next_idle_since`).
     "weight_zero": the literal reading, every sample of the last T_idle weighs zero.
     """
     if view.state is not ClusterState.ACTIVE:
@@ -34,4 +35,4 @@ def is_inactive(view: ClusterView, now: float, settings: Settings) -> bool:
         if not window or window[0].time - (now - settings.idle_timeout) > settings.sample_period_s:
             return False
         return all(policy.sample(m, settings) == 0 for m in window)
-    return view.idle_since is not None and now - view.idle_since >= settings.idle_timeout
+    return idle_since is not None and now - idle_since >= settings.idle_timeout

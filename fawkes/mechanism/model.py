@@ -40,6 +40,32 @@ class ClusterState(StrEnum):
     RELEASED = "released"  # every node handed back
 
 
+_C = ClusterState
+#: the one cluster lifecycle: the store refuses any other move, the simulator's ``--check`` reports it.
+#: A released cluster requested again is a new incarnation (a new request), not a transition.
+CLUSTER_TRANSITIONS: dict[ClusterState, frozenset[ClusterState]] = {
+    _C.REQUESTED: frozenset({
+        _C.DEPLOYING,  # admitted: head of the global FIFO and sum of minimums fits C (A.8)
+        _C.RELEASED,  # withdrawn by the user while still queued (holds nothing)
+    }),
+    _C.DEPLOYING: frozenset({
+        _C.LOADING,  # core nodes running, HDFS up: start loading the input (l^D)
+        _C.ACTIVE,  # no input to load
+        _C.SAVING,  # release requested or deployment failed: tear down (nothing to save)
+    }),
+    _C.LOADING: frozenset({
+        _C.ACTIVE,  # input in HDFS: jobs may run
+        _C.SAVING,  # release requested or loading failed: tear down
+    }),
+    _C.ACTIVE: frozenset({
+        _C.SAVING,  # inactive for T_idle (weight 0) or release requested: save output (b^D)
+    }),
+    _C.SAVING: frozenset({
+        _C.RELEASED,  # output saved and every node handed back
+    }),
+    _C.RELEASED: frozenset(),  # terminal
+}
+
 #: states in which a cluster takes part in weighting and targets (A-37)
 ALLOCATED_STATES = frozenset({ClusterState.DEPLOYING, ClusterState.LOADING, ClusterState.ACTIVE})
 #: states in which a cluster holds nodes
@@ -97,9 +123,11 @@ class JobFacts:
 class ClusterView:
     """One MR-cluster as the mechanism sees it at decision time.
 
-    ``allocation`` is the piecewise-constant history of the number of nodes held:
-    change points ``(time, nodes)`` in time order, the first at or before the start of
-    the current interval.  ``samples`` are the metric samples of the last interval.
+    Only what is observed: ``allocation`` is the piecewise-constant history of the number of
+    nodes held, change points ``(time, nodes)`` in time order, the first at or before the start
+    of the current interval; ``samples`` are the metric samples of the last interval.  What the
+    loop planned and counted (targets, weights, votes, clocks) is the controller's
+    :class:`~fawkes.mechanism.memory.Memory`, not part of the view.
     """
 
     name: str
@@ -109,13 +137,7 @@ class ClusterView:
     samples: tuple[ClusterMetrics, ...] = ()
     allocation: tuple[tuple[float, int], ...] = ()
     slots_per_node: int = 8  # used only by the optional demand cap (B.5)
-    idle_since: float | None = None  # start of the current inactivity (A-12), None if busy
-    last_grow_at: float | None = None  # anti-flap cooldown (B.5), off by default
-    last_shrink_at: float | None = None
-    cumulative_discrimination: float = 0.0  # overall D since deployment (A-5 alternative)
-    weight: float = 0.0  # weight of the last tick (admission between ticks reclaims by it, A-8)
-    target: int | None = None  # standing target of the last rebalance (kept while the gate is closed)
-    shrink_votes: int = 0  # consecutive earlier ticks that wanted this cluster smaller (shrink_after_ticks)
+    since: float = 0.0  # when this incarnation was requested (keys the controller's memory)
 
     @property
     def held(self) -> int:

@@ -5,6 +5,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+#: remainders closer than this are a tie (float noise of the shares' arithmetic is far below it)
+TIE_DIGITS = 9
+
+
+def remainder_order(remainders: Mapping[str, float], order: Sequence[str]) -> list[str]:
+    """Largest remainder first; equal remainders (to 1e-9) in ``order`` (admission order).
+
+    The one tie rule of the mechanism: targets and admission's reclaim both use it."""
+    pos = {n: i for i, n in enumerate(order)}
+    return sorted(remainders, key=lambda n: (-round(remainders[n], TIE_DIGITS), pos.get(n, len(pos)), n))
+
 
 def weighted_targets(
     capacity: int,
@@ -17,8 +28,9 @@ def weighted_targets(
 
     Clusters whose share falls below their minimum are fixed at it and the rest is
     re-divided; optional ``caps`` fix clusters at a maximum the same way.  Shares become
-    integers by largest remainder (ties: the earlier name), so Σ targets = capacity
-    whenever the minima fit and no cap binds (work-conserving).
+    integers by largest remainder, so Σ targets = capacity whenever the minima fit and no cap
+    binds (work-conserving).  Remainders are compared rounded (:func:`remainder_order`), so
+    float noise never decides a tie: ties go to the earlier cluster in ``names`` (admission order).
     """
     if not names:
         return {}
@@ -53,8 +65,7 @@ def weighted_targets(
         floors = {n: math.floor(shares[n] + 1e-9) for n in free}
         targets.update(floors)
         left = capacity - sum(targets.values())
-        pos = {n: i for i, n in enumerate(names)}
-        order = sorted(free, key=lambda n: (-(shares[n] - floors[n]), pos[n]))
+        order = remainder_order({n: shares[n] - floors[n] for n in free}, names)
         for n in order[: max(0, left)]:
             targets[n] += 1
     return {n: targets[n] for n in names}

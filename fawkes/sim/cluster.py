@@ -123,12 +123,6 @@ class SimCluster:
         self.last_sample_version = -1
         self.samples: list = []
         self.alloc: list[tuple[float, int]] = []
-        self.idle_since: float | None = None
-        self.last_grow_at = self.last_shrink_at = None
-        self.shrink_votes = 0
-        self.cum_d = 0.0
-        self.weight = 0.0
-        self.target: int | None = None
         self.completed_jobs = self.completed_tasks = 0
         self.output_bytes = 0.0
         self.requested_at = now

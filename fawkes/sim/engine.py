@@ -1,10 +1,12 @@
 """The discrete-event loop: the pool, the MR-cluster lifecycle and the controllers.
 
-The FAWKES controller calls the mechanism library unchanged: every ``sample_period`` it builds
-one :class:`ClusterMetrics` per cluster with :func:`sample_cluster`; every T it builds one
-:class:`Snapshot` and calls :func:`decide`; on a cluster request or when a host becomes free
-it calls :func:`admit_now` and :func:`refill`.  It only carries out the plans in simulated
-time (FP: kill and free the host after ``fp_stop_s``; DP: kill, re-replicate, then free).
+The FAWKES controller is :mod:`fawkes.mechanism.controller`, the same loop the coordinator
+runs: every ``sample_period`` the simulator builds one :class:`ClusterMetrics` per cluster with
+:func:`sample_cluster`; every T it builds one :class:`Snapshot` and calls ``controller.tick``;
+on a cluster request or when a host becomes free it calls ``controller.between``.  It keeps
+the controller's :class:`Memory` in ``self.memory`` and only carries out the plans in
+simulated time (FP: kill and free the host after ``fp_stop_s``; DP: kill, re-replicate, then
+free).  A ``recorder`` (:mod:`fawkes.sim.record`) sees every step's snapshot and result.
 
 The ch. 2 controller calls :func:`fawkes.mechanism.koala_mr.on_offer` every offer period.
 The static controller runs fixed clusters (reference runtimes and micro checks).
@@ -17,6 +19,7 @@ import random
 from dataclasses import dataclass, field
 
 from fawkes.mechanism import (
+    CLUSTER_TRANSITIONS,
     ClusterMetrics,
     ClusterRequest,
     ClusterState,
@@ -27,12 +30,11 @@ from fawkes.mechanism import (
     Settings,
     ShrinkMode,
     Snapshot,
-    admit_now,
-    decide,
-    next_idle_since,
-    refill,
+    controller,
+    get_policy,
     sample_cluster,
 )
+from fawkes.mechanism.memory import Memory
 from fawkes.mechanism.koala_mr import ResizeParams, on_offer
 from fawkes.mechanism.plan import shrink_victims
 from fawkes.sim.cluster import EV_TASK, Job, SimCluster, Task
@@ -53,7 +55,7 @@ def _view(n) -> NodeView:
 
 def _deferred_refill(sim: "Simulator", now: float) -> None:
     sim._refill_pending = False
-    sim._after_free(now)
+    sim._between(now)
 
 
 # event kinds, in the order they run at equal times
@@ -84,7 +86,7 @@ class Simulator:
 
     def __init__(self, wl: Workload, settings: Settings | None = None, *, refs: list[float] | None = None,
                  timeline: bool = False, check_invariants: bool = False, ch2: ResizeParams | None = None,
-                 seed: int = 0):
+                 seed: int = 0, recorder=None):
         self.wl = wl
         self.cost = wl.cost
         self.settings = settings
@@ -114,6 +116,8 @@ class Simulator:
         self.finished = False
         self.decisions = 0
         self._refill_pending = False
+        self.memory = Memory()  # the controller's memory (fawkes.mechanism.controller)
+        self.recorder = recorder
 
     # --- event plumbing -----------------------------------------------------------------------
     def push(self, t: float, kind: int, obj) -> None:
@@ -244,7 +248,7 @@ class Simulator:
 
     def shrink(self, plan, now: float) -> None:
         """Carry out the shrinks of a plan outside the controller (micro checks)."""
-        self._execute(plan, now, tick=False)
+        self._execute(plan, now)
 
     def _release(self, node, now: float) -> None:
         c = node.cluster
@@ -254,7 +258,7 @@ class Simulator:
         if self.wl.controller == "fawkes":
             delay = self.cost.refill_delay_s
             if delay <= 0:
-                self._after_free(now)
+                self._between(now)
             elif not self._refill_pending:
                 self._refill_pending = True
                 self.at(now + delay, _deferred_refill)
@@ -270,31 +274,43 @@ class Simulator:
 
     # --- FAWKES: lifecycle ------------------------------------------------------------------------
     def _request(self, c: SimCluster, now: float) -> None:
-        c.reset_incarnation(now)
+        c.reset_incarnation(now)  # a new incarnation (a released cluster's request is a new one)
         c.state = ClusterState.REQUESTED
         self.queue.append(c)
-        self._admit(now)
+        self._between(now)
 
     def _rerequest(self, c: SimCluster, now: float) -> None:
         c.first_incarnation = False
         self.stats.rerequests += 1
         self._request(c, now)
 
-    def _admit(self, now: float) -> None:
-        if not self.queue:
+    def _between(self, now: float) -> None:
+        """Admission, then refill (``controller.between``), when a request or a free host could change them."""
+        if not self.queue and not (self.free and any(self._deficit(c) for c in self.order)):
             return
-        adm, plan = admit_now(self.snapshot(now), self.settings)
-        if adm.admitted:
-            self._admitted(adm.admitted, now)
-            self._execute(plan, now, tick=False)
-            for name, t in plan.targets.items():
-                self.clusters[name].target = t
+        # refill alone reads node roles, draining flags and counts, never running_tasks or
+        # stored_bytes, so node views cached since the last change of a cluster's node set are
+        # enough (keeps the cost per release O(clusters)); admission's reclaim needs fresh ones
+        snap = self.snapshot(now, fresh=bool(self.queue))
+        b = controller.between(self.memory, snap, self.settings)
+        self.memory = b.memory
+        if self.recorder is not None:
+            self.recorder.between(snap, b)
+        if b.admission.admitted:
+            self._admitted(b.admission.admitted, now)
+            self._execute(b.admission_plan, now)
+        if b.refill_plan.grows:
+            self._execute(b.refill_plan, now)
+
+    def _deficit(self, c: SimCluster) -> bool:
+        t = self.memory.of(c.name, c.requested_at).target
+        return t is not None and c.settled < t
 
     def _admitted(self, names, now: float) -> None:
         for name in names:
             c = self.clusters[name]
             self.queue.remove(c)
-            c.state = ClusterState.DEPLOYING
+            self._transition(c, ClusterState.DEPLOYING)
             self.order.append(c)
             self.stats.admission_latency.setdefault(name, now - c.requested_at)
             c.record_alloc(now)
@@ -308,35 +324,31 @@ class Simulator:
     def _deployed(self, c: SimCluster, now: float) -> None:
         if c.state is not ClusterState.DEPLOYING:
             return
-        c.state = ClusterState.LOADING
+        self._transition(c, ClusterState.LOADING)
         pre = c.first_incarnation and c.spec.preloaded
         self.push(now + (0.0 if pre else c.spec.dataset_bytes / self.cost.load_Bps), EV_LOADED, c)
 
     def _loaded(self, c: SimCluster, now: float) -> None:
         if c.state is ClusterState.LOADING:
-            c.state = ClusterState.ACTIVE
+            self._transition(c, ClusterState.ACTIVE)
             c.dispatch(now)
 
     def _saved(self, c: SimCluster, now: float) -> None:
         for node in list(c.nodes.values()):
             c.detach(node, now)
             self.free[node.host] = None
-        c.state = ClusterState.RELEASED
+        self._transition(c, ClusterState.RELEASED)
         self.order.remove(c)
         if c.jobs:
             self._rerequest(c, now)
-        self._after_free(now)
+        self._between(now)
 
-    def _after_free(self, now: float) -> None:
-        if self.queue:
-            self._admit(now)
-        if self.free and any(c.target is not None and c.settled < c.target for c in self.order):
-            # refill() only grows deficits from free hosts: it reads node roles, draining flags and
-            # counts, never running_tasks or stored_bytes, so node views cached since the last change
-            # of a cluster's node set are enough (keeps the cost per release O(clusters)).
-            plan = refill(self.snapshot(now, fresh=False), self.settings)
-            if plan.grows:
-                self._execute(plan, now, tick=False)
+    def _transition(self, c: SimCluster, to: ClusterState) -> None:
+        """Move a cluster along the one transition table (the store's too); ``--check`` reports a
+        move outside it."""
+        if self.check and to not in CLUSTER_TRANSITIONS[c.state]:
+            self.stats.invariant_errors.append(f"t={self.now}: {c.name}: transition {c.state} -> {to} not allowed")
+        c.state = to
 
     # --- FAWKES: sampling, ticks, plans ---------------------------------------------------------
     def _sample(self, now: float) -> None:
@@ -347,12 +359,12 @@ class Simulator:
             return
         s = self.settings
         horizon = now - s.period_s
-        js = s.policy.lower() == "js"
+        clocked = get_policy(s.policy).clock_dependent
         for c in self.order:
             if c.state is ClusterState.SAVING:
                 continue
             key = (c.version, c.state)
-            if key == c.last_sample_version and not js:
+            if key == c.last_sample_version and not clocked:
                 m = ClusterMetrics(now, *c.last_sample)  # nothing changed since the last sample
             else:
                 m = self._measure(c, now, s)
@@ -361,7 +373,6 @@ class Simulator:
             c.samples.append(m)
             while c.samples and c.samples[0].time <= horizon:
                 c.samples.pop(0)
-            c.idle_since = next_idle_since(c.idle_since, m)
         for c in self.clusters.values():
             self.queue_tl[c.name].append((now, len(c.jobs)))
         self.push(now + s.sample_period_s, EV_SAMPLE, None)
@@ -389,8 +400,7 @@ class Simulator:
                 c.views_ver = c.node_ver
             nodes = c.views
             views.append(ClusterView(c.name, c.state, c.min_core, nodes, tuple(c.samples), tuple(alloc),
-                                     self.cost.slots_per_node, c.idle_since, c.last_grow_at, c.last_shrink_at,
-                                     c.cum_d, c.weight, c.target, c.shrink_votes))
+                                     self.cost.slots_per_node, c.requested_at))
         queue = tuple(ClusterRequest(c.name, c.min_core, c.requested_at) for c in self.queue)
         return Snapshot(now, self.capacity, tuple(self.free), tuple(views), queue)
 
@@ -401,13 +411,13 @@ class Simulator:
             return
         s = self.settings
         snap = self.snapshot(now)
-        dec = decide(snap, s)
+        dec, self.memory = controller.tick(self.memory, snap, s)
+        if self.recorder is not None:
+            self.recorder.tick(snap, dec, self.memory)
         self.decisions += 1
         st = self.stats
         st.ticks.append((now, dec.global_discrimination, dec.gate_open))
         for name, d in dec.discrimination.items():
-            c = self.clusters[name]
-            c.cum_d = d if s.discrimination_window == "cumulative" else c.cum_d + d
             st.overall_d[name] = st.overall_d.get(name, 0.0) + d
         if dec.resized:
             st.reconfigurations += 1
@@ -421,27 +431,20 @@ class Simulator:
             self._deactivate(self.clusters[name], now)
         if dec.admission.admitted:
             self._admitted(dec.admission.admitted, now)
-        for name, w in dec.weights.items():
-            self.clusters[name].weight = w
-            self.clusters[name].shrink_votes = dec.shrink_votes.get(name, 0)
-        self._execute(dec.plan, now, tick=True)
-        for name, t in dec.targets.items():
-            self.clusters[name].target = t
+        self._execute(dec.plan, now)
         self.push(now + s.period_s, EV_TICK, None)
 
     def _deactivate(self, c: SimCluster, now: float) -> None:
-        c.state = ClusterState.SAVING
+        self._transition(c, ClusterState.SAVING)
         self.push(now + c.output_bytes / self.cost.replication / self.cost.save_Bps, EV_SAVED, c)
 
-    def _execute(self, plan, now: float, tick: bool) -> None:
+    def _execute(self, plan, now: float) -> None:
         dp: dict[str, list] = {}
         for sh in plan.shrinks:
             c = self.clusters[sh.cluster]
             node = c.nodes.get(sh.node)
             if node is None or node.draining:
                 continue
-            if tick:
-                c.last_shrink_at = now
             if sh.mode is ShrinkMode.FP:
                 c.stop_node(node, now)
                 self.push(now + self.cost.fp_stop_s, EV_RELEASE, node)
@@ -465,8 +468,6 @@ class Simulator:
             if g.host not in self.free or c.state not in (ClusterState.DEPLOYING, ClusterState.LOADING,
                                                          ClusterState.ACTIVE):
                 continue
-            if tick:
-                c.last_grow_at = now
             self._grow(c, g.host, g.role, now)
             touched[c] = None
         for c in touched:

@@ -8,7 +8,6 @@ the lifecycle tables and versioning.
 from fawkes.store.api import Store
 from fawkes.store.db import normalize_url
 from fawkes.store.lifecycle import (
-    CLUSTER_TIMEOUTS,
     CLUSTER_TRANSITIONS,
     JOB_TRANSITIONS,
     NODE_TIMEOUTS,
@@ -33,7 +32,7 @@ from fawkes.store.schema import (
 )
 
 __all__ = [
-    "CLUSTER_TIMEOUTS", "CLUSTER_TRANSITIONS", "JOB_TRANSITIONS", "MIGRATIONS", "NODE_TIMEOUTS",
+    "CLUSTER_TRANSITIONS", "JOB_TRANSITIONS", "MIGRATIONS", "NODE_TIMEOUTS",
     "NODE_TRANSITIONS", "SCHEMA_VERSION", "ClusterTransition", "Decision", "Event", "Framework", "Host",
     "HostState", "Job", "JobState", "MRCluster", "Node", "NodeState", "NodeTransition", "Sample", "Store",
     "ensure_schema", "normalize_url",

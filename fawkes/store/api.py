@@ -33,7 +33,6 @@ from fawkes.store import validate
 from fawkes.store.db import make_engine, normalize_url, write_engine
 from fawkes.store.lifecycle import (
     CLUSTER_ACCEPTING_JOBS,
-    CLUSTER_TIMEOUTS,
     CLUSTER_TRANSITIONS,
     JOB_FINISHED,
     JOB_TRANSITIONS,
@@ -47,6 +46,7 @@ from fawkes.store.lifecycle import (
 from fawkes.store.migrations import ensure_schema
 from fawkes.store.schema import (
     ClusterTransition,
+    ControllerMemory,
     Decision,
     Event,
     Framework,
@@ -383,14 +383,6 @@ class Store:
             return list(s.exec(select(ClusterTransition).where(ClusterTransition.cluster_id == c.id)
                                .order_by(ClusterTransition.id)))
 
-    def stuck_clusters(self, now: float | None = None,
-                       timeouts: Mapping[ClusterState, float | None] = CLUSTER_TIMEOUTS) -> list[MRCluster]:
-        """Live clusters that have been in their state longer than its timeout."""
-        now = self.clock() if now is None else now
-        return [c for c in self.list_clusters(include_released=False)
-                if timeouts.get(ClusterState(c.state)) is not None
-                and now - c.state_since > timeouts[ClusterState(c.state)]]
-
     # ------------------------------------------------------------------ nodes
     def allocate_node(self, cluster: str, host: str, role: Role | str, *,
                       config_hash: str | None = None, detail: str = "") -> Node:
@@ -418,7 +410,7 @@ class Store:
                               .values(state=HostState.ALLOCATED)).rowcount
             if taken != 1:
                 raise FawkesError(f"host {host}: taken concurrently")
-            n = Node(cluster_id=c.id, host=host, holds_host=host, role=role, desired_state=NodeState.RUNNING,
+            n = Node(cluster_id=c.id, host=host, holds_host=host, role=role,
                      state=NodeState.REQUESTED, requested_at=now, state_since=now, config_hash=config_hash)
             s.add(n)
             try:
@@ -434,8 +426,7 @@ class Store:
                         stored_bytes: int | None = None, config_hash: str | None = None) -> Node:
         """Move node ``node_id`` along an edge of :data:`NODE_TRANSITIONS` and record it.
 
-        DRAINING sets the desired state to released; RELEASED drops the hold on the
-        host (which becomes free unless it is marked failed).
+        RELEASED drops the hold on the host (which becomes free unless it is marked failed).
         """
         to = NodeState(to)
         now = self.clock()
@@ -448,8 +439,6 @@ class Store:
             values: dict[str, Any] = {"state": to, "state_since": now}
             if to in _NODE_STAMP:
                 values[_NODE_STAMP[to]] = now
-            if to in (NodeState.DRAINING, NodeState.RELEASED):
-                values["desired_state"] = NodeState.RELEASED
             if to == NodeState.RELEASED:
                 values["holds_host"] = None
             if stored_bytes is not None:
@@ -469,9 +458,11 @@ class Store:
             s.refresh(n)
             return n
 
-    def update_node(self, node_id: int, *, stored_bytes: int | None = None, config_hash: str | None = None) -> None:
+    def update_node(self, node_id: int, *, stored_bytes: int | None = None, config_hash: str | None = None,
+                    running_tasks: int | None = None) -> None:
         """Record facts about a node that are not state changes."""
-        values = {k: v for k, v in dict(stored_bytes=stored_bytes, config_hash=config_hash).items() if v is not None}
+        values = {k: v for k, v in dict(stored_bytes=stored_bytes, config_hash=config_hash,
+                                         running_tasks=running_tasks).items() if v is not None}
         if values:
             with self.session(write=True) as s:
                 if s.execute(update(Node).where(Node.id == node_id).values(**values)).rowcount != 1:
@@ -660,8 +651,9 @@ class Store:
     def record_decision(self, *, policy: str, inputs: Mapping[str, Any], weights: Mapping[str, float],
                         discriminations: Mapping[str, float], global_factor: float, gate_open: bool,
                         targets: Mapping[str, int], plan: Mapping[str, Any], reason: str,
-                        time: float | None = None) -> int:
-        """Store one tick's decision; return its tick number (used by ``fawkes explain``)."""
+                        time: float | None = None, memory: Mapping[str, Any] | None = None) -> int:
+        """Store one tick's decision (and the controller memory it leaves, in the same
+        transaction); return its tick number (used by ``fawkes explain``)."""
         d = Decision(time=self.clock() if time is None else time, policy=policy, inputs=dict(inputs),
                      weights=dict(weights), discriminations=dict(discriminations),
                      global_factor=float(global_factor), gate_open=bool(gate_open), targets=dict(targets),
@@ -669,7 +661,29 @@ class Store:
         with self.session(write=True) as s:
             s.add(d)
             s.flush()
+            if memory is not None:
+                self._put_memory(s, "tick", memory, d.time)
             return d.id
+
+    def save_memory(self, step: str, memory: Mapping[str, Any], time: float | None = None) -> None:
+        """Store the controller memory a step outside a tick left (an admission)."""
+        with self.session(write=True) as s:
+            self._put_memory(s, step, memory, self.clock() if time is None else time)
+
+    def load_memory(self) -> dict[str, Any] | None:
+        """The controller memory last stored (``None`` before the first step)."""
+        with self.session() as s:
+            row = s.get(ControllerMemory, 1)
+            return dict(row.memory) if row is not None else None
+
+    @staticmethod
+    def _put_memory(s: Session, step: str, memory: Mapping[str, Any], when: float) -> None:
+        row = s.get(ControllerMemory, 1)
+        if row is None:
+            s.add(ControllerMemory(id=1, time=when, step=step, memory=dict(memory)))
+        else:
+            row.time, row.step, row.memory = when, step, dict(memory)
+            s.add(row)
 
     def decision(self, tick: int | None = None) -> Decision:
         """Decision ``tick`` (the latest if None)."""

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 
 from fawkes.errors import FawkesError
-from fawkes.mechanism.model import ClusterState
+from fawkes.mechanism.model import CLUSTER_TRANSITIONS, ClusterState  # noqa: F401  (one table, beside the states)
 
 
 class NodeState(StrEnum):
@@ -81,28 +81,6 @@ NODE_TRANSITIONS: dict[NodeState, frozenset[NodeState]] = {
 }
 
 C = ClusterState
-CLUSTER_TRANSITIONS: dict[ClusterState, frozenset[ClusterState]] = {
-    C.REQUESTED: frozenset({
-        C.DEPLOYING,  # admitted: head of the global FIFO and sum of minimums fits C (A.8)
-        C.RELEASED,  # withdrawn by the user while still queued (holds nothing)
-    }),
-    C.DEPLOYING: frozenset({
-        C.LOADING,  # core nodes running, HDFS up: start loading the input (l^D)
-        C.ACTIVE,  # no input to load
-        C.SAVING,  # release requested or deployment failed: tear down (nothing to save)
-    }),
-    C.LOADING: frozenset({
-        C.ACTIVE,  # input in HDFS: jobs may run
-        C.SAVING,  # release requested or loading failed: tear down
-    }),
-    C.ACTIVE: frozenset({
-        C.SAVING,  # inactive for T_idle (weight 0) or release requested: save output (b^D)
-    }),
-    C.SAVING: frozenset({
-        C.RELEASED,  # output saved and every node handed back
-    }),
-    C.RELEASED: frozenset(),  # terminal
-}
 
 J = JobState
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
@@ -135,16 +113,6 @@ NODE_TIMEOUTS: dict[NodeState, float | None] = {
     N.DRAINING: 3600.0,  # DP re-replication can be long
     N.FAILED: 600.0,
     N.RELEASED: None,
-}
-
-#: seconds a cluster may stay in a state before it is stuck (REQUESTED waits in the queue)
-CLUSTER_TIMEOUTS: dict[ClusterState, float | None] = {
-    C.REQUESTED: None,
-    C.DEPLOYING: 900.0,
-    C.LOADING: 7200.0,
-    C.ACTIVE: None,
-    C.SAVING: 7200.0,
-    C.RELEASED: None,
 }
 
 #: node states in which the node holds its host

@@ -35,8 +35,17 @@ def _v1_to_v2(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX ix_samples_time ON samples (time)"))
 
 
+def _v2_to_v3(conn: Connection) -> None:
+    """Version 3: the control loop's memory (``controller_memory``, one row); ``nodes.running_tasks``
+    (FP victim order); ``nodes.desired_state`` dropped (never read)."""
+    conn.execute(text("CREATE TABLE controller_memory (id INTEGER NOT NULL PRIMARY KEY, time FLOAT NOT NULL, "
+                      "step VARCHAR(16) NOT NULL, memory JSON NOT NULL)"))
+    conn.execute(text("ALTER TABLE nodes ADD COLUMN running_tasks INTEGER NOT NULL DEFAULT 0"))
+    conn.execute(text("ALTER TABLE nodes DROP COLUMN desired_state"))
+
+
 #: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)
-MIGRATIONS: list[Migration] = [_v1_to_v2]
+MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3]
 CURRENT = 1 + len(MIGRATIONS)
 
 _PG_LOCK_KEY = 0x46415753  # "FAWS": advisory lock id for schema changes

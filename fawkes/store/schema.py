@@ -89,7 +89,6 @@ class Node(SQLModel, table=True):
     host: str = Field(foreign_key="hosts.name", max_length=253)
     holds_host: str | None = Field(default=None, max_length=253, unique=True)  # NULL once released
     role: str = Field(max_length=16)
-    desired_state: str = Field(default="running", max_length=16)
     state: str = Field(max_length=16, index=True)
     requested_at: float
     running_at: float | None = None
@@ -98,6 +97,7 @@ class Node(SQLModel, table=True):
     state_since: float
     config_hash: str | None = Field(default=None, max_length=128)
     stored_bytes: int = Field(default=0, sa_type=BigInteger)
+    running_tasks: int = 0  # tasks running on the node at the last sample (FP victim order; v3)
 
 
 class NodeTransition(SQLModel, table=True):
@@ -174,6 +174,19 @@ class Decision(SQLModel, table=True):
     reason: str = Field(default="", sa_column=Column(Text, nullable=False))
 
 
+class ControllerMemory(SQLModel, table=True):
+    """The control loop's memory (:class:`fawkes.mechanism.memory.Memory` as JSON), one row.
+
+    Written with every tick's decision (same transaction) and every admission, so a restart
+    resumes the loop where it was (v3)."""
+
+    __tablename__ = "controller_memory"
+    id: int = Field(default=1, primary_key=True)
+    time: float
+    step: str = Field(max_length=16)  # tick | admission
+    memory: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
 class Event(SQLModel, table=True):
     __tablename__ = "events"
     id: int | None = Field(default=None, primary_key=True)
@@ -186,4 +199,4 @@ class Event(SQLModel, table=True):
 
 
 TABLES = [SchemaVersion, Host, Framework, MRCluster, ClusterTransition, Node, NodeTransition,
-          Job, Sample, Decision, Event]
+          Job, Sample, Decision, ControllerMemory, Event]

@@ -26,6 +26,9 @@ class Policy:
     kind: ClassVar[str] = "demand"  # demand | usage | performance | baseline
     resizes: ClassVar[bool] = True  # False: clusters stay at their minima (None)
     ungated: ClassVar[bool] = False  # True: applied every tick, no tau gate (EQ, A-39)
+    #: True: a sample changes with time alone, not only when jobs or nodes change (JS's slowdown
+    #: grows while a job waits), so a sampler may not reuse an unchanged cluster's last sample
+    clock_dependent: ClassVar[bool] = False
 
     def sample(self, m: ClusterMetrics, s: "Settings") -> float:
         raise NotImplementedError

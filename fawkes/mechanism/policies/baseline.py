@@ -28,3 +28,9 @@ class EQ(Policy):
 
     def sample(self, m: ClusterMetrics, s) -> float:
         return 1.0
+
+    def raw(self, samples, s) -> dict[str, float]:
+        """1 for every allocated cluster, sampled or not (A-39): a cluster admitted less than one
+        sample period before the tick has its equal share too, and an interval without any
+        sample is no idle pool for EQ."""
+        return {name: 1.0 for name in samples}

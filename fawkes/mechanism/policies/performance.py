@@ -11,6 +11,7 @@ class JS(Policy):
     """Job slowdown: the mean slowdown so far of the jobs waiting in the queue."""
 
     name = "JS"
+    clock_dependent = True
     kind = "performance"
 
     def sample(self, m: ClusterMetrics, s) -> float:

@@ -1,0 +1,131 @@
+"""The control loop, pure: (memory, observation) in, (plan, next memory) out.
+
+Like dask's ``AdaptiveCore``, three things are kept apart: what is *observed* (the
+:class:`Snapshot`), what was *planned* (targets, in the :class:`Memory`) and what is *done*
+(the driver carrying out a plan).  Two drivers run this loop unchanged: the simulator
+(:mod:`fawkes.sim.engine`) keeps the memory in a variable, the coordinator
+(:mod:`fawkes.coordinator.control`) stores it with every step.  Given the same snapshots they
+take the same decisions; ``tests/test_parity.py`` replays simulator runs through the
+coordinator on a real store to keep it so.
+
+The steps:
+
+* :func:`tick` every T: fold the interval's samples into the memory, :func:`decide`, remember
+  the decision (weights, targets, votes, discrimination, the cooldown clocks);
+* :func:`between` on a request or a release (the coordinator: every few seconds): admission of
+  the queue's head (A-9), then refill of clusters below their standing target from free hosts
+  (A-19), the second on the snapshot as the first leaves it (:func:`project`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from fawkes.mechanism.admission import Admission
+from fawkes.mechanism.decide import Decision, admit_now, decide, refill
+from fawkes.mechanism.inactivity import next_idle_since
+from fawkes.mechanism.memory import ClusterMemory, Memory
+from fawkes.mechanism.model import ClusterState, ClusterView, NodeView, Plan, Snapshot
+from fawkes.mechanism.settings import Settings
+
+
+@dataclass(frozen=True)
+class Between:
+    """What one between-ticks step decided: an admission (maybe none) and a refill."""
+
+    admission: Admission
+    admission_plan: Plan
+    refill_plan: Plan
+    memory: Memory
+
+    @property
+    def empty(self) -> bool:
+        return not self.admission.admitted and self.refill_plan.empty
+
+
+def fold_samples(memory: Memory, snap: Snapshot) -> Memory:
+    """Fold each allocated cluster's samples newer than its last folded one into ``idle_since``."""
+    entries = {}
+    for c in snap.allocated:
+        m = memory.of(c.name, c.since)
+        idle, seen = m.idle_since, m.seen
+        for s in c.samples:
+            if seen is None or s.time > seen:
+                idle, seen = next_idle_since(idle, s), s.time
+        if (idle, seen) != (m.idle_since, m.seen):
+            entries[c.name] = replace(m, idle_since=idle, seen=seen)
+        else:
+            entries[c.name] = m
+    return memory.with_entries(entries, keep=_live(snap))
+
+
+def tick(memory: Memory, snap: Snapshot, settings: Settings) -> tuple[Decision, Memory]:
+    """One tick: the decision, and the memory the next step starts from."""
+    memory = fold_samples(memory, snap)
+    d = decide(snap, settings, memory)
+    grown = {g.cluster for g in d.plan.grows}
+    shrunk = {s.cluster for s in d.plan.shrinks}
+    since = {c.name: c.since for c in snap.allocated} | {r.name: r.requested_at for r in snap.queue}
+    entries: dict[str, ClusterMemory] = {}
+    for name in list(d.weights) + list(d.admission.admitted):
+        m = memory.of(name, since[name])
+        disc = d.discrimination.get(name)
+        if disc is not None:  # the cumulative window already carries the past (interval_discrimination)
+            disc = disc if settings.discrimination_window == "cumulative" else m.discrimination + disc
+        entries[name] = replace(
+            m,
+            weight=d.weights.get(name, 0.0),
+            target=d.targets.get(name),
+            shrink_votes=d.shrink_votes.get(name, 0),
+            discrimination=m.discrimination if disc is None else disc,
+            last_grow_at=snap.now if name in grown else m.last_grow_at,
+            last_shrink_at=snap.now if name in shrunk else m.last_shrink_at,
+        )
+    keep = (_live(snap) | set(d.admission.admitted)) - set(d.deactivate)
+    return d, memory.with_entries(entries, keep=keep, ticks=memory.ticks + 1)
+
+
+def between(memory: Memory, snap: Snapshot, settings: Settings) -> Between:
+    """Admission on arrivals and releases, then growth into free hosts, between ticks.
+
+    An admission that reclaims nodes lowers the donors' standing targets in the memory, so a
+    later refill does not hand the freed hosts back to them (they go to the admitted cluster)."""
+    adm, adm_plan = admit_now(snap, settings, memory) if snap.queue else (Admission(), Plan())
+    if adm.admitted:
+        queued = {r.name: r.requested_at for r in snap.queue}
+        since = {c.name: c.since for c in snap.allocated} | queued
+        memory = memory.with_entries(
+            {n: replace(memory.of(n, since[n]), target=t) for n, t in adm_plan.targets.items()},
+            keep=_live(snap) | set(adm.admitted))
+        snap = project(snap, adm_plan, adm.admitted)
+    plan = refill(snap, settings, memory) if snap.free_hosts else Plan()
+    return Between(adm, adm_plan, Plan(grows=plan.grows, targets=plan.targets), memory)
+
+
+def project(snap: Snapshot, plan: Plan, admitted: tuple[str, ...] = ()) -> Snapshot:
+    """The snapshot as a plan leaves it once written as intent: admitted clusters DEPLOYING,
+    grown hosts taken (their nodes just requested), shrunk nodes draining."""
+    queued = {r.name: r for r in snap.queue}
+    clusters = list(snap.clusters)
+    for name in admitted:
+        r = queued[name]
+        clusters.append(ClusterView(r.name, ClusterState.DEPLOYING, r.min_core, since=r.requested_at))
+    going = {(s.cluster, s.node) for s in plan.shrinks}
+    grows: dict[str, list[NodeView]] = {}
+    for g in plan.grows:
+        grows.setdefault(g.cluster, []).append(NodeView(g.host, g.role, added_at=snap.now))
+    out = []
+    for c in clusters:
+        nodes = tuple(replace(n, draining=True) if (c.name, n.id) in going else n for n in c.nodes)
+        nodes += tuple(grows.get(c.name, ()))
+        out.append(replace(c, nodes=nodes) if nodes != c.nodes else c)
+    taken = {g.host for g in plan.grows}
+    return replace(snap, clusters=tuple(out), free_hosts=tuple(h for h in snap.free_hosts if h not in taken),
+                   queue=tuple(r for r in snap.queue if r.name not in set(admitted)))
+
+
+def _live(snap: Snapshot) -> set[str]:
+    return {c.name for c in snap.allocated}
+
+
+__all__ = ["Between", "between", "fold_samples", "project", "tick"]
