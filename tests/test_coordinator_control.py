@@ -13,6 +13,11 @@ from fawkes.mechanism import ClusterMetrics, ClusterState, Role, Settings
 from fawkes.store import Store
 from fawkes.store.lifecycle import NodeState
 
+try:
+    from store_fixtures import pg_server, store_url  # noqa: F401
+except ImportError:  # run from the repository root
+    from tests.store_fixtures import pg_server, store_url  # noqa: F401
+
 
 class Clock:
     def __init__(self, t: float = 1000.0):
@@ -197,3 +202,41 @@ def test_allocation_history_from_node_lifetimes():
 
     nodes = [N(0), N(0), N(50, 70), N(80), N(10, 20)]
     assert allocation_history(nodes, 40) == ((40, 2), (50, 3), (70, 2), (80, 3))
+
+
+def test_admission_reclaim_survives_until_the_freed_hosts_reach_the_admitted_cluster(store_url):
+    """Issue 13, 3a: 8 hosts, TD, TC growth, T = 60 s, tau = 0; a and b (min 2) active, a grown to 6.
+    c (min 4) is admitted by reclaiming a's 4 TC nodes; once they are released, the next between()
+    gives them to c, not back to a (the reclaim lowered a's standing target in the stored memory)."""
+    clock = Clock()
+    store = Store(store_url, clock=clock)
+    try:
+        store.register_framework("spark", "spark-hdfs", spark_home="/opt/spark", hdfs_jars="/opt/hdfs")
+        store.sync_hosts([{"name": f"h{i}", "address": f"10.9.0.{i + 10}", "cores": 2} for i in range(8)])
+        settings = Settings(policy="TD", grow_type=Role.TC, period_s=60, tau=0)
+        control = Control(store, settings, clock)
+        for name in ("a", "b"):
+            store.request_cluster(name, framework="spark", min_core=2)
+        run_to_active(store, clock, control, ["a", "b"])
+        store.record_sample("a", ClusterMetrics(time=1030, unfinished_jobs=1, pending_tasks=100))
+        store.record_sample("b", ClusterMetrics(time=1030))
+        clock.t = 1060
+        _, d, _ = control.tick()
+        assert d.targets == {"a": 6, "b": 2} and len(d.plan.grows) == 4
+        start_requested(store, "a")
+        clock.t = 1070
+        store.request_cluster("c", framework="spark", min_core=4)
+        b, problems = control.between()
+        assert problems == [] and b.admission.admitted == ("c",) and b.admission.reclaim == {"a": 4}
+        assert Control(store, settings, clock).memory().of("a", store.get_cluster("a").requested_at).target == 2
+        draining = [n for n in store.list_nodes("a") if n.state == NodeState.DRAINING]
+        assert len(draining) == 4 and all(n.role == Role.TC for n in draining)
+        clock.t = 1090
+        for n in draining:  # DP done: the reconciler releases them
+            store.transition_node(n.id, NodeState.RELEASED, "decommissioned (DP)")
+        _, problems = Control(store, settings, clock).between()  # a restarted coordinator: same memory
+        assert problems == []
+        assert sorted((n.role, n.state) for n in store.list_nodes("c")) == [(Role.CORE, NodeState.REQUESTED)] * 4
+        assert len(store.list_nodes("a")) == 2
+    finally:
+        store.close()
