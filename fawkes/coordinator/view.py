@@ -15,9 +15,14 @@ from fawkes.store import Store
 from fawkes.store.lifecycle import HostState, NodeState
 
 
-def allocation_history(nodes: Iterable, since: float) -> tuple[tuple[float, int], ...]:
-    """Change points ``(time, nodes held)`` from node lifetimes, the first at or before ``since``."""
+def allocation_history(nodes: Iterable, since: float, admitted_at: float | None = None) -> tuple[tuple[float, int], ...]:
+    """Change points ``(time, nodes held)`` from node lifetimes, the first at or before ``since``.
+
+    A cluster exists from its admission (``admitted_at``): one admitted with no nodes yet holds 0
+    while it is entitled to a share, which is discrimination too."""
     deltas: dict[float, int] = {}
+    if admitted_at is not None:
+        deltas[max(admitted_at, since)] = 0
     for n in nodes:
         start = n.requested_at
         end = n.released_at
@@ -83,7 +88,7 @@ def build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
         recent = store.samples(c.name, since=now - window, until=now)
         views.append(ClusterView(
             name=c.name, state=state, min_core=c.min_core, nodes=tuple(nodes),
-            samples=interval_samples(recent, start), allocation=allocation_history(every, start),
+            samples=interval_samples(recent, start), allocation=allocation_history(every, start, c.admitted_at),
             # task slots per node = a Spark worker's cores = its host's cores; the fewest is the safe side
             slots_per_node=min((cores[n.id] for n in nodes), default=pool_cores),
             since=c.requested_at,

@@ -18,6 +18,8 @@ import heapq
 import random
 from dataclasses import dataclass, field
 
+from sortedcontainers import SortedSet
+
 from fawkes.mechanism import (
     CLUSTER_TRANSITIONS,
     ClusterMetrics,
@@ -97,7 +99,9 @@ class Simulator:
         self.stats = Stats()
         self.refs = refs
         self._rng = random.Random(seed)
-        self.free: dict[str, None] = dict.fromkeys(f"h{i:05d}" for i in range(wl.capacity))  # ordered set
+        # free hosts in placement order (the inventory's, as the store lists them): a freed host is
+        # offered again in its place, not last
+        self.free = SortedSet(f"h{i:05d}" for i in range(wl.capacity))
         self.clusters: dict[str, SimCluster] = {c.name: SimCluster(self, c) for c in wl.clusters}
         self.order: list[SimCluster] = []  # clusters holding nodes, in admission order
         self.queue: list[SimCluster] = []  # global FIFO of requests
@@ -230,7 +234,7 @@ class Simulator:
 
     # --- nodes --------------------------------------------------------------------------------
     def _grow(self, c: SimCluster, host: str, role: Role, now: float, ready_now: bool = False) -> None:
-        del self.free[host]
+        self.free.remove(host)
         self.node_seq += 1
         node = c.attach(host, role, now, self.node_seq)
         if role is Role.CORE and (ready_now or c.state in (ClusterState.REQUESTED, ClusterState.DEPLOYING)):
@@ -252,9 +256,12 @@ class Simulator:
 
     def _release(self, node, now: float) -> None:
         c = node.cluster
-        if node.attached:
-            c.detach(node, now)
-        self.free[node.host] = None
+        if not node.attached:  # its cluster finished saving first and handed every host back
+            return  # (freeing it again would free a host that may belong to another cluster by now)
+        c.detach(node, now)
+        if self.recorder is not None:
+            self.recorder.release(c.name, node.host, now)
+        self.free.add(node.host)
         if self.wl.controller == "fawkes":
             delay = self.cost.refill_delay_s
             if delay <= 0:
@@ -270,13 +277,15 @@ class Simulator:
         self.order.append(c)
         for role in (Role.CORE, Role.TC, Role.TR):
             for _ in range(comp.get(role, 0)):
-                self._grow(c, next(iter(self.free)), role, 0.0, ready_now=True)
+                self._grow(c, self.free[0], role, 0.0, ready_now=True)
 
     # --- FAWKES: lifecycle ------------------------------------------------------------------------
     def _request(self, c: SimCluster, now: float) -> None:
         c.reset_incarnation(now)  # a new incarnation (a released cluster's request is a new one)
         c.state = ClusterState.REQUESTED
         self.queue.append(c)
+        if self.recorder is not None:
+            self.recorder.request(c.name, c.min_core, now)
         self._between(now)
 
     def _rerequest(self, c: SimCluster, now: float) -> None:
@@ -336,7 +345,9 @@ class Simulator:
     def _saved(self, c: SimCluster, now: float) -> None:
         for node in list(c.nodes.values()):
             c.detach(node, now)
-            self.free[node.host] = None
+            if self.recorder is not None:
+                self.recorder.release(c.name, node.host, now)
+            self.free.add(node.host)
         self._transition(c, ClusterState.RELEASED)
         self.order.remove(c)
         if c.jobs:
@@ -349,6 +360,8 @@ class Simulator:
         if self.check and to not in CLUSTER_TRANSITIONS[c.state]:
             self.stats.invariant_errors.append(f"t={self.now}: {c.name}: transition {c.state} -> {to} not allowed")
         c.state = to
+        if self.recorder is not None:
+            self.recorder.state(c.name, to, self.now)
 
     # --- FAWKES: sampling, ticks, plans ---------------------------------------------------------
     def _sample(self, now: float) -> None:
@@ -371,6 +384,8 @@ class Simulator:
                 c.last_sample = tuple(getattr(m, f) for f in _METRIC_FIELDS)
                 c.last_sample_version = key
             c.samples.append(m)
+            if self.recorder is not None:
+                self.recorder.sample(c.name, m)
             while c.samples and c.samples[0].time <= horizon:
                 c.samples.pop(0)
         for c in self.clusters.values():
@@ -495,7 +510,7 @@ class Simulator:
                          n_transient=n_tr, workload_done=done)
             if r.delta > 0:
                 for _ in range(r.delta):
-                    self._grow(c, next(iter(self.free)), r.role, now)
+                    self._grow(c, self.free[0], r.role, now)
                 self.stats.reconfigurations += 1
             elif r.delta < 0:
                 view = ClusterView(c.name, c.state, c.min_core,
@@ -536,9 +551,13 @@ class Simulator:
                 if v is not None and tgt != v.min_core:
                     err.append(f"t={t}: None target {name}={tgt} != min")
         elif dec.gate_open and targets and not self.settings.cap_to_demand:
-            if sum(targets.values()) != snap.capacity - saving and sum(dec.admission.minima.values()) + sum(
-                    v.min_core for v in snap.allocated if v.name not in leaving) <= snap.capacity:
-                err.append(f"t={t}: not work-conserving: {sum(targets.values())} != {snap.capacity - saving}")
+            pool = snap.capacity - saving  # nodes of clusters on their way out are not shared now
+            if sum(targets.values()) != pool and sum(dec.admission.minima.values()) + sum(
+                    v.min_core for v in snap.allocated if v.name not in leaving) <= pool:
+                err.append(f"t={t}: not work-conserving: {sum(targets.values())} != {pool}")
+        held = sum(c.held for c in self.clusters.values())
+        if held + len(self.free) != self.capacity:
+            err.append(f"t={t}: hosts: {held} held + {len(self.free)} free != capacity {self.capacity}")
         for sh in dec.plan.shrinks:
             if sh.role is Role.CORE:
                 err.append(f"t={t}: core node {sh.node} removed")

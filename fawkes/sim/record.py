@@ -1,0 +1,53 @@
+"""A simulation's observations and decisions, in order: what a parity replay feeds the coordinator.
+
+The simulator calls a :class:`Recorder` on everything the coordinator would learn from the
+outside world (cluster requests, lifecycle moves its reconciler carries out, node releases,
+samples) and on every controller step with the snapshot it built and what the step decided.
+``tests/test_parity.py`` replays such a record through the coordinator's ``Control`` on a real
+store and checks that it decides the same, step by step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fawkes.mechanism import ClusterMetrics, ClusterState, Decision, Memory, Snapshot
+from fawkes.mechanism.controller import Between
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One record: ``kind`` is request | state | release | sample | tick | between."""
+
+    kind: str
+    time: float
+    cluster: str = ""
+    data: Any = None  # min_core | ClusterState | host | ClusterMetrics | (Snapshot, result, Memory)
+
+
+@dataclass
+class Recorder:
+    events: list[Event] = field(default_factory=list)
+
+    def request(self, name: str, min_core: int, t: float) -> None:
+        self.events.append(Event("request", t, name, min_core))
+
+    def state(self, name: str, to: ClusterState, t: float) -> None:
+        self.events.append(Event("state", t, name, to))
+
+    def release(self, name: str, host: str, t: float) -> None:
+        self.events.append(Event("release", t, name, host))
+
+    def sample(self, name: str, m: ClusterMetrics) -> None:
+        self.events.append(Event("sample", m.time, name, m))
+
+    def tick(self, snap: Snapshot, d: Decision, memory: Memory) -> None:
+        self.events.append(Event("tick", snap.now, data=(snap, d, memory)))
+
+    def between(self, snap: Snapshot, b: Between) -> None:
+        self.events.append(Event("between", snap.now, data=(snap, b, b.memory)))
+
+    @property
+    def steps(self) -> int:
+        return sum(1 for e in self.events if e.kind in ("tick", "between"))

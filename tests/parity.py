@@ -1,0 +1,174 @@
+"""Replay a simulator run's record through the coordinator's Control on a real store.
+
+The replay plays the outside world as the coordinator's sampler and reconciler would see it:
+cluster requests, lifecycle moves the reconciler makes (loaded, active, released), node
+releases (FP stopped / DP decommissioned), samples and per-node facts (running tasks, stored
+bytes).  At each recorded controller step it sets the clock, runs ``Control.tick`` or
+``Control.between`` and compares, field by field, the snapshot the store gives with the one the
+simulator built, then the decision, plans and memory.  Nothing else is shared: the coordinator
+reads only its store.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields, is_dataclass
+
+from fawkes.coordinator.control import Control
+from fawkes.coordinator.view import build_snapshot
+from fawkes.mechanism import ClusterState, Settings
+from fawkes.mechanism.discrimination import held_integral
+from fawkes.sim.record import Recorder
+from fawkes.store import NodeState, Store
+
+
+class Clock:
+    def __init__(self, t: float = 0.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Mismatch(AssertionError):
+    pass
+
+
+def same(a, b, path: str = "") -> None:
+    """Deep equality; floats equal to 1e-9 relative (sums taken in another order)."""
+    if isinstance(a, float) or isinstance(b, float):
+        if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
+            raise Mismatch(f"{path}: {a!r} != {b!r}")
+        if not (a == b or (math.isinf(a) and a == b) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)):
+            raise Mismatch(f"{path}: {a!r} != {b!r}")
+        return
+    if is_dataclass(a) and is_dataclass(b):
+        if type(a) is not type(b):
+            raise Mismatch(f"{path}: {type(a).__name__} != {type(b).__name__}")
+        for f in fields(a):
+            if f.name.startswith("_") or f.name == "reason":
+                continue
+            same(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            raise Mismatch(f"{path}: keys {sorted(a)} != {sorted(b)}")
+        for k in a:
+            same(a[k], b[k], f"{path}[{k!r}]")
+        return
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            raise Mismatch(f"{path}: {len(a)} items != {len(b)}: {a!r} vs {b!r}")
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, f"{path}[{i}]")
+        return
+    if a != b:
+        raise Mismatch(f"{path}: {a!r} != {b!r}")
+
+
+def same_snapshot(live, sim, settings: Settings) -> None:
+    """The observed parts agree: pool, queue, and per cluster state, nodes, samples and the
+    allocation as the mechanism integrates it over the interval."""
+    same(live.capacity, sim.capacity, "capacity")
+    same(live.free_hosts, sim.free_hosts, "free_hosts")
+    same(live.queue, sim.queue, "queue")
+    same([c.name for c in live.clusters], [c.name for c in sim.clusters], "clusters")
+    start = sim.now - settings.period_s
+    for a, b in zip(live.clusters, sim.clusters):
+        p = f"cluster {a.name}"
+        same((a.state, a.min_core, a.since, a.slots_per_node), (b.state, b.min_core, b.since, b.slots_per_node), p)
+        same(sorted(a.nodes, key=lambda n: n.id), sorted(b.nodes, key=lambda n: n.id), f"{p}.nodes")
+        same(a.samples, b.samples, f"{p}.samples")
+        same(held_integral(a.allocation, start, sim.now), held_integral(b.allocation, start, sim.now),
+             f"{p}.allocation integral")
+
+
+def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capacity: int, slots: int) -> int:
+    """Feed ``rec`` to a Control on ``store``; raise :class:`Mismatch` at the first difference.
+    Returns the number of steps compared."""
+    store.register_framework("sim", "spark-hdfs", spark_home="/opt/spark", hdfs_jars="/opt/hdfs")
+    store.sync_hosts([{"name": f"h{i:05d}", "address": "127.0.0.1", "cores": slots} for i in range(capacity)])
+    control = Control(store, settings, clock)
+    facts: dict[int, tuple[int, int]] = {}
+    steps = 0
+    for i, ev in enumerate(rec.events):
+        clock.t = ev.time
+        where = f"event {i} ({ev.kind} at t={ev.time:g}{' ' + ev.cluster if ev.cluster else ''})"
+        try:
+            if ev.kind == "request":
+                store.request_cluster(ev.cluster, framework="sim", min_core=ev.data)
+            elif ev.kind == "state":
+                _follow_state(store, ev.cluster, ev.data)
+            elif ev.kind == "release":
+                _release(store, ev.cluster, ev.data)
+            elif ev.kind == "sample":
+                store.record_sample(ev.cluster, ev.data)
+            else:
+                snap, result, memory = ev.data
+                _node_facts(store, snap, facts)
+                same_snapshot(build_snapshot(store, settings, ev.time), snap, settings)
+                if ev.kind == "tick":
+                    _, d, problems = control.tick()
+                    same(d, result, "decision")
+                else:
+                    b, problems = control.between()
+                    if b is None:
+                        raise Mismatch("the coordinator saw nothing to do between ticks")
+                    same(b.admission, result.admission, "admission")
+                    same(b.admission_plan, result.admission_plan, "admission plan")
+                    same(b.refill_plan, result.refill_plan, "refill plan")
+                if problems:
+                    raise Mismatch(f"applying the plan: {problems}")
+                same(control.memory(), memory, "memory")
+                _start_requested(store)
+                steps += 1
+        except Mismatch as exc:
+            raise Mismatch(f"{where}: {exc}") from None
+    return steps
+
+
+def _follow_state(store: Store, name: str, to: ClusterState) -> None:
+    current = ClusterState(store.get_cluster(name).state)
+    if to in (ClusterState.DEPLOYING, ClusterState.SAVING):  # written by the decision itself (intent)
+        if current is not to:
+            raise Mismatch(f"cluster {name} is {current} in the store, {to} in the simulator")
+        return
+    if to is ClusterState.RELEASED:
+        for n in store.list_nodes(name):  # the teardown: nodes still held go first
+            _release(store, name, n.host)
+    store.transition_cluster(name, to, "replay")
+
+
+def _release(store: Store, name: str, host: str) -> None:
+    node = next((n for n in store.list_nodes(name) if n.host == host), None)
+    if node is None:
+        raise Mismatch(f"{name}/{host} released in the simulator but not held in the store")
+    if node.state in (NodeState.REQUESTED, NodeState.PROVISIONING, NodeState.RUNNING):
+        if ClusterState(store.get_cluster(name).state) is not ClusterState.SAVING:
+            raise Mismatch(f"{name}/{host} released in the simulator, {node.state} (not draining) in the store")
+        if node.state == NodeState.REQUESTED:
+            store.transition_node(node.id, NodeState.RELEASED, "replay: teardown")
+            return
+        store.transition_node(node.id, NodeState.DRAINING, "replay: teardown")
+    store.transition_node(node.id, NodeState.RELEASED, "replay: released")
+
+
+def _start_requested(store: Store) -> None:
+    for n in store.list_nodes():
+        if n.state == NodeState.REQUESTED:
+            store.transition_node(n.id, NodeState.PROVISIONING, "replay")
+            store.transition_node(n.id, NodeState.RUNNING, "replay")
+
+
+def _node_facts(store: Store, snap, facts: dict[int, tuple[int, int]]) -> None:
+    """What the sampler observes per node: running tasks and stored bytes."""
+    held = {(c.name, n.id): n for c in snap.clusters for n in c.nodes}
+    names = {c.id: c.name for c in store.list_clusters(include_released=False)}
+    for n in store.list_nodes():
+        view = held.get((names.get(n.cluster_id), n.host))
+        if view is None:
+            continue
+        want = (view.running_tasks, view.stored_bytes)
+        if facts.get(n.id) != want:
+            store.update_node(n.id, running_tasks=view.running_tasks, stored_bytes=view.stored_bytes)
+            facts[n.id] = want

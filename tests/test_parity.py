@@ -1,0 +1,128 @@
+"""One loop, two drivers: a simulator run's observations replayed through the coordinator's
+Control on a real store (SQLite, PostgreSQL) give the same snapshots, decisions, admissions,
+refills, plans and memory, step by step (tests/parity.py does the replay)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from fawkes.mechanism import Role, Settings, policy_names
+from fawkes.presets import preset_names, read_preset
+from fawkes.sim.costs import cost_model
+from fawkes.sim.engine import Simulator
+from fawkes.sim.record import Recorder
+from fawkes.sim.workloads import GB, ClusterSpec, Workload, make_job
+from fawkes.store import Store
+from tests.parity import Clock, replay
+
+try:
+    from store_fixtures import pg_server, store_url  # noqa: F401
+except ImportError:
+    from tests.store_fixtures import pg_server, store_url  # noqa: F401
+
+SLOTS = 2  # task slots per node = a lab host's cores
+
+
+def workload(seed: int, *, capacity: int = 10, clusters: int = 3, jobs: int = 12, horizon: float = 900.0,
+             late: bool = True) -> Workload:
+    """A small random workload: clusters (some requested late, some loading a dataset) and jobs of
+    WordCount/Sort in bursts, so that growth, shrinks (FP and DP), admissions with reclaim,
+    inactivity and re-requests all happen."""
+    rng = np.random.default_rng(seed)
+    cost = cost_model((), map_slots=SLOTS, reduce_slots=1)
+    specs = []
+    for i in range(clusters):
+        request = float(rng.uniform(0, horizon / 2)) if late and i else 0.0
+        specs.append(ClusterSpec(f"c{i}", request, int(rng.integers(1, 3)), float(rng.uniform(0, 2)) * GB,
+                                 preloaded=bool(rng.integers(0, 2)) if request == 0 else False))
+    out = []
+    for j in range(jobs):
+        c = specs[int(rng.integers(0, clusters))]
+        maps = int(rng.integers(2, 40))
+        out.append(make_job(cost, rng, j, c.name, ("wordcount", "sort")[int(rng.integers(0, 2))],
+                            maps * 64 * 1024**2, maps, int(rng.integers(1, 4)),
+                            c.request_s + float(rng.uniform(0, horizon))))
+    out.sort(key=lambda j: j.submit_s)
+    jobs_ = tuple(type(j)(**{**{f: getattr(j, f) for f in j.__slots__}, "id": k}) for k, j in enumerate(out))
+    return Workload(f"parity-{seed}", tuple(specs), jobs_, capacity, period_s=60.0, cost=cost)
+
+
+def run_both(wl: Workload, settings: Settings, url: str) -> tuple[Simulator, int]:
+    rec = Recorder()
+    sim = Simulator(wl, settings, recorder=rec, check_invariants=True).run()
+    assert sim.stats.invariant_errors == []
+    clock = Clock()
+    store = Store(url, clock=clock)
+    try:
+        steps = replay(rec, store, clock, settings, wl.capacity, wl.cost.slots_per_node)
+    finally:
+        store.close()
+    assert steps == rec.steps
+    return sim, steps
+
+
+FAWKES = [p for p in policy_names()]
+PRESETS = [n for n in preset_names() if read_preset(n).settings is not None]
+
+
+@pytest.mark.parametrize("policy", FAWKES)
+def test_every_policy_decides_alike_in_both_drivers(policy, tmp_path):
+    s = Settings(policy=policy, period_s=60, sample_period_s=10, tau=1.0, grow_type=Role.TC)
+    sim, steps = run_both(workload(7), s, f"sqlite:///{tmp_path / 'state.db'}")
+    assert steps > 20 and sim.decisions > 5
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_decides_alike_in_both_drivers(preset, tmp_path):
+    s = Settings(**(read_preset(preset).settings.model_dump() | {"period_s": 60.0, "sample_period_s": 10.0}))
+    run_both(workload(11), s, f"sqlite:///{tmp_path / 'state.db'}")
+
+
+@pytest.mark.parametrize("extra", [
+    {"cooldown_s": 120.0}, {"cap_to_demand": True}, {"min_change_nodes": 2}, {"shrink_after_ticks": 3},
+    {"discrimination_window": "cumulative", "tau": 0.5}, {"grow_type": Role.TR, "fp_victim_order": "newest"},
+    {"admission_reclaim": "surplus", "backfill": True}, {"inactivity": "weight_zero"},
+    {"policy": "EQ", "eq_gated": True}, {"all_zero": "equal", "policy": "JD"},
+], ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
+def test_settings_decide_alike_in_both_drivers(extra, tmp_path):
+    s = Settings(**({"policy": "TD", "period_s": 60.0, "sample_period_s": 10.0, "tau": 1.0} | extra))
+    run_both(workload(3, clusters=3, jobs=16), s, f"sqlite:///{tmp_path / 'state.db'}")
+
+
+def test_decisions_alike_on_postgresql_too(store_url):
+    s = Settings(policy="TD", period_s=60, sample_period_s=10, tau=1.0, shrink_after_ticks=2, cooldown_s=60)
+    _, steps = run_both(workload(5, jobs=10), s, store_url)
+    assert steps > 10
+
+
+@st.composite
+def scenarios(draw):
+    policy = draw(st.sampled_from(FAWKES))
+    s = Settings(
+        policy=policy, period_s=float(draw(st.sampled_from([30, 60, 120]))),
+        sample_period_s=float(draw(st.sampled_from([5, 10, 15]))),
+        tau=draw(st.sampled_from([0.0, 1.0, 10.0, float("inf")])),
+        grow_type=draw(st.sampled_from([Role.TR, Role.TC])),
+        cooldown_s=draw(st.sampled_from([0.0, 0.0, 90.0])),
+        cap_to_demand=draw(st.booleans()),
+        min_change_nodes=draw(st.sampled_from([0, 0, 2])),
+        shrink_after_ticks=draw(st.sampled_from([1, 1, 2, 3])),
+        discrimination_window=draw(st.sampled_from(["interval", "cumulative"])),
+        idle_timeout_s=draw(st.sampled_from([None, 30.0])),
+        backfill=draw(st.booleans()),
+    )
+    wl = workload(draw(st.integers(0, 10**6)), capacity=draw(st.integers(3, 12)),
+                  clusters=draw(st.integers(1, 3)), jobs=draw(st.integers(1, 10)),
+                  horizon=float(draw(st.sampled_from([300, 900]))))
+    return wl, s
+
+
+@given(scenarios())
+@hsettings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+def test_generated_sequences_decide_alike_in_both_drivers(tmp_path_factory, scenario):
+    wl, s = scenario
+    run_both(wl, s, f"sqlite:///{tmp_path_factory.mktemp('parity') / 'state.db'}")
