@@ -67,6 +67,34 @@ class Health:
     problems: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class NodeFacts:
+    """What reality says about one node of an MR-cluster (:meth:`FrameworkDriver.observe`).
+
+    ``daemons``: each daemon the node should run -> whether its process runs (None: the host did
+    not answer).  ``registration``: each daemon -> what its master reports of it (the worker's
+    state in the Spark master, the DataNode's admin state in the NameNode, ...; None: that master
+    did not answer).  ``up``: every daemon runs and is registered the way ``add_nodes`` /
+    ``deploy`` wait for.  ``decommissioned``: the file system has finished decommissioning the
+    node (or it stores nothing there): only then may its storage daemon be stopped.
+    """
+
+    host: str
+    daemons: Mapping[str, bool | None]
+    registration: Mapping[str, str | None]
+    up: bool
+    decommissioned: bool
+    problems: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        parts = []
+        for d, run in self.daemons.items():
+            reg = self.registration.get(d)
+            parts.append(f"{d} {'?' if run is None else 'running' if run else 'stopped'}"
+                         + (f", {reg}" if reg else ""))
+        return "; ".join(parts)
+
+
 class FrameworkDriver(ABC):
     """Deploy, grow, shrink, observe and tear down MR-clusters of one framework kind."""
 
@@ -140,6 +168,12 @@ class FrameworkDriver(ABC):
     @abstractmethod
     def health(self, cluster: ClusterSpec) -> Health:
         """Which daemons run, and whether the master and the NameNode see every node."""
+
+    @abstractmethod
+    def observe(self, cluster: ClusterSpec, hosts: Sequence[str] | None = None) -> dict[str, NodeFacts]:
+        """Per host (of ``hosts``, default every node): which daemons run, and what their masters
+        say of them (one status command per host, in parallel, and one request per master).
+        Never changes anything; a master or host that does not answer leaves its facts None."""
 
     @abstractmethod
     def metrics(self, cluster: ClusterSpec, *, driver_urls: Sequence[str] = (),

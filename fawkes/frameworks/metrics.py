@@ -7,7 +7,7 @@ Sources (see docs/metrics.md for which policy each value feeds):
 * Spark driver ``GET http://<driver>:4040/api/v1/applications/<id>/stages``: task counts per stage.
 * NameNode JMX ``GET http://<nn>:50070/jmx?qry=Hadoop:service=NameNode,name=FSNamesystemState``
   (capacity, used, live / dead / decommissioning DataNodes) and ``...,name=NameNodeInfo``
-  (``LiveNodes``: used bytes and adminState per DataNode).
+  (``LiveNodes``: used bytes and adminState per DataNode; ``DeadNodes``: whether decommissioned).
 * The host over SSH: ``/proc/stat`` (CPU) and ``df`` (disk of the node's directory).
 """
 
@@ -201,6 +201,18 @@ class NameNodeInfo:
     dead: tuple[str, ...] = ()  # addresses
     decommissioning: tuple[str, ...] = ()
     missing_blocks: int = 0
+    dead_decommissioned: tuple[str, ...] = ()  # dead DataNodes the NameNode reports decommissioned
+
+    def admin_state(self, address: str) -> str:
+        """What the NameNode says of the DataNode at ``address``: its adminState when live
+        ("In Service", "Decommission In Progress", "Decommissioned"), "dead, decommissioned" or
+        "dead" when dead (a DataNode stopped after its decommission, or lost), "absent" when the
+        NameNode does not know it (never registered since the NameNode started)."""
+        if address in self.live:
+            return self.live[address].admin_state
+        if address in self.dead_decommissioned:
+            return "dead, decommissioned"
+        return "dead" if address in self.dead else "absent"
 
 
 def _addr(key: str, info: Mapping) -> str:
@@ -224,10 +236,14 @@ def parse_namenode_info(doc: str | bytes | Mapping) -> NameNodeInfo:
                                used=int(info.get("used", info.get("usedSpace", 0))),
                                capacity=int(info.get("capacity", 0)), remaining=int(info.get("remaining", 0)),
                                blocks=int(info.get("numBlocks", 0)), last_contact_s=int(info.get("lastContact", 0)))
-    dead = tuple(sorted(_addr(k, v) for k, v in _nested(b.get("DeadNodes")).items()))
+    dead_nodes = _nested(b.get("DeadNodes"))
+    dead = tuple(sorted(_addr(k, v) for k, v in dead_nodes.items()))
+    dead_decom = tuple(sorted(_addr(k, v) for k, v in dead_nodes.items()
+                              if isinstance(v, Mapping) and v.get("decommissioned") in (True, "true")))
     decom = tuple(sorted(_addr(k, v) for k, v in _nested(b.get("DecomNodes")).items()))
     return NameNodeInfo(safemode=bool(str(b.get("Safemode", "")).strip()), live=live, dead=dead,
-                        decommissioning=decom, missing_blocks=int(b.get("NumberOfMissingBlocks", 0)))
+                        decommissioning=decom, missing_blocks=int(b.get("NumberOfMissingBlocks", 0)),
+                        dead_decommissioned=dead_decom)
 
 
 # --------------------------------------------------------------------------- host stats over SSH

@@ -33,7 +33,7 @@ from pathlib import PurePosixPath
 from fawkes.errors import FawkesError
 from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import (DecommissionInterrupted, DecommissionTimeout, FrameworkDriver, Health,
-                                    OpResult)
+                                    NodeFacts, OpResult)
 from fawkes.frameworks.render import CONTROL_SCRIPT, EXCLUDE_FILE, ports_for, render_exclude
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import SHRINK_MODE, Role, ShrinkMode
@@ -94,15 +94,23 @@ class SparkHdfsDriver(FrameworkDriver):
             raise FawkesError(f"{what} failed on {len(bad)} host(s): " + "; ".join(bad)[:400])
         return {h: r.stdout for h, r in res.items()}
 
+    def _ctl_if_present(self, cluster: ClusterSpec, node: NodeSpec, *args: str) -> Script:
+        """The control script's action, or nothing on a host that no longer holds the cluster's
+        directory (already wiped: nothing of the cluster runs there), so that removals are idempotent."""
+        script = str(PurePosixPath(cluster.cluster_dir(node)) / CONTROL_SCRIPT)
+        return Script("if [ -f {s} ]; then /bin/sh {s} {a}; else echo 'no cluster directory'; fi",
+                      s=script, a=list(args))
+
     def _ctl_each(self, cluster: ClusterSpec, per_host: Mapping[str, Sequence[Sequence[str]]], what: str,
-                  timeout: float = 120.0) -> dict[str, str]:
+                  timeout: float = 120.0, *, if_present: bool = False) -> dict[str, str]:
         cmds = {}
+        ctl = self._ctl_if_present if if_present else self._ctl
         for h, actions in per_host.items():
             if not actions:
                 continue
             node = cluster.node(h)
             cmds[h] = Script(" && ".join("{c%d}" % i for i in range(len(actions))),
-                             **{f"c{i}": self._ctl(cluster, node, *a) for i, a in enumerate(actions)})
+                             **{f"c{i}": ctl(cluster, node, *a) for i, a in enumerate(actions)})
         return self._run(cmds, what, timeout)
 
     def write_files(self, files: Mapping[str, Sequence[tuple[str, str]]], what: str = "writing files") -> None:
@@ -351,7 +359,8 @@ class SparkHdfsDriver(FrameworkDriver):
         dp = [n for n in present if modes[n.name] is ShrinkMode.DP]
         if fp:  # fast preemption: stop the worker; Spark re-runs its tasks elsewhere
             self.emit(cluster, "fp", f"stopping {', '.join(n.name for n in fp)}", t0=t0)
-            self._ctl_each(cluster, {n.name: [("stop", "worker")] for n in fp}, "stopping workers (FP)")
+            self._ctl_each(cluster, {n.name: [("stop", "worker")] for n in fp}, "stopping workers (FP)",
+                           if_present=True)
             phases["fp_stop"] = time.monotonic() - t0
         if dp:
             self._decommission(cluster, dp, timeout, cancel, t0, phases, spark_drain_s)
@@ -363,7 +372,7 @@ class SparkHdfsDriver(FrameworkDriver):
             return not ({cluster.node(h).address for h in gone} & set(alive))
 
         self._wait(cluster, "removed workers to leave the master", not_alive, 60, t0)
-        self._ctl_each(cluster, {h: [("wipe",)] for h in gone}, "wiping removed nodes")
+        self._ctl_each(cluster, {h: [("wipe",)] for h in gone}, "wiping removed nodes", if_present=True)
         phases["cleanup"] = time.monotonic() - t
         phases["total"] = time.monotonic() - t0
         new = cluster
@@ -378,29 +387,41 @@ class SparkHdfsDriver(FrameworkDriver):
         names = ", ".join(n.name for n in dp)
         # 1. Spark: decommission the workers (SIGPWR): no new tasks, blocks migrate, running tasks finish
         self.emit(cluster, "dp", f"decommissioning Spark workers on {names}", t0=t0)
-        self._run({n.name: Script("{c} || true", c=self._ctl(cluster, n, "signal", "worker", "PWR")) for n in dp},
-                  "decommissioning workers", 60)
+        self._run({n.name: Script("{c} || true", c=self._ctl_if_present(cluster, n, "signal", "worker", "PWR"))
+                   for n in dp}, "decommissioning workers", 60)
         # 2. HDFS: exclude file + refreshNodes, then wait for Decommissioned
         with_dn = [n for n in dp if "datanode" in self.role_daemons[n.role]]
         addrs = {n.address for n in with_dn}
         if with_dn:
             t = time.monotonic()
             excl = set(self._read_exclude(cluster))
-            # always write + refreshNodes: after a crash between the two, the file alone says nothing
-            # about what the NameNode was told (it would stay "In Service" forever)
-            self._set_exclude(cluster, excl | addrs)
+            info = self.datanodes(cluster)
+            told = {a for a in addrs if info.admin_state(a) in ("Decommission In Progress", "Decommissioned",
+                                                                 "dead, decommissioned")}
+            # a DataNode that never registered and does not run holds no block: nothing to wait for
+            running = self._running(cluster, [n for n in with_dn if info.admin_state(n.address) == "absent"],
+                                    "datanode")
+            empty = {n.address for n in with_dn if info.admin_state(n.address) == "absent"
+                     and running.get(n.name) is False}
+            if not (addrs <= excl and addrs - empty <= told):
+                # write + refreshNodes unless the NameNode already decommissions them: after a crash
+                # between the two, the file alone says nothing about what the NameNode was told
+                self._set_exclude(cluster, excl | addrs)
             self.emit(cluster, "dp", f"DataNodes {', '.join(sorted(addrs))} in the exclude file; waiting for "
                       "the NameNode to report them Decommissioned", t0=t0)
             last: dict[str, str] = {}
 
             def decommissioned():
-                live = self.datanodes(cluster).live
-                states = {a: (live[a].admin_state if a in live else "not live") for a in addrs}
+                info = self.datanodes(cluster)
+                states = {a: info.admin_state(a) for a in addrs}
                 if states != last:
                     last.clear()
                     last.update(states)
                     self.emit(cluster, "dp", ", ".join(f"{a}: {s}" for a, s in sorted(states.items())), t0=t0)
-                return all(s == "Decommissioned" for s in states.values())
+                # dead and decommissioned: stopped after its decommission finished (a crash before the
+                # node was released); a dead DataNode is decommissioned at once by refreshNodes
+                return all(s in ("Decommissioned", "dead, decommissioned") or (a in empty and s == "absent")
+                           for a, s in states.items())
 
             try:
                 done = self._wait(cluster, "DataNodes to be Decommissioned", decommissioned, timeout, t0, cancel)
@@ -426,7 +447,7 @@ class SparkHdfsDriver(FrameworkDriver):
             self.emit(cluster, "dp", f"workers still busy after {spark_drain_s:g}s: stopping them "
                       "(their tasks are re-run)", t0=t0)
         self._ctl_each(cluster, {n.name: [("stop", "worker"), *([("stop", "datanode")] if n in with_dn else [])]
-                                 for n in dp}, "stopping decommissioned nodes")
+                                 for n in dp}, "stopping decommissioned nodes", if_present=True)
         phases["dp_stop"] = time.monotonic() - t
 
     def recommission(self, cluster: ClusterSpec, names: Sequence[str], *, timeout: float = 180.0) -> OpResult:
@@ -504,7 +525,62 @@ class SparkHdfsDriver(FrameworkDriver):
                                120, t0)
         return plan
 
-    # ================================================================== health and metrics
+    # ================================================================== health, observation and metrics
+    def _status(self, cluster: ClusterSpec, nodes: Sequence[NodeSpec], timeout: float = 30) -> dict[str, dict | None]:
+        """Per host: daemon -> running (pid file + process), or None when the host did not answer."""
+        if not nodes:
+            return {}
+        out = self.ex.run_each({n.name: Script("if [ -f {s} ]; then /bin/sh {s} status-all; fi",
+                                                s=str(PurePosixPath(cluster.cluster_dir(n)) / CONTROL_SCRIPT))
+                                for n in nodes}, timeout=timeout)
+        return {h: ({ln.split()[0]: ln.split()[1] == "running" for ln in r.stdout.splitlines() if len(ln.split()) >= 2}
+                    if r.ok else None) for h, r in out.items()}
+
+    def _running(self, cluster: ClusterSpec, nodes: Sequence[NodeSpec], daemon: str) -> dict[str, bool | None]:
+        return {h: (None if st is None else st.get(daemon, False)) for h, st in self._status(cluster, nodes).items()}
+
+    def observe(self, cluster: ClusterSpec, hosts: Sequence[str] | None = None) -> dict[str, NodeFacts]:
+        nodes = list(cluster.nodes) if hosts is None else [cluster.node(h) for h in hosts]
+        status = self._status(cluster, nodes, timeout=15)
+        problems: list[str] = []
+        master = info = None
+        try:
+            master = self.master_state(cluster)
+        except FawkesError as exc:
+            problems.append(f"master: {exc}")
+        if any("datanode" in self.daemons_for(cluster, n) for n in nodes):
+            try:
+                info = self.datanodes(cluster)
+            except FawkesError as exc:
+                problems.append(f"namenode: {exc}")
+        out = {}
+        for n in nodes:
+            want = self.daemons_for(cluster, n)
+            st = status.get(n.name)
+            daemons = {d: (None if st is None else st.get(d, False)) for d in want}
+            reg: dict[str, str | None] = {}
+            for d in want:
+                if d == "worker":
+                    if master is None:
+                        reg[d] = None
+                    else:  # DEAD entries linger after a restart: ALIVE wins
+                        ws = [w.state for w in master.workers if w.host == n.address]
+                        reg[d] = "ALIVE" if "ALIVE" in ws else (ws[-1] if ws else "absent")
+                elif d == "datanode":
+                    reg[d] = None if info is None else info.admin_state(n.address)
+                elif d == "master":
+                    reg[d] = None if master is None else master.status
+                elif d == "namenode":
+                    reg[d] = None if info is None else ("safe mode" if info.safemode else "active")
+            ok = {"worker": "ALIVE", "datanode": "In Service", "master": "ALIVE", "namenode": "active"}
+            up = all(daemons[d] is True and reg[d] == ok[d] for d in want)
+            dn = reg.get("datanode", "absent") if "datanode" in want else None
+            decommissioned = ("datanode" not in want or dn in ("Decommissioned", "dead, decommissioned")
+                              or (dn == "absent" and daemons["datanode"] is False))
+            host_problems = tuple(problems) + ((f"{n.name}: no answer over SSH",) if st is None else ())
+            out[n.name] = NodeFacts(n.name, daemons, reg, up, decommissioned, host_problems)
+        return out
+
     def health(self, cluster: ClusterSpec) -> Health:
         out = self.ex.run_each({n.name: Script("if [ -f {s} ]; then /bin/sh {s} status-all; fi",
                                                 s=str(PurePosixPath(cluster.cluster_dir(n)) / CONTROL_SCRIPT))
