@@ -16,6 +16,12 @@ Config file (YAML, every key optional, unknown keys refused)::
       events_s: 2592000                           # events older than 30 days
       decisions_keep: 10080                       # the newest 10080 decisions (7 days at T = 60 s)
       every_s: 3600
+    timeouts:                                     # seconds (finite, > 0, at most 30 days)
+      requested: 120                              # a node not picked up for this long is failed
+      provisioning: 600                           # a node not up (daemons running and registered) is failed
+      draining: 3600                              # a DP still unfinished is reported (nothing is ever stopped)
+      op: 600                                     # the longest one driver operation waits (deploy, add, ...)
+      drain: 60                                   # one DP operation's wait before it hands its worker back
 
 Where things are found:
 
@@ -40,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from fawkes.errors import ConfigError
 from fawkes.store.db import normalize_url
+from fawkes.store.lifecycle import NODE_TIMEOUTS, NodeState
 from fawkes.yamlfile import load_yaml, validate_data
 
 F = TypeVar("F", bound=Callable)
@@ -72,6 +79,35 @@ class RetentionConfig(BaseModel):
     every_s: float = Field(default=3600.0, gt=0)
 
 
+_MAX_TIMEOUT = 30 * 86400.0
+
+
+def _timeout(default: float | None, what: str):
+    return Field(default=default, gt=0, le=_MAX_TIMEOUT, allow_inf_nan=False, strict=True, description=what)
+
+
+class TimeoutsConfig(BaseModel):
+    """How long the reconciler lets a node stay in a state, and lets one operation wait (seconds).
+
+    The node-state defaults are :data:`fawkes.store.lifecycle.NODE_TIMEOUTS`.  Every value is a
+    finite number of seconds, greater than 0 and at most 30 days (a string, NaN or 1e30 is refused).
+    See :class:`fawkes.coordinator.reconcile.Reconciler` for what happens when one runs out.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    requested: float = _timeout(NODE_TIMEOUTS[NodeState.REQUESTED],
+                                "a REQUESTED node no operation picked up for this long is marked failed")
+    provisioning: float = _timeout(NODE_TIMEOUTS[NodeState.PROVISIONING],
+                                   "a PROVISIONING node that reality does not show up (daemons running and "
+                                   "registered) after this long is marked failed; also bounds its add operation")
+    draining: float = _timeout(NODE_TIMEOUTS[NodeState.DRAINING],
+                               "a node DRAINING for this long is reported (warning event); a DataNode is never "
+                               "stopped before HDFS reports it decommissioned")
+    op: float = _timeout(600.0, "the longest one driver operation (deploy, load, add, save, teardown) waits")
+    drain: float = _timeout(60.0, "how long one DP operation waits for HDFS before handing its worker back "
+                                  "(the node stays DRAINING; every step asks HDFS again)")
+
+
 class CoordinatorConfig(BaseModel):
     """The validated coordinator config; ``source`` is the file it came from (None: defaults)."""
 
@@ -86,6 +122,7 @@ class CoordinatorConfig(BaseModel):
     cluster_options: dict[str, str] = Field(default_factory=dict)  # framework tunables for every cluster
     host_grace: float = Field(default=30.0, gt=0)  # seconds without SSH answer before a host is failed
     retention: RetentionConfig = RetentionConfig()
+    timeouts: TimeoutsConfig = TimeoutsConfig()
     source: Path | None = Field(default=None, exclude=True)
 
     @field_validator("cluster_options")

@@ -1,22 +1,38 @@
 """Converge the hosts to the stored intent, through the framework drivers (Ray v2 style).
 
-Each :meth:`Reconciler.step` looks at every live MR-cluster and starts what its state asks
-for, as operations in a worker pool, one per key, so one slow DP drain never blocks other
-clusters (or the same cluster's growth):
+Each :meth:`Reconciler.step` runs three phases, in this order:
+
+1. **sync** (reality -> store): for the nodes in flight that no operation is handling, ask the
+   framework what is true (:meth:`FrameworkDriver.observe`: daemon processes over SSH, the
+   Spark master's workers, the NameNode's DataNodes) and record it.  A PROVISIONING node whose
+   daemons run and are registered becomes RUNNING (after a coordinator restart mid-grow, instead
+   of adding it again); a DEPLOYING cluster whose core nodes are all up is deployed.  For a
+   DRAINING TC node HDFS says whether its decommission has finished; while HDFS is still
+   decommissioning it, nothing is done (no worker thread waits on it).
+2. **expire**: nodes past their state's timeout (``timeouts`` in the config) that reality did
+   not explain and no operation handles: REQUESTED / PROVISIONING ones are marked FAILED (their
+   cleanup stops what runs, by DP for TC nodes); a DRAINING one is reported once, never stopped.
+3. **act** (store -> hosts): start what each live MR-cluster's state asks for, as operations in
+   a worker pool, one per key, so one slow operation never blocks other clusters (or the same
+   cluster's growth):
 
 =============  ==============================================================  ===========
 cluster state  operation                                                       key
 =============  ==============================================================  ===========
 DEPLOYING      all core nodes allocated: deploy them (masters + workers + DNs)  cluster
 LOADING        load the input into HDFS, then ACTIVE                           cluster
-ACTIVE         nodes REQUESTED/PROVISIONING: add them (TR or TC)               grow
-ACTIVE         nodes DRAINING: remove them (TR by FP, TC by DP)                shrink
+ACTIVE         nodes REQUESTED / PROVISIONING (not up): add them (TR or TC)    grow
+ACTIVE         nodes DRAINING: TR by FP; TC by DP: start the decommission,     shrink
+               wait up to ``timeouts.drain``, stop and release once HDFS
+               reports it Decommissioned (a later step finishes it)
+ACTIVE         nodes FAILED: stop what still runs (DP for TC), release         cleanup
 SAVING         save the output, tear down, release every node, then RELEASED   cluster
 =============  ==============================================================  ===========
 
 Every driver operation is idempotent, so after a crash the same step simply runs again on
-whatever state the store recorded (intent is always written before the action).  Core
-nodes are only ever stopped by a SAVING cluster's teardown.
+whatever state the store recorded (intent is always written before the action), and the sync
+phase skips what reality shows already done.  A DataNode is never stopped before HDFS reports
+it decommissioned, and core nodes are only ever stopped by a SAVING cluster's teardown.
 """
 
 from __future__ import annotations
@@ -27,35 +43,55 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from fawkes.config import TimeoutsConfig
 from fawkes.coordinator.fleet import Fleet
 from fawkes.errors import FawkesError
-from fawkes.frameworks.base import DecommissionInterrupted, DecommissionTimeout
+from fawkes.frameworks.base import DecommissionInterrupted, DecommissionTimeout, NodeFacts
 from fawkes.mechanism import ClusterState, Role, ShrinkMode
 from fawkes.store import Store
-from fawkes.store.lifecycle import NODE_TIMEOUTS, NodeState
+from fawkes.store.lifecycle import NodeState
 
 log = logging.getLogger("fawkes.reconcile")
 
 INPUT_DIR = "/input"
 OUTPUT_DIR = "/output"
+IN_FLIGHT = (NodeState.REQUESTED, NodeState.PROVISIONING)
 
 
 class Reconciler:
+    """``timeouts``: the config's ``timeouts`` section (:class:`fawkes.config.TimeoutsConfig`;
+    default: its defaults).  ``clock`` must be the store's clock (node ages are ``state_since``)."""
+
     def __init__(self, store: Store, fleet: Fleet, *, workers: int = 4, clock: Callable[[], float] = time.time,
-                 op_timeout: float = 600.0, drain_timeout: float = 1800.0):
+                 timeouts: TimeoutsConfig | None = None):
         self.store = store
         self.fleet = fleet
         self.clock = clock
-        self.op_timeout = op_timeout
-        self.drain_timeout = drain_timeout
+        self.timeouts = timeouts if timeouts is not None else TimeoutsConfig()
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fawkes-op")
         self.inflight: dict[tuple[str, str], Future] = {}
         self.cancel = threading.Event()  # set on shutdown: DP waits give up, nodes stay DRAINING
         self.failures: dict[tuple[str, str], int] = {}
+        self._reported: set[int] = set()  # DRAINING nodes already reported past their timeout
+
+    @property
+    def op_timeout(self) -> float:
+        return self.timeouts.op
+
+    @property
+    def drain_timeout(self) -> float:
+        return self.timeouts.drain
 
     # ------------------------------------------------------------------ the loop body
     def step(self) -> None:
         self._collect()
+        waiting = self._sync()
+        self._expire_stuck()
+        self._act(waiting)
+
+    def _act(self, waiting: set[int]) -> None:
+        """Start the operations the stored state asks for (``waiting``: DRAINING nodes HDFS is
+        still decommissioning, left alone)."""
         for c in self.store.list_clusters(include_released=False):
             state = ClusterState(c.state)
             name = c.name
@@ -68,17 +104,16 @@ class Reconciler:
                 continue
             nodes = self.store.list_nodes(name)
             if state is ClusterState.DEPLOYING:
-                cores = [n for n in nodes if n.role == Role.CORE and n.state in (NodeState.REQUESTED,
-                                                                                  NodeState.PROVISIONING)]
+                cores = [n for n in nodes if n.role == Role.CORE and n.state in IN_FLIGHT]
                 if len(cores) >= c.min_core:
                     self.start(name, "cluster", self._deploy, name, [n.id for n in cores])
             elif state is ClusterState.LOADING:
                 self.start(name, "cluster", self._load, name, c.input_path)
             elif state is ClusterState.ACTIVE:
-                new = [n.id for n in nodes if n.state in (NodeState.REQUESTED, NodeState.PROVISIONING)]
+                new = [n.id for n in nodes if n.state in IN_FLIGHT]
                 if new:
                     self.start(name, "grow", self._grow, name, new)
-                gone = [n.id for n in nodes if n.state == NodeState.DRAINING]
+                gone = [n.id for n in nodes if n.state == NodeState.DRAINING and n.id not in waiting]
                 if gone and not self.busy(name, "grow"):  # a node chosen while still starting: let it start first
                     self.start(name, "shrink", self._shrink, name, gone)
                 failed = [n.id for n in nodes if n.state == NodeState.FAILED]
@@ -87,7 +122,60 @@ class Reconciler:
             elif state is ClusterState.SAVING:
                 if not any(self.busy(name, k) for k in ("grow", "shrink", "cleanup")):
                     self.start(name, "cluster", self._save_and_release, name)
-        self._expire_stuck()
+
+    # ------------------------------------------------------------------ phase 1: reality -> store
+    def _sync(self) -> set[int]:
+        """Record what reality says of the nodes in flight that no operation handles.
+
+        Returns the DRAINING nodes HDFS is still decommissioning (the act phase leaves them be)."""
+        waiting: set[int] = set()
+        for c in self.store.list_clusters(include_released=False):
+            state = ClusterState(c.state)
+            if c.release_requested_at is not None or state not in (ClusterState.DEPLOYING, ClusterState.ACTIVE):
+                continue
+            nodes = self.store.list_nodes(c.name)
+            if state is ClusterState.DEPLOYING:
+                if self.busy(c.name, "cluster"):
+                    continue
+                cores = [n for n in nodes if n.role == Role.CORE and n.state in IN_FLIGHT]
+                # only a deployment that was started (every core node PROVISIONING) can be found done
+                if len(cores) < c.min_core or any(n.state != NodeState.PROVISIONING for n in cores):
+                    continue
+                facts = self._observe(c.name, [n.host for n in cores])
+                if facts and all(facts[n.host].up for n in cores):
+                    self._deployed(c.name, [n.id for n in cores], "found deployed: "
+                                   + "; ".join(f"{n.host}: {facts[n.host].summary()}" for n in cores))
+                continue
+            look = []
+            if not self.busy(c.name, "grow"):
+                look += [n for n in nodes if n.state == NodeState.PROVISIONING]
+            if not self.busy(c.name, "shrink") and not self.busy(c.name, "grow"):
+                look += [n for n in nodes if n.state == NodeState.DRAINING and Role(n.role) is Role.TC]
+            if not look:
+                continue
+            facts = self._observe(c.name, [n.host for n in look])
+            if facts is None:
+                waiting |= {n.id for n in look if n.state == NodeState.DRAINING}  # reality unknown: wait
+                continue
+            for n in look:
+                f = facts[n.host]
+                if n.state == NodeState.PROVISIONING and f.up:
+                    self._try(self.store.transition_node, n.id, NodeState.RUNNING,
+                              f"found up, not started again: {f.summary()}")
+                    log.info("%s: %s found up (%s)", c.name, n.host, f.summary())
+                elif n.state == NodeState.DRAINING:
+                    dn = f.registration.get("datanode")
+                    if dn is None or dn == "Decommission In Progress":
+                        waiting.add(n.id)  # HDFS is at work (or did not answer): ask again next step
+        return waiting
+
+    def _observe(self, cluster: str, hosts: list[str]) -> dict[str, NodeFacts] | None:
+        try:
+            spec, driver = self.fleet.spec(cluster)
+            return driver.observe(spec, hosts)
+        except FawkesError as exc:
+            log.info("%s: cannot observe %s: %s", cluster, ", ".join(hosts), exc)
+            return None
 
     def busy(self, cluster: str, kind: str) -> bool:
         f = self.inflight.get((cluster, kind))
@@ -121,8 +209,11 @@ class Reconciler:
             self._advance(i, NodeState.PROVISIONING, "deploying")
         spec, driver = self.fleet.spec(name)
         driver.deploy(spec, timeout=self.op_timeout)
+        self._deployed(name, node_ids, "deployed")
+
+    def _deployed(self, name: str, node_ids: list[int], detail: str) -> None:
         for i in node_ids:
-            self._advance(i, NodeState.RUNNING, "deployed")
+            self._advance(i, NodeState.RUNNING, detail)
         c = self.store.get_cluster(name)
         nxt = ClusterState.LOADING if c.input_path else ClusterState.ACTIVE
         self.store.transition_cluster(name, nxt, "deployed" + (f", loading {c.input_path}" if c.input_path else ""))
@@ -134,16 +225,19 @@ class Reconciler:
         self.store.transition_cluster(name, ClusterState.ACTIVE, f"input loaded into {INPUT_DIR}" if src else "")
 
     def _grow(self, name: str, node_ids: list[int]) -> None:
-        nodes = [n for n in (self.store.get_node(i) for i in node_ids)
-                 if n.state in (NodeState.REQUESTED, NodeState.PROVISIONING)]  # not meanwhile chosen to go
-        if not nodes:
+        nodes = [n for n in (self.store.get_node(i) for i in node_ids) if n.state in IN_FLIGHT]  # not meanwhile
+        if not nodes:                                                                             # chosen to go
             return
+        # the wait ends with the provisioning timeout of the oldest node (restarted mid-grow: less left)
+        since = [n.state_since for n in nodes if n.state == NodeState.PROVISIONING]
+        left = self.timeouts.provisioning - (self.clock() - min(since)) if since else self.timeouts.provisioning
+        timeout = max(1.0, min(self.timeouts.op, left))
         for n in nodes:
             self._advance(n.id, NodeState.PROVISIONING, "starting daemons")
         spec, driver = self.fleet.spec(name)
         added = [spec.node(n.host) for n in nodes]
         try:
-            driver.add_nodes(spec, added, timeout=self.op_timeout)
+            driver.add_nodes(spec, added, timeout=timeout)
         except FawkesError as exc:
             for n in nodes:
                 self._try(self.store.transition_node, n.id, NodeState.FAILED, f"add failed: {exc}")
@@ -153,24 +247,33 @@ class Reconciler:
                 self._advance(n.id, NodeState.RUNNING, f"{n.role} node registered")
 
     def _shrink(self, name: str, node_ids: list[int]) -> None:
-        nodes = [self.store.get_node(i) for i in node_ids]
+        """TR nodes by FP (stop now), then TC nodes by DP: start the decommission (or find it done) and
+        wait up to ``timeouts.drain``; not finished by then, the nodes stay DRAINING, HDFS goes on, and
+        the sync phase asks HDFS every step until it reports them Decommissioned: then this stops them."""
+        nodes = [n for n in (self.store.get_node(i) for i in node_ids) if n.state == NodeState.DRAINING]
         if any(Role(n.role) is Role.CORE for n in nodes):  # never while active: a planning bug, refuse loudly
             bad = ", ".join(n.host for n in nodes if Role(n.role) is Role.CORE)
             raise FawkesError(f"cluster {name}: refusing to remove core node(s) {bad} of an active cluster")
         spec, driver = self.fleet.spec(name)
-        try:
-            driver.remove_nodes(spec, [n.host for n in nodes], timeout=self.drain_timeout, cancel=self.cancel)
-        except DecommissionInterrupted as exc:  # stopping: HDFS goes on; the next start resumes the wait
-            log.info("%s", exc)
-            return
-        except DecommissionTimeout as exc:
-            self.store.record_event("shrink", str(exc), level="warning", cluster=name)
-            return  # nodes stay DRAINING; the next step tries again
-        for n in nodes:
-            self._advance(n.id, NodeState.RELEASED, "removed (FP)" if Role(n.role) is Role.TR else "decommissioned (DP)")
+        for group in ([n for n in nodes if Role(n.role) is Role.TR], [n for n in nodes if Role(n.role) is Role.TC]):
+            if not group:
+                continue
+            try:
+                driver.remove_nodes(spec, [n.host for n in group], timeout=self.drain_timeout, cancel=self.cancel)
+            except DecommissionInterrupted as exc:  # stopping: HDFS goes on; the next start resumes the wait
+                log.info("%s", exc)
+                return
+            except DecommissionTimeout as exc:  # nodes stay DRAINING; the sync phase watches HDFS from now on
+                self.store.record_event("shrink", f"HDFS still decommissioning, checked every step: {exc}",
+                                        cluster=name)
+                continue
+            for n in group:
+                self._advance(n.id, NodeState.RELEASED,
+                              "removed (FP)" if Role(n.role) is Role.TR else "decommissioned (DP)")
 
     def _cleanup(self, name: str, node_ids: list[int]) -> None:
-        """Failed nodes: stop what may still run (FP), then hand the host back or write it off."""
+        """Failed nodes: stop what may still run (TR by FP; TC by DP: a DataNode HDFS has not
+        decommissioned is never stopped), then hand the host back, or write it off if unreachable."""
         spec, driver = self.fleet.spec(name, states={NodeState.RUNNING, NodeState.FAILED, NodeState.DRAINING,
                                                     NodeState.PROVISIONING, NodeState.REQUESTED})
         for i in node_ids:
@@ -179,8 +282,12 @@ class Reconciler:
                 continue  # a failed core node keeps its place until the cluster is torn down
             res = self.fleet.ex.run([n.host], "true", timeout=10)[n.host]
             if res.ok:
+                mode = ShrinkMode.FP if Role(n.role) is Role.TR else ShrinkMode.DP
                 try:
-                    driver.remove_nodes(spec, [n.host], ShrinkMode.FP, timeout=120)
+                    driver.remove_nodes(spec, [n.host], mode, timeout=self.drain_timeout, cancel=self.cancel)
+                except DecommissionTimeout as exc:  # HDFS goes on decommissioning; the next step retries
+                    log.info("cleanup of %s: %s", n.host, exc)
+                    continue
                 except FawkesError as exc:
                     log.warning("cleanup of %s failed: %s", n.host, exc)
                     continue
@@ -240,22 +347,40 @@ class Reconciler:
         for key in [k for k, f in self.inflight.items() if f.done()]:
             del self.inflight[key]
 
-    def _expire_stuck(self) -> None:
-        """Nodes past their state's timeout with no operation on their cluster are marked failed.
+    def limits(self) -> dict[NodeState, float]:
+        """Seconds a node may stay in each watched state (from ``timeouts``)."""
+        t = self.timeouts
+        return {NodeState.REQUESTED: t.requested, NodeState.PROVISIONING: t.provisioning,
+                NodeState.DRAINING: t.draining}
 
-        DRAINING is exempt: a DataNode is never stopped before HDFS says it is decommissioned.
+    def _expire_stuck(self) -> None:
+        """REQUESTED / PROVISIONING nodes past their timeout (that the sync did not find up), with no
+        operation of their cluster that would start them in flight, are marked failed.
+
+        DRAINING ones are reported once (a warning event), never stopped: a DataNode is never
+        stopped before HDFS says it is decommissioned.
         """
-        stuck = self.store.stuck_nodes(self.clock())
+        limits = self.limits()
+        stuck = self.store.stuck_nodes(self.clock(), limits)
+        self._reported &= {n.id for n in stuck}
         if not stuck:
             return
         names = {c.id: c.name for c in self.store.list_clusters(include_released=False)}
-        busy = {cluster for (cluster, _), f in self.inflight.items() if not f.done()}
         for n in stuck:
             state = NodeState(n.state)
-            if names.get(n.cluster_id) in busy or state in (NodeState.DRAINING, NodeState.FAILED):
+            cluster = names.get(n.cluster_id)
+            if state is NodeState.DRAINING:
+                if n.id not in self._reported:
+                    self._reported.add(n.id)
+                    msg = (f"{n.host} draining for more than {limits[state]:g}s: HDFS has not finished "
+                           "decommissioning it; nothing is stopped before it does")
+                    log.warning("%s: %s", cluster, msg)
+                    self._try(self.store.record_event, "node", msg, level="warning", cluster=cluster, node=n.host)
+                continue
+            if cluster is None or self.busy(cluster, "cluster") or self.busy(cluster, "grow"):
                 continue
             self._try(self.store.transition_node, n.id, NodeState.FAILED,
-                      f"stuck in {state} for more than {NODE_TIMEOUTS[state]:.0f}s")
+                      f"stuck in {state} for more than {limits[state]:g}s")
             log.warning("node %s stuck in %s: marked failed", n.host, state)
 
     @staticmethod

@@ -67,7 +67,8 @@ class Coordinator:
 
     def __init__(self, store: Store, inventory: Inventory, settings: Settings, *, executor=None,
                  clock: Callable[[], float] = time.time, workers: int = 4, max_running_jobs: int = 1,
-                 host_grace_s: float = 30.0, cluster_options: dict[str, str] | None = None, retention=None):
+                 host_grace_s: float = 30.0, cluster_options: dict[str, str] | None = None, retention=None,
+                 timeouts=None):
         from fawkes.config import RetentionConfig
 
         self.store = store
@@ -79,7 +80,7 @@ class Coordinator:
         self.fleet = Fleet(store, inventory, executor=executor, progress=self._progress,
                            cluster_options=cluster_options)
         self.control = Control(store, settings, clock)
-        self.reconciler = Reconciler(store, self.fleet, workers=workers, clock=clock)
+        self.reconciler = Reconciler(store, self.fleet, workers=workers, clock=clock, timeouts=timeouts)
         self.dispatcher = Dispatcher(store, self.fleet, max_running=max_running_jobs)
         self.sampler = Sampler(store, self.fleet, self.dispatcher, settings, clock=clock, grace_s=host_grace_s)
         self._lock = threading.Lock()
@@ -224,7 +225,7 @@ def build(cfg, *, inventory_path=None) -> Coordinator:
     store = Store(cfg.state_url())
     try:
         return Coordinator(store, inv, mechanism_settings(cfg), cluster_options=dict(cfg.cluster_options),
-                           host_grace_s=cfg.host_grace, retention=cfg.retention)
+                           host_grace_s=cfg.host_grace, retention=cfg.retention, timeouts=cfg.timeouts)
     except Exception:
         store.close()
         raise

@@ -1,0 +1,330 @@
+"""The reconciler's phases on real durable state (SQLite), with a scripted framework driver.
+
+Each test sets what "reality" says (the driver's :meth:`observe` answers) and checks what one
+``step`` records and starts: sync from reality first, then expire, then act.  The same phases on
+real daemons are in tests/test_reconcile_lab.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from fawkes.config import TimeoutsConfig
+from fawkes.coordinator.reconcile import Reconciler
+from fawkes.frameworks.base import DecommissionTimeout, NodeFacts, OpResult
+from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
+from fawkes.mechanism import ClusterState, Role, ShrinkMode
+from fawkes.ssh.executor import Result
+from fawkes.store import Store
+from fawkes.store.lifecycle import NodeState
+
+ROLE_DAEMONS = {Role.CORE: ("datanode", "worker"), Role.TC: ("datanode", "worker"), Role.TR: ("worker",)}
+
+
+class Clock:
+    def __init__(self, t: float = 1000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def facts(host: str, role: Role, *, running: bool = True, worker: str | None = "ALIVE",
+          datanode: str | None = "In Service") -> NodeFacts:
+    ds = ROLE_DAEMONS[role]
+    reg = {"worker": worker, "datanode": datanode}
+    up = running and worker == "ALIVE" and ("datanode" not in ds or datanode == "In Service")
+    dec = "datanode" not in ds or datanode in ("Decommissioned", "dead, decommissioned")
+    return NodeFacts(host, {d: running for d in ds}, {d: reg[d] for d in ds}, up, dec)
+
+
+class ScriptedDriver:
+    """Records every operation; ``reality`` is what observe() reports per host."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+        self.reality: dict[str, NodeFacts] = {}
+        self.decommission_done = True
+
+    def observe(self, cluster, hosts=None):
+        self.calls.append(("observe", tuple(hosts)))
+        return {h: self.reality.get(h) or facts(h, cluster.node(h).role, running=False, worker="absent",
+                                                datanode="absent") for h in hosts}
+
+    def add_nodes(self, cluster, nodes, *, timeout=180.0):
+        self.calls.append(("add_nodes", tuple(n.name for n in nodes), timeout))
+        for n in nodes:
+            self.reality[n.name] = facts(n.name, n.role)
+        return OpResult(cluster)
+
+    def remove_nodes(self, cluster, names, mode=None, *, timeout=600.0, cancel=None):
+        self.calls.append(("remove_nodes", tuple(names), mode, timeout))
+        if any(cluster.node(h).role is Role.TC for h in names) and not self.decommission_done:
+            raise DecommissionTimeout(f"DP of {', '.join(names)} did not finish in {timeout:g}s")
+        return OpResult(cluster)
+
+    def deploy(self, cluster, *, timeout=180.0):
+        self.calls.append(("deploy", tuple(n.name for n in cluster.nodes), timeout))
+        return OpResult(cluster)
+
+    def ops(self, name: str | None = None) -> list[tuple]:
+        return [c for c in self.calls if c[0] != "observe" and (name is None or c[0] == name)]
+
+
+class FakeExecutor:
+    def run(self, hosts, command, *, timeout=None):
+        return {h: Result(h, True, 0, "", "", None, 0.0) for h in hosts}
+
+
+class ScriptedFleet:
+    FW = FrameworkPaths("spark", "spark-hdfs", "/opt/spark", hdfs_jars="/opt/hdfs")
+
+    def __init__(self, store: Store, driver: ScriptedDriver):
+        self.store, self.driver, self.ex = store, driver, FakeExecutor()
+
+    def spec(self, cluster, *, states=frozenset({NodeState.REQUESTED, NodeState.PROVISIONING, NodeState.RUNNING,
+                                                 NodeState.DRAINING})):
+        nodes = [n for n in self.store.list_nodes(cluster) if NodeState(n.state) in states]
+        specs = tuple(NodeSpec(n.host, f"10.9.0.{int(n.host[1:]) + 10}", Role(n.role), "/srv/fawkes")
+                      for n in nodes)
+        return ClusterSpec(cluster, self.FW, specs), self.driver
+
+
+@pytest.fixture
+def world(tmp_path):
+    clock = Clock()
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}", clock=clock)
+    store.register_framework("spark", "spark-hdfs", spark_home="/opt/spark", hdfs_jars="/opt/hdfs")
+    store.sync_hosts([{"name": f"h{i}", "address": f"10.9.0.{i + 10}", "cores": 1, "memory_mb": 1024}
+                      for i in range(1, 7)])
+    driver = ScriptedDriver()
+    made = []
+
+    def reconciler(**kw) -> Reconciler:
+        r = Reconciler(store, ScriptedFleet(store, driver), clock=clock, **kw)
+        made.append(r)
+        return r
+
+    yield store, clock, driver, reconciler
+    for r in made:
+        r.shutdown(5)
+    store.close()
+
+
+def active_cluster(store: Store, name: str = "a", cores: tuple[str, ...] = ("h1",)) -> None:
+    store.request_cluster(name, framework="spark", min_core=len(cores))
+    store.transition_cluster(name, ClusterState.DEPLOYING, "admitted")
+    for h in cores:
+        n = store.allocate_node(name, h, Role.CORE)
+        store.transition_node(n.id, NodeState.PROVISIONING)
+        store.transition_node(n.id, NodeState.RUNNING)
+    store.transition_cluster(name, ClusterState.ACTIVE, "no input")
+
+
+def node(store: Store, host: str):
+    return [n for n in store.list_nodes(live=False) if n.host == host][-1]
+
+
+def settle(r: Reconciler, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not r.idle():
+        assert time.monotonic() < deadline, "operations did not finish"
+        time.sleep(0.01)
+
+
+def test_provisioning_node_found_up_becomes_running_without_a_second_start(world):
+    store, clock, driver, reconciler = world
+    active_cluster(store)
+    n = store.allocate_node("a", "h2", Role.TC)
+    store.transition_node(n.id, NodeState.PROVISIONING, "starting daemons")  # then the coordinator died
+    driver.reality["h2"] = facts("h2", Role.TC)  # ... after the daemons had registered
+    r = reconciler()
+    r.step()
+    settle(r)
+    assert node(store, "h2").state == NodeState.RUNNING
+    assert driver.ops() == [], "nothing may be started again"
+    assert "found up, not started again" in store.node_history(n.id)[-1].detail
+    assert "worker running, ALIVE" in store.node_history(n.id)[-1].detail
+
+
+def test_provisioning_node_not_up_is_added_within_its_timeouts(world):
+    store, clock, driver, reconciler = world
+    active_cluster(store)
+    n = store.allocate_node("a", "h2", Role.TC)
+    store.transition_node(n.id, NodeState.PROVISIONING)
+    driver.reality["h2"] = facts("h2", Role.TC, worker="absent", datanode="absent")  # started, not registered
+    clock.t += 100  # the coordinator was down 100 s: 200 s of the 300 s provisioning budget left
+    r = reconciler(timeouts=TimeoutsConfig(provisioning=300, op=250))
+    r.step()
+    settle(r)
+    assert driver.ops() == [("add_nodes", ("h2",), 200.0)]
+    assert node(store, "h2").state == NodeState.RUNNING
+    m = store.allocate_node("a", "h3", Role.TR)  # a new node: the op timeout bounds the wait
+    r.step()
+    settle(r)
+    assert driver.ops()[-1] == ("add_nodes", ("h3",), 250.0) and node(store, "h3").state == NodeState.RUNNING
+    assert m.id != n.id
+
+
+def test_provisioning_timeout_comes_from_the_config(world):
+    store, clock, driver, reconciler = world
+    active_cluster(store)
+    n = store.allocate_node("a", "h2", Role.TC)
+    store.transition_node(n.id, NodeState.PROVISIONING)
+    clock.t += 45
+    r = reconciler()  # defaults: 600 s, so a 45 s old PROVISIONING node is resumed, not failed
+    r.step()
+    settle(r)
+    assert node(store, "h2").state == NodeState.RUNNING
+
+    m = store.allocate_node("a", "h3", Role.TC)
+    store.transition_node(m.id, NodeState.PROVISIONING)
+    clock.t += 45
+    r2 = reconciler(timeouts=TimeoutsConfig(provisioning=30))
+    calls = len(driver.ops())
+    r2.step()
+    settle(r2)
+    history = [(t.to_state, t.detail) for t in store.node_history(m.id)]
+    assert (NodeState.FAILED, "stuck in provisioning for more than 30s") in history
+    assert ("add_nodes", ("h3",)) not in [c[:2] for c in driver.ops()[calls:]]
+    # its cleanup stops what may run on it: by DP, a TC node's DataNode is never simply stopped
+    assert driver.ops()[calls:] == [("remove_nodes", ("h3",), ShrinkMode.DP, 60.0)]
+    assert node(store, "h3").state == NodeState.RELEASED
+
+
+def test_requested_timeout_comes_from_the_config(world):
+    store, clock, driver, reconciler = world
+    store.request_cluster("d", framework="spark", min_core=2)
+    store.transition_cluster("d", ClusterState.DEPLOYING, "admitted")
+    n = store.allocate_node("d", "h1", Role.CORE)  # waits for its second core node
+    clock.t += 20
+    r = reconciler(timeouts=TimeoutsConfig(requested=10))
+    r.step()
+    assert node(store, "h1").state == NodeState.FAILED
+    assert store.node_history(n.id)[-1].detail == "stuck in requested for more than 10s"
+
+
+def test_draining_tc_node_is_left_to_hdfs_until_decommissioned(world):
+    store, clock, driver, reconciler = world
+    active_cluster(store)
+    n = store.allocate_node("a", "h2", Role.TC)
+    store.transition_node(n.id, NodeState.PROVISIONING)
+    store.transition_node(n.id, NodeState.RUNNING)
+    store.transition_node(n.id, NodeState.DRAINING, "shrink")
+    driver.reality["h2"] = facts("h2", Role.TC, worker="DECOMMISSIONED", datanode="Decommission In Progress")
+    r = reconciler(timeouts=TimeoutsConfig(draining=100, drain=7))
+    for _ in range(3):
+        r.step()
+        settle(r)
+    assert driver.ops() == [], "HDFS is decommissioning it: nothing to start, nothing to stop"
+    assert node(store, "h2").state == NodeState.DRAINING
+    clock.t += 101  # past the configured draining timeout: reported once, still never stopped
+    r.step()
+    r.step()
+    warnings = [e for e in store.events(cluster="a") if e.level == "warning"]
+    assert len(warnings) == 1 and "draining for more than 100s" in warnings[0].message
+    assert driver.ops() == [] and node(store, "h2").state == NodeState.DRAINING
+    driver.reality["h2"] = facts("h2", Role.TC, worker="DECOMMISSIONED", datanode="Decommissioned")
+    r.step()
+    settle(r)
+    assert driver.ops() == [("remove_nodes", ("h2",), None, 7.0)]
+    assert node(store, "h2").state == NodeState.RELEASED
+
+
+def test_draining_tc_node_not_yet_told_gets_its_decommission_started(world):
+    store, clock, driver, reconciler = world
+    active_cluster(store)
+    n = store.allocate_node("a", "h2", Role.TC)
+    store.transition_node(n.id, NodeState.PROVISIONING)
+    store.transition_node(n.id, NodeState.RUNNING)
+    store.transition_node(n.id, NodeState.DRAINING, "shrink")  # then the coordinator died
+    driver.reality["h2"] = facts("h2", Role.TC)  # In Service: HDFS was never told
+    driver.decommission_done = False
+    r = reconciler(timeouts=TimeoutsConfig(drain=5))
+    r.step()
+    settle(r)
+    assert driver.ops() == [("remove_nodes", ("h2",), None, 5.0)]
+    assert node(store, "h2").state == NodeState.DRAINING  # not finished within drain: HDFS goes on
+    assert any("HDFS still decommissioning" in e.message for e in store.events(cluster="a"))
+
+
+def test_core_node_of_an_active_cluster_is_never_removed(world):
+    store, clock, driver, reconciler = world
+    active_cluster(store, cores=("h1", "h2"))
+    store.transition_node(node(store, "h2").id, NodeState.DRAINING, "a planning bug")
+    r = reconciler()
+    r.step()
+    settle(r)
+    assert driver.ops("remove_nodes") == []
+    assert any("refusing to remove core node(s) h2" in e.message for e in store.events(cluster="a"))
+
+
+def test_deploying_cluster_found_deployed_is_not_deployed_again(world):
+    store, clock, driver, reconciler = world
+    store.request_cluster("a", framework="spark", min_core=2)
+    store.transition_cluster("a", ClusterState.DEPLOYING, "admitted")
+    for h in ("h1", "h2"):
+        store.transition_node(store.allocate_node("a", h, Role.CORE).id, NodeState.PROVISIONING, "deploying")
+        driver.reality[h] = facts(h, Role.CORE)
+    r = reconciler()
+    r.step()
+    settle(r)
+    assert driver.ops() == []
+    assert store.get_cluster("a").state == ClusterState.ACTIVE
+    assert {n.state for n in store.list_nodes("a")} == {NodeState.RUNNING}
+
+
+def test_deploying_cluster_not_up_is_deployed_with_the_op_timeout(world):
+    store, clock, driver, reconciler = world
+    store.request_cluster("a", framework="spark", min_core=1)
+    store.transition_cluster("a", ClusterState.DEPLOYING, "admitted")
+    store.allocate_node("a", "h1", Role.CORE)
+    r = reconciler(timeouts=TimeoutsConfig(op=42))
+    r.step()
+    settle(r)
+    assert driver.ops() == [("deploy", ("h1",), 42.0)]
+    assert store.get_cluster("a").state == ClusterState.ACTIVE
+
+
+def test_sync_never_blocks_behind_a_running_grow(world):
+    store, clock, driver, reconciler = world
+    active_cluster(store)
+    gate = threading.Event()
+    add = driver.add_nodes
+
+    def slow_add(*a, **kw):
+        gate.wait(10)
+        return add(*a, **kw)
+
+    driver.add_nodes = slow_add
+    store.allocate_node("a", "h2", Role.TR)
+    r = reconciler()
+    r.step()
+    assert r.busy("a", "grow")
+    driver.calls.clear()
+    r.step()  # the grow owns h2: not observed, not started twice
+    assert driver.calls == []
+    gate.set()
+    settle(r)
+    assert node(store, "h2").state == NodeState.RUNNING
+
+
+def test_namenode_reports_dead_datanodes_decommissioned_or_not():
+    """What the DRAINING sync reads: a DataNode stopped after its decommission shows up dead and
+    decommissioned (Hadoop 2.7 ``NameNodeInfo.DeadNodes``), one lost without it dead only."""
+    import json
+
+    from fawkes.frameworks.metrics import parse_namenode_info
+
+    dead = {"h2:50010": {"lastContact": 40, "decommissioned": True, "xferaddr": "10.9.0.12:50010"},
+            "h3:50010": {"lastContact": 40, "decommissioned": False, "xferaddr": "10.9.0.13:50010"}}
+    live = {"h1:50010": {"xferaddr": "10.9.0.11:50010", "adminState": "Decommission In Progress", "used": 5}}
+    info = parse_namenode_info({"beans": [{"name": "Hadoop:service=NameNode,name=NameNodeInfo", "Safemode": "",
+                                           "LiveNodes": json.dumps(live), "DeadNodes": json.dumps(dead),
+                                           "DecomNodes": "{}"}]})
+    assert info.dead == ("10.9.0.12", "10.9.0.13") and info.dead_decommissioned == ("10.9.0.12",)
+    assert [info.admin_state(f"10.9.0.{i}") for i in (11, 12, 13, 14)] == \
+        ["Decommission In Progress", "dead, decommissioned", "dead", "absent"]
