@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import ConfigDict
 
 from fawkes.errors import ConfigError, FawkesError
-from fawkes.mechanism.koala_mr import ResizeParams
+from fawkes.mechanism.koala_mr import RUNNER_POLICIES, ResizeParams
 from fawkes.mechanism.settings import Settings
 from fawkes.resources import data_dir
 from fawkes.yamlfile import load_yaml, validate_data
 
-CH2_POLICIES = ("GS", "GG", "GGD", "static")
+#: the chapter-2 runner policies (one table: fawkes.mechanism.koala_mr)
+CH2_POLICIES = RUNNER_POLICIES
 
 
 class _SettingsFile(Settings):
@@ -34,11 +36,15 @@ class _ResizeFile(ResizeParams):
 
 @dataclass(frozen=True)
 class Preset:
+    """A preset file, read and validated once.  ``explicit`` names the settings the file sets
+    (an experiment's own defaults fill in the rest, ``fawkes simulate``)."""
+
     name: str
     path: Path
     description: str
     settings: Settings | None = None  # a FAWKES preset
     resize: ResizeParams | None = None  # a chapter-2 (KOALA-MR) preset
+    explicit: frozenset[str] = frozenset()
 
 
 def preset_names() -> list[str]:
@@ -63,12 +69,18 @@ def read_preset(name_or_path: str | Path) -> Preset:
     data, lines = load_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(str(path), "a preset is a mapping of setting: value", line=lines.get(()))
-    if str(data.get("policy", "")) in CH2_POLICIES:
-        r = validate_data(path, data, lines, _ResizeFile)
-        params = ResizeParams(**r.model_dump(exclude={"description"}))
-        return Preset(path.stem, path, r.description, resize=params)
-    s = validate_data(path, data, lines, _SettingsFile)
-    return Preset(path.stem, path, s.description, settings=Settings(**s.model_dump(exclude={"description"})))
+    runner = str(data.get("policy", "")) in CH2_POLICIES
+    model = validate_data(path, data, lines, _ResizeFile if runner else _SettingsFile)
+    explicit = frozenset(model.model_fields_set - {"description"})
+    if runner:
+        return Preset(path.stem, path, model.description, resize=_base(model, ResizeParams), explicit=explicit)
+    return Preset(path.stem, path, model.description, settings=_base(model, Settings), explicit=explicit)
+
+
+def _base(model, cls):
+    """The validated file model as its base class (same values, no second validation)."""
+    return cls.model_construct(_fields_set=model.model_fields_set - {"description"},
+                               **{k: getattr(model, k) for k in cls.model_fields})
 
 
 def load_preset(name_or_path: str | Path) -> Settings:
@@ -79,12 +91,32 @@ def load_preset(name_or_path: str | Path) -> Settings:
     return preset.settings
 
 
-def settings_for(policy_or_preset: str, **overrides) -> Settings:
-    """A policy name (``TD``) or a preset (name or path), with field overrides applied."""
+def loop_policy(policy_or_preset: str, **overrides: Any) -> tuple[Settings, ResizeParams | None]:
+    """What the coordinator's loop runs: FAWKES settings, plus the runner parameters when the
+    policy is a chapter-2 one (GS, GG, GGD, static, or such a preset), whose offer period is then
+    the loop's period.  ``overrides`` are settings the caller validated (a config's periods)."""
+    if policy_or_preset in CH2_POLICIES or policy_or_preset.lower() in (p.lower() for p in CH2_POLICIES):
+        name = next(p for p in CH2_POLICIES if p.lower() == policy_or_preset.lower())
+        resize = ResizeParams.for_policy(name)
+    else:
+        preset = None if _is_policy_name(policy_or_preset) else read_preset(policy_or_preset)
+        if preset is None or preset.resize is None:
+            return settings_for(policy_or_preset, **overrides), None
+        resize = preset.resize
+    if "period_s" in overrides:
+        resize = resize.model_copy(update={"offer_period_s": overrides["period_s"]})
+    overrides["period_s"] = resize.offer_period_s
+    return Settings(policy="None").model_copy(update=overrides), resize
+
+
+def settings_for(policy_or_preset: str, **overrides: Any) -> Settings:
+    """A policy name (``TD``) or a FAWKES preset (name or path), with ``overrides`` (already
+    validated values, such as a config's periods) applied."""
+    base = Settings(policy=policy_or_preset) if _is_policy_name(policy_or_preset) else load_preset(policy_or_preset)
+    return base.model_copy(update=overrides) if overrides else base
+
+
+def _is_policy_name(text: str) -> bool:
     from fawkes.mechanism.policies import policy_names
 
-    if policy_or_preset.lower() in (n.lower() for n in policy_names()):
-        base = Settings(policy=policy_or_preset)
-    else:
-        base = load_preset(policy_or_preset)
-    return Settings(**(base.model_dump() | overrides)) if overrides else base
+    return text.lower() in (n.lower() for n in policy_names())

@@ -83,19 +83,28 @@ def same_snapshot(live, sim, settings: Settings) -> None:
              f"{p}.allocation integral")
 
 
-def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capacity: int, slots: int) -> int:
-    """Feed ``rec`` to a Control on ``store``; raise :class:`Mismatch` at the first difference.
-    Returns the number of steps compared."""
+def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capacity: int, slots: int,
+           runner=None) -> int:
+    """Feed ``rec`` to a Control on ``store`` (``runner``: a chapter-2 policy's parameters); raise
+    :class:`Mismatch` at the first difference.  Returns the number of steps compared."""
     store.register_framework("sim", "spark-hdfs", spark_home="/opt/spark", hdfs_jars="/opt/hdfs")
     store.sync_hosts([{"name": f"h{i:05d}", "address": "127.0.0.1", "cores": slots} for i in range(capacity)])
-    control = Control(store, settings, clock)
+    control = Control(store, settings, clock, runner=runner)
     facts: dict[int, tuple[int, int]] = {}
     steps = 0
     for i, ev in enumerate(rec.events):
         clock.t = ev.time
         where = f"event {i} ({ev.kind} at t={ev.time:g}{' ' + ev.cluster if ev.cluster else ''})"
         try:
-            if ev.kind == "request":
+            if ev.kind == "static":
+                min_core, nodes = ev.data
+                store.request_cluster(ev.cluster, framework="sim", min_core=min_core)
+                store.transition_cluster(ev.cluster, ClusterState.DEPLOYING, "replay: static")
+                for host, role in nodes:
+                    store.allocate_node(ev.cluster, host, role)
+                _start_requested(store)
+                store.transition_cluster(ev.cluster, ClusterState.ACTIVE, "replay: static")
+            elif ev.kind == "request":
                 store.request_cluster(ev.cluster, framework="sim", min_core=ev.data)
             elif ev.kind == "state":
                 _follow_state(store, ev.cluster, ev.data)

@@ -4,6 +4,8 @@ refills, plans and memory, step by step (tests/parity.py does the replay)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given
@@ -11,11 +13,12 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from fawkes.mechanism import Role, Settings, policy_names
+from fawkes.mechanism.koala_mr import RUNNER_POLICIES, ResizeParams
 from fawkes.presets import preset_names, read_preset
 from fawkes.sim.costs import cost_model
 from fawkes.sim.engine import Simulator
 from fawkes.sim.record import Recorder
-from fawkes.sim.workloads import GB, ClusterSpec, Workload, make_job
+from fawkes.sim.workloads import GB, ClusterSpec, Workload, ch2, make_job
 from fawkes.store import Store
 from tests.parity import Clock, replay
 
@@ -51,14 +54,16 @@ def workload(seed: int, *, capacity: int = 10, clusters: int = 3, jobs: int = 12
     return Workload(f"parity-{seed}", tuple(specs), jobs_, capacity, period_s=60.0, cost=cost)
 
 
-def run_both(wl: Workload, settings: Settings, url: str) -> tuple[Simulator, int]:
+def run_both(wl: Workload, settings: Settings | None, url: str, runner: ResizeParams | None = None) -> tuple[Simulator, int]:
     rec = Recorder()
-    sim = Simulator(wl, settings, recorder=rec, check_invariants=True).run()
+    sim = Simulator(wl, settings, recorder=rec, check_invariants=True, ch2=runner).run()
     assert sim.stats.invariant_errors == []
+    if runner is not None:  # the coordinator's loop for a runner policy: offers every offer period
+        settings = Settings(policy="None", period_s=runner.offer_period_s)
     clock = Clock()
     store = Store(url, clock=clock)
     try:
-        steps = replay(rec, store, clock, settings, wl.capacity, wl.cost.slots_per_node)
+        steps = replay(rec, store, clock, settings, wl.capacity, wl.cost.slots_per_node, runner)
     finally:
         store.close()
     assert steps == rec.steps
@@ -67,6 +72,7 @@ def run_both(wl: Workload, settings: Settings, url: str) -> tuple[Simulator, int
 
 FAWKES = [p for p in policy_names()]
 PRESETS = [n for n in preset_names() if read_preset(n).settings is not None]
+RUNNER_PRESETS = [n for n in preset_names() if read_preset(n).resize is not None]
 
 
 @pytest.mark.parametrize("policy", FAWKES)
@@ -80,6 +86,16 @@ def test_every_policy_decides_alike_in_both_drivers(policy, tmp_path):
 def test_every_preset_decides_alike_in_both_drivers(preset, tmp_path):
     s = Settings(**(read_preset(preset).settings.model_dump() | {"period_s": 60.0, "sample_period_s": 10.0}))
     run_both(workload(11), s, f"sqlite:///{tmp_path / 'state.db'}")
+
+
+@pytest.mark.parametrize("policy", RUNNER_POLICIES)
+def test_chapter2_runner_policies_decide_alike_in_both_drivers(policy, tmp_path):
+    """KOALA-MR's GS, GG, GGD (and static): the thesis' chapter-2 workload, shortened; every offer
+    round's plan is the coordinator's too (Control with a runner)."""
+    wl = ch2(1)
+    wl = replace(wl, jobs=wl.jobs[:25])
+    sim, steps = run_both(wl, None, f"sqlite:///{tmp_path / 'state.db'}", ResizeParams.for_policy(policy))
+    assert steps > 3 and (policy == "static" or sim.stats.reconfigurations > 0)
 
 
 @pytest.mark.parametrize("extra", [

@@ -17,13 +17,13 @@ from fawkes.config import load_config, open_store, state_option
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def plan(config_path: str | None, policy: str | None, state: str | None, as_json: bool) -> None:
     """Show what the next tick would do (weights, discrimination, targets, plan); change nothing."""
-    from fawkes.coordinator.control import Control, mechanism_settings
-    from fawkes.presets import settings_for
+    from fawkes.coordinator.control import Control, loop_policy
+    from fawkes.presets import loop_policy as policy_loop
 
     cfg = load_config(config_path)
-    settings = settings_for(policy) if policy else mechanism_settings(cfg)
+    settings, runner = policy_loop(policy) if policy else loop_policy(cfg)
     with open_store(state) as store:
-        d = Control(store, settings).preview()
+        d = Control(store, settings, runner=runner).preview()
     if as_json:
         click.echo(json.dumps(d.to_dict(), indent=2, default=str))
         return

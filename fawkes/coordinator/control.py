@@ -16,17 +16,24 @@ from collections.abc import Callable
 from fawkes.coordinator.intent import apply, record_decision
 from fawkes.coordinator.view import build_snapshot
 from fawkes.errors import FawkesError
-from fawkes.mechanism import Decision, Settings, controller
+from fawkes.mechanism import Decision, Settings, Snapshot, controller
 from fawkes.mechanism.controller import Between
+from fawkes.mechanism.koala_mr import ResizeParams
 from fawkes.mechanism.memory import Memory
 from fawkes.store import Store
 
 
 class Control:
-    def __init__(self, store: Store, settings: Settings, clock: Callable[[], float] = time.time):
+    """``runner``: a chapter-2 (KOALA-MR) runner policy; each tick is then an offer round
+    (``controller.offer``) instead of a FAWKES rebalance, and ``settings`` serve admission,
+    refill and sampling."""
+
+    def __init__(self, store: Store, settings: Settings, clock: Callable[[], float] = time.time,
+                 runner: ResizeParams | None = None):
         self.store = store
         self.settings = settings
         self.clock = clock
+        self.runner = runner
 
     def memory(self) -> Memory:
         """The controller memory the last step stored (empty before the first)."""
@@ -38,17 +45,22 @@ class Control:
     def preview(self) -> Decision:
         """The decision the next tick would take now (nothing recorded, nothing changed)."""
         snap = build_snapshot(self.store, self.settings, self.clock())
-        return controller.tick(self.memory(), snap, self.settings)[0]
+        return self._decide(self.memory(), snap)[0]
 
     def tick(self) -> tuple[int, Decision, list[str]]:
         """One decision: (tick number, decision, problems applying its plan).  The decision and
         the memory it leaves are stored in one transaction, before its plan is written as intent."""
         snap = build_snapshot(self.store, self.settings, self.clock())
-        d, memory = controller.tick(self.memory(), snap, self.settings)
+        d, memory = self._decide(self.memory(), snap)
         tick = record_decision(self.store, d, snap, self.settings, memory)
         problems = apply(self.store, d.plan, admitted=d.admission.admitted, deactivate=d.deactivate,
                          why=f"tick {tick}")
         return tick, d, problems
+
+    def _decide(self, memory: Memory, snap: Snapshot) -> tuple[Decision, Memory]:
+        if self.runner is None:
+            return controller.tick(memory, snap, self.settings)
+        return controller.offer(memory, snap, self.runner)
 
     def between(self) -> tuple[Between | None, list[str]]:
         """Admission on arrivals and releases, then growth into freed hosts, between ticks:
@@ -66,14 +78,19 @@ class Control:
         return b, problems
 
 
-def mechanism_settings(cfg) -> Settings:
-    """The mechanism settings of a coordinator config: its policy preset, with the config's
-    ``period`` and ``sample_period`` overriding the preset's when the config sets them."""
-    from fawkes.presets import settings_for
+def loop_policy(cfg) -> tuple[Settings, ResizeParams | None]:
+    """The loop's settings (and chapter-2 runner, if any) of a coordinator config: its policy
+    preset, with the config's ``period`` and ``sample_period`` overriding the preset's when set."""
+    from fawkes.presets import loop_policy as of_policy
 
     overrides = {}
     if "period" in cfg.model_fields_set:
         overrides["period_s"] = cfg.period
     if "sample_period" in cfg.model_fields_set:
         overrides["sample_period_s"] = cfg.sample_period
-    return settings_for(cfg.policy, **overrides)
+    return of_policy(cfg.policy, **overrides)
+
+
+def mechanism_settings(cfg) -> Settings:
+    """The mechanism settings of a coordinator config (see :func:`loop_policy`)."""
+    return loop_policy(cfg)[0]

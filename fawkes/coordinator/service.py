@@ -25,7 +25,7 @@ from collections.abc import Callable
 from apscheduler.executors.pool import ThreadPoolExecutor as APThreadPool
 from apscheduler.schedulers.blocking import BlockingScheduler
 
-from fawkes.coordinator.control import Control, mechanism_settings
+from fawkes.coordinator.control import Control, loop_policy
 from fawkes.coordinator.dispatch import Dispatcher
 from fawkes.coordinator.fleet import Fleet
 from fawkes.coordinator.reconcile import Reconciler
@@ -68,7 +68,7 @@ class Coordinator:
     def __init__(self, store: Store, inventory: Inventory, settings: Settings, *, executor=None,
                  clock: Callable[[], float] = time.time, workers: int = 4, max_running_jobs: int = 1,
                  host_grace_s: float = 30.0, cluster_options: dict[str, str] | None = None, retention=None,
-                 timeouts=None):
+                 timeouts=None, runner=None):
         from fawkes.config import RetentionConfig
 
         self.store = store
@@ -79,7 +79,7 @@ class Coordinator:
         self._sync_inventory(inventory)
         self.fleet = Fleet(store, inventory, executor=executor, progress=self._progress,
                            cluster_options=cluster_options)
-        self.control = Control(store, settings, clock)
+        self.control = Control(store, settings, clock, runner=runner)  # runner: a chapter-2 policy
         self.reconciler = Reconciler(store, self.fleet, workers=workers, clock=clock, timeouts=timeouts)
         self.dispatcher = Dispatcher(store, self.fleet, max_running=max_running_jobs)
         self.sampler = Sampler(store, self.fleet, self.dispatcher, settings, clock=clock, grace_s=host_grace_s)
@@ -224,7 +224,8 @@ def build(cfg, *, inventory_path=None) -> Coordinator:
     inv = load_inventory(path)
     store = Store(cfg.state_url())
     try:
-        return Coordinator(store, inv, mechanism_settings(cfg), cluster_options=dict(cfg.cluster_options),
+        settings, runner = loop_policy(cfg)
+        return Coordinator(store, inv, settings, runner=runner, cluster_options=dict(cfg.cluster_options),
                            host_grace_s=cfg.host_grace, retention=cfg.retention, timeouts=cfg.timeouts)
     except Exception:
         store.close()

@@ -14,7 +14,9 @@ The steps:
   the decision (weights, targets, votes, discrimination, the cooldown clocks);
 * :func:`between` on a request or a release (the coordinator: every few seconds): admission of
   the queue's head (A-9), then refill of clusters below their standing target from free hosts
-  (A-19), the second on the snapshot as the first leaves it (:func:`project`).
+  (A-19), the second on the snapshot as the first leaves it (:func:`project`);
+* :func:`offer` every offer period instead of :func:`tick`, for KOALA-MR's chapter-2 runner
+  policies (GS, GG, GGD): each cluster's runner answers an offer of nodes.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, replace
 from fawkes.mechanism.admission import Admission
 from fawkes.mechanism.decide import Decision, admit_now, decide, refill
 from fawkes.mechanism.inactivity import next_idle_since
+from fawkes.mechanism.koala_mr import ResizeParams, offer_plan
 from fawkes.mechanism.memory import ClusterMemory, Memory
 from fawkes.mechanism.model import ClusterState, ClusterView, NodeView, Plan, Snapshot
 from fawkes.mechanism.settings import Settings
@@ -85,6 +88,16 @@ def tick(memory: Memory, snap: Snapshot, settings: Settings) -> tuple[Decision, 
     return d, memory.with_entries(entries, keep=keep, ticks=memory.ticks + 1)
 
 
+def offer(memory: Memory, snap: Snapshot, params: ResizeParams) -> tuple[Decision, Memory]:
+    """One chapter-2 offer round (KOALA-MR), recorded as a decision: no weights, no gate; the
+    targets are what each runner's answer leaves it."""
+    plan, reasons = offer_plan(snap, params)
+    d = Decision(time=snap.now, policy=params.policy, mean_samples={}, weights={}, discrimination={},
+                 global_discrimination=0.0, gate_open=True, targets=plan.targets, plan=plan,
+                 reason="; ".join(reasons))
+    return d, memory.with_entries({}, keep=_live(snap), ticks=memory.ticks + 1)
+
+
 def between(memory: Memory, snap: Snapshot, settings: Settings) -> Between:
     """Admission on arrivals and releases, then growth into free hosts, between ticks.
 
@@ -128,4 +141,4 @@ def _live(snap: Snapshot) -> set[str]:
     return {c.name for c in snap.allocated}
 
 
-__all__ = ["Between", "between", "fold_samples", "project", "tick"]
+__all__ = ["Between", "between", "fold_samples", "offer", "project", "tick"]

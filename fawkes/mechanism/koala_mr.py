@@ -1,18 +1,24 @@
 """Chapter 2 (KOALA-MR) runner-side resizing policies GS, GG, GGD (spec A.3; A-24..A-26, A-33).
 
 Each MR-cluster's runner receives an offer every ``offer_period_s`` and answers with a
-node delta.  Pure functions of what the runner observes.
+node delta.  Pure functions of what the runner observes: :func:`on_offer` for one runner,
+:func:`offer_plan` for every cluster of a snapshot (the step both the simulator and the
+coordinator run, ``controller.offer``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fawkes.mechanism.model import Role
+from fawkes.mechanism.model import SHRINK_MODE, ClusterState, Grow, Plan, Role, Shrink, Snapshot
+
+RunnerPolicy = Literal["static", "GG", "GS", "GGD"]
+#: the chapter-2 runner policies (the one list: presets, the simulator and the CLI read it)
+RUNNER_POLICIES: tuple[str, ...] = get_args(RunnerPolicy)
 
 
 class ResizeParams(BaseModel):
@@ -20,7 +26,7 @@ class ResizeParams(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    policy: Literal["GS", "GG", "GGD", "static"] = "GS"
+    policy: RunnerPolicy = "GS"
     offer_period_s: float = Field(30.0, gt=0)  # GS 30 s; GG/GGD 120 s (A-33)
     k_grow: float = Field(1.5, gt=0)  # GS: grow when K_r > k_grow
     k_shrink: float = Field(0.25, ge=0)  # GS: shrink when K_r < k_shrink
@@ -74,3 +80,38 @@ def on_offer(
         k = min(params.delta_minus, n_transient)
         return Resize(-k, Role.TR, f"GS: K_r={kr:.2f} < {params.k_shrink}: shrink {k}")
     return Resize(0, Role.TR, f"GS: K_r={kr:.2f} within [{params.k_shrink}, {params.k_grow}]")
+
+
+def offer_plan(snap: Snapshot, params: ResizeParams) -> tuple[Plan, tuple[str, ...]]:
+    """One offer round: every ACTIVE cluster's runner answers (in snapshot order), from its latest
+    sample (pending and running tasks; no unfinished job = its workload is done, and GG releases
+    its transient nodes), its settled nodes times their slots, the free hosts not yet taken this
+    round and its transient nodes.  Returns the plan and one reason per cluster."""
+    from fawkes.mechanism.plan import shrink_victims
+    from fawkes.mechanism.settings import Settings
+
+    fewest = Settings(policy="None", fp_victim_order="fewest_tasks")
+    free = snap.free_hosts
+    taken = 0
+    grows: list[Grow] = []
+    shrinks: list[Shrink] = []
+    targets: dict[str, int] = {}
+    reasons: list[str] = []
+    for c in snap.clusters:
+        if c.state is not ClusterState.ACTIVE:
+            continue
+        if not c.samples:
+            reasons.append(f"{c.name}: no sample yet")
+            continue
+        m = c.samples[-1]
+        n_tr = sum(1 for n in c.nodes if n.role is not Role.CORE and not n.draining)
+        r = on_offer(params, pending=m.pending_tasks, running=m.running_tasks, slots=c.settled * c.slots_per_node,
+                     pool_free=len(free) - taken, n_transient=n_tr, workload_done=m.unfinished_jobs == 0)
+        reasons.append(f"{c.name}: {r.reason}")
+        if r.delta > 0:
+            grows += [Grow(c.name, h, r.role) for h in free[taken:taken + r.delta]]
+            taken += r.delta
+        elif r.delta < 0:
+            shrinks += [Shrink(c.name, n.id, n.role, SHRINK_MODE[n.role]) for n in shrink_victims(c, -r.delta, fewest)]
+        targets[c.name] = c.settled + r.delta
+    return Plan(grows=tuple(grows), shrinks=tuple(shrinks), targets=targets), tuple(reasons)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sortedcontainers import SortedSet
 
@@ -37,12 +37,12 @@ from fawkes.mechanism import (
     sample_cluster,
 )
 from fawkes.mechanism.memory import Memory
-from fawkes.mechanism.koala_mr import ResizeParams, on_offer
-from fawkes.mechanism.plan import shrink_victims
+from fawkes.mechanism.koala_mr import ResizeParams
 from fawkes.sim.cluster import EV_TASK, Job, SimCluster, Task
 from fawkes.sim.workloads import Workload
 
 _METRIC_FIELDS = tuple(f for f in ClusterMetrics.__dataclass_fields__ if f != "time")
+_CH2_SAMPLING = Settings(policy="None")  # chapter-2 runners read pending and running tasks only
 
 
 def _view(n) -> NodeView:
@@ -278,6 +278,8 @@ class Simulator:
         for role in (Role.CORE, Role.TC, Role.TR):
             for _ in range(comp.get(role, 0)):
                 self._grow(c, self.free[0], role, 0.0, ready_now=True)
+        if self.recorder is not None:
+            self.recorder.static(c.name, c.min_core, tuple((n.host, n.role) for n in c.nodes.values()), 0.0)
 
     # --- FAWKES: lifecycle ------------------------------------------------------------------------
     def _request(self, c: SimCluster, now: float) -> None:
@@ -500,28 +502,20 @@ class Simulator:
 
     # --- chapter 2 controller ---------------------------------------------------------------------
     def _offer(self, now: float) -> None:
-        p = self.ch2
+        """A chapter-2 offer round through ``controller.offer``: each cluster's runner observes
+        a sample measured now (what the coordinator's sampler would have stored)."""
+        fresh = {}
         for c in self.order:
-            pending = sum(len(j.pend_maps) + len(j.pend_reds) for j in c.jobs.values())
-            slots = sum(self.cost.slots_per_node for n in c.nodes.values() if not n.draining)
-            n_tr = sum(1 for n in c.nodes.values() if n.role is not Role.CORE and not n.draining)
-            done = self.pending_jobs == 0
-            r = on_offer(p, pending=pending, running=c.running_tasks, slots=slots, pool_free=len(self.free),
-                         n_transient=n_tr, workload_done=done)
-            if r.delta > 0:
-                for _ in range(r.delta):
-                    self._grow(c, self.free[0], r.role, now)
-                self.stats.reconfigurations += 1
-            elif r.delta < 0:
-                view = ClusterView(c.name, c.state, c.min_core,
-                                   tuple(NodeView(n.host, n.role, n.running, int(n.stored), n.added_at, n.draining)
-                                         for n in c.nodes.values()))
-                settings = Settings(policy="None", fp_victim_order="fewest_tasks")
-                for v in shrink_victims(view, -r.delta, settings):
-                    node = c.nodes[v.id]
-                    c.stop_node(node, now)
-                    self.push(now + self.cost.fp_stop_s, EV_RELEASE, node)
-                self.stats.reconfigurations += 1
+            m = fresh[c.name] = self._measure(c, now, _CH2_SAMPLING)
+            if self.recorder is not None:
+                self.recorder.sample(c.name, m)
+        snap = self.snapshot(now)
+        snap = replace(snap, clusters=tuple(replace(v, samples=(fresh[v.name],)) for v in snap.clusters))
+        dec, self.memory = controller.offer(self.memory, snap, self.ch2)
+        if self.recorder is not None:
+            self.recorder.tick(snap, dec, self.memory)
+        self.stats.reconfigurations += len(dec.plan.changed_clusters())
+        self._execute(dec.plan, now)
 
     # --- invariants (spec A.13) -----------------------------------------------------------------
     def _check_tick(self, snap: Snapshot, dec) -> None:

@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fawkes.mechanism import ClusterMetrics, ClusterState, Decision, Memory, Snapshot
+from fawkes.mechanism import ClusterMetrics, ClusterState, Decision, Memory, Role, Snapshot
 from fawkes.mechanism.controller import Between
 
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One record: ``kind`` is request | state | release | sample | tick | between."""
+    """One record: ``kind`` is static | request | state | release | sample | tick | between."""
 
     kind: str
     time: float
@@ -29,6 +29,10 @@ class Event:
 @dataclass
 class Recorder:
     events: list[Event] = field(default_factory=list)
+
+    def static(self, name: str, min_core: int, nodes: tuple[tuple[str, Role], ...], t: float) -> None:
+        """A cluster that exists from the start (chapter-2 runs): active, holding ``nodes``."""
+        self.events.append(Event("static", t, name, (min_core, nodes)))
 
     def request(self, name: str, min_core: int, t: float) -> None:
         self.events.append(Event("request", t, name, min_core))

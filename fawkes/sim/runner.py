@@ -17,14 +17,17 @@ from typing import Any
 
 from fawkes.errors import FawkesError
 from fawkes.mechanism import Settings
-from fawkes.mechanism.koala_mr import ResizeParams
+from fawkes.mechanism.koala_mr import RUNNER_POLICIES, ResizeParams
 from fawkes.mechanism.model import Role
+from fawkes.mechanism.policies import policy_names
+from fawkes.presets import read_preset
 from fawkes.sim.engine import Simulator
 from fawkes.sim.metrics import RunResult, aggregate, collect
 from fawkes.sim.workloads import EXPERIMENTS, Workload, experiment_name, generate, static_job_workload
 
-FAWKES_POLICIES = ("None", "EQ", "JD", "DD", "TD", "PU", "DU", "RU", "JS", "JT", "TT")
-CH2_POLICIES = ("static", "GG", "GS", "GGD")
+#: the policy tables live with the policies: the FAWKES registry (thesis order) and KOALA-MR's runners
+FAWKES_POLICIES = tuple(policy_names())
+CH2_POLICIES = RUNNER_POLICIES
 
 
 @dataclass(frozen=True)
@@ -40,25 +43,6 @@ class PolicySpec:
         return hash((self.label, tuple(sorted(self.overrides.items(), key=lambda kv: kv[0])), self.ch2))
 
 
-def _preset_loader() -> Callable[[str], Any] | None:
-    try:
-        from fawkes.presets import read_preset  # shipped by another part of the project
-    except ImportError:
-        return None
-    return read_preset
-
-
-def _explicit_keys(preset) -> set[str]:
-    """The settings a preset file names (the rest keep the experiment's defaults)."""
-    try:
-        from fawkes.yamlfile import load_yaml
-
-        data, _ = load_yaml(preset.path)
-        return {k for k in data if k != "description"}
-    except Exception:  # noqa: BLE001 - fall back to every field
-        return set(Settings.model_fields)
-
-
 def parse_policy(text: str, experiment: str | None = None, sets: Sequence[str] = ()) -> PolicySpec:
     """A policy name (TD, None, ...), a preset name or YAML path, or for ch2 GS/GG/GGD/static.
 
@@ -70,34 +54,28 @@ def parse_policy(text: str, experiment: str | None = None, sets: Sequence[str] =
         for p in CH2_POLICIES:
             if p.lower() == text.lower():
                 return PolicySpec(p, {}, ch2=p)
-        loader = _preset_loader()
-        preset = loader(text) if loader is not None else None
+        try:
+            preset = read_preset(text)
+        except FawkesError:
+            preset = None
         if preset is None or preset.resize is None:
             raise FawkesError(f"experiment ch2 takes --policy one of {', '.join(CH2_POLICIES)} or a chapter-2 "
                               f"preset, not {text!r}")
-        keys = _explicit_keys(preset) - {"policy"}
         return PolicySpec(preset.name, {}, ch2=preset.resize.policy,
-                          ch2_params={k: getattr(preset.resize, k) for k in keys})
-    from fawkes.mechanism.policies import policy_names
-
+                          ch2_params={k: getattr(preset.resize, k) for k in preset.explicit - {"policy"}})
     names = {n.lower(): n for n in policy_names()}
     if text.lower() in names:
         ov = {"policy": names[text.lower()]} | extra
         label = names[text.lower()] + _label_suffix(extra)
         _validate(ov)
         return PolicySpec(label, ov)
-    loader = _preset_loader()
     looks_like_path = text.endswith((".yaml", ".yml")) or os.sep in text
-    if loader is None:
-        if looks_like_path:
-            raise FawkesError(f"policy presets need fawkes.presets, which is not installed yet: {text}")
-        raise FawkesError(f"unknown policy {text!r}; known: {', '.join(policy_names())}")
-    preset = loader(text)  # raises ConfigError naming the file on a bad preset
+    preset = read_preset(text)  # raises ConfigError naming the file on a bad preset
     if preset.settings is None:
         raise FawkesError(f"preset {text!r} is a chapter-2 runner policy ({preset.resize.policy}); "
                           "use it with the ch2 experiment")
     settings = preset.settings
-    ov = {k: getattr(settings, k) for k in _explicit_keys(preset) if k in Settings.model_fields} | extra
+    ov = {k: getattr(settings, k) for k in preset.explicit} | extra
     ov.setdefault("policy", settings.policy)
     _validate(ov)
     label = (Path(text).stem if looks_like_path else text) + _label_suffix(extra)
