@@ -240,3 +240,28 @@ def test_admission_reclaim_survives_until_the_freed_hosts_reach_the_admitted_clu
         assert len(store.list_nodes("a")) == 2
     finally:
         store.close()
+
+
+def test_a_chapter2_runner_policy_runs_in_the_coordinator(world):
+    """A config naming GS gets a Control whose ticks are offer rounds: a cluster whose sample shows
+    demand over 1.5x its slots takes delta+ = 5 transient nodes; the decision is recorded."""
+    from fawkes.config import CoordinatorConfig
+    from fawkes.coordinator.control import loop_policy
+
+    store, clock = world
+    settings, runner = loop_policy(CoordinatorConfig(policy="gs"))
+    assert runner is not None and runner.policy == "GS" and settings.period_s == runner.offer_period_s == 30
+    control = Control(store, settings, clock, runner=runner)
+    store.request_cluster("a", framework="spark", min_core=2)
+    run_to_active(store, clock, control, ["a"])
+    store.record_sample("a", ClusterMetrics(time=1020, unfinished_jobs=1, pending_tasks=40, running_tasks=4))
+    clock.t = 1030
+    tick, d, problems = control.tick()
+    assert problems == [] and d.policy == "GS" and "grow 5" in d.reason
+    assert [(g.cluster, g.role) for g in d.plan.grows] == [("a", Role.TR)] * 5
+    assert store.decision(tick).plan["grows"][0]["role"] == "transient"
+    start_requested(store, "a")
+    store.record_sample("a", ClusterMetrics(time=1050))  # the workload is done: GS shrinks by delta- = 2
+    clock.t = 1060
+    _, d, _ = control.tick()
+    assert [(s.cluster, s.mode.value) for s in d.plan.shrinks] == [("a", "FP")] * 2

@@ -88,14 +88,15 @@ def test_every_preset_decides_alike_in_both_drivers(preset, tmp_path):
     run_both(workload(11), s, f"sqlite:///{tmp_path / 'state.db'}")
 
 
-@pytest.mark.parametrize("policy", RUNNER_POLICIES)
+@pytest.mark.parametrize("policy", list(RUNNER_POLICIES) + [f"preset:{n}" for n in RUNNER_PRESETS])
 def test_chapter2_runner_policies_decide_alike_in_both_drivers(policy, tmp_path):
-    """KOALA-MR's GS, GG, GGD (and static): the thesis' chapter-2 workload, shortened; every offer
-    round's plan is the coordinator's too (Control with a runner)."""
-    wl = ch2(1)
-    wl = replace(wl, jobs=wl.jobs[:25])
-    sim, steps = run_both(wl, None, f"sqlite:///{tmp_path / 'state.db'}", ResizeParams.for_policy(policy))
-    assert steps > 3 and (policy == "static" or sim.stats.reconfigurations > 0)
+    """KOALA-MR's GS, GG, GGD (and static), by name and as the shipped presets: the thesis'
+    chapter-2 workload, shortened; every offer round's plan is the coordinator's too."""
+    params = (read_preset(policy.split(":", 1)[1]).resize if policy.startswith("preset:")
+              else ResizeParams.for_policy(policy))
+    wl = replace(ch2(1), jobs=ch2(1).jobs[:25])
+    sim, steps = run_both(wl, None, f"sqlite:///{tmp_path / 'state.db'}", params)
+    assert steps > 3 and (params.policy == "static" or sim.stats.reconfigurations > 0)
 
 
 @pytest.mark.parametrize("extra", [

@@ -47,7 +47,7 @@ Examples:
                    "or apps.NAME.FIELD (docs/simulation.md).")
 @click.option("--scale", type=int, default=1, show_default=True, help="Multiply jobs, nodes and minima (bench).")
 @click.option("--workers", type=int, default=None, help="Processes (default: one per core).")
-@click.option("--check", is_flag=True, help="Check the invariants of spec A.13 on every tick.")
+@click.option("--check", is_flag=True, help="Check the invariants (docs/mechanism.md) on every tick.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (an object, or a list with --compare).")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
               help="PNG of each cluster's allocation and queue length over time (first seed).")

@@ -1,4 +1,4 @@
-"""Admission (spec A.8; A-8, A-9, A-10): a global FIFO queue of MR-cluster requests.
+"""Admission (A-8, A-9, A-10 in docs/ambiguities.md): a global FIFO queue of MR-cluster requests.
 
 The head is admitted iff the minimum shares fit: Σ m_j (allocated clusters) + m_head ≤ C.
 What it needs beyond the free hosts is reclaimed from clusters above their minimum, in

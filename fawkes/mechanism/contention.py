@@ -1,4 +1,4 @@
-"""Chapter 2's analytical model of write contention from transient nodes (spec A.4, A-28)."""
+"""Chapter 2's analytical model of write contention from transient nodes (thesis ch. 2; A-28 in docs/ambiguities.md)."""
 
 from __future__ import annotations
 

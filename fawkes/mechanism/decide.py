@@ -1,6 +1,6 @@
 """One FAWKES decision: snapshot in, decision out.  No I/O, no clock.
 
-Every period T (spec A.10):
+Every period T (docs/mechanism.md, "The steps"):
 
 1. weights: average each cluster's policy samples over the interval, normalise (eq. 3.4);
 2. discrimination: D_i = ∫ (c_i − w_i) dt over the interval, G = E[D²] (eqs. 3.2, 3.3);

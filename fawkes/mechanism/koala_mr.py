@@ -1,4 +1,4 @@
-"""Chapter 2 (KOALA-MR) runner-side resizing policies GS, GG, GGD (spec A.3; A-24..A-26, A-33).
+"""Chapter 2 (KOALA-MR) runner-side resizing policies GS, GG, GGD (thesis ch. 2; A-24..A-26, A-33 in docs/ambiguities.md).
 
 Each MR-cluster's runner receives an offer every ``offer_period_s`` and answers with a
 node delta.  Pure functions of what the runner observes: :func:`on_offer` for one runner,

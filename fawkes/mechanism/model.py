@@ -14,7 +14,7 @@ from enum import StrEnum
 
 
 class Role(StrEnum):
-    """Node roles (spec A.6)."""
+    """Node roles (docs/mechanism.md, "Roles")."""
 
     CORE = "core"  # compute + HDFS holding the input; never removed while active
     TR = "transient"  # compute only; removed by FP (kill tasks)
@@ -30,7 +30,7 @@ SHRINK_MODE: dict[Role, ShrinkMode] = {Role.TR: ShrinkMode.FP, Role.TC: ShrinkMo
 
 
 class ClusterState(StrEnum):
-    """MR-cluster lifecycle (spec A.5)."""
+    """MR-cluster lifecycle (docs/state.md)."""
 
     REQUESTED = "requested"  # waiting in the global FIFO queue
     DEPLOYING = "deploying"  # admitted; core nodes being allocated, daemons starting

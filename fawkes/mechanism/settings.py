@@ -1,7 +1,7 @@
 """Mechanism settings: every reading of the thesis' ambiguity register is a field here.
 
-Defaults are the spec's proposed readings (``../shared/spec/fawkes-spec.md`` §A.12, §A.14,
-§B.5); ``docs/ambiguities.md`` lists each A-nn with the field that controls it.
+Defaults are the proposed readings of the thesis' ambiguities; ``docs/ambiguities.md`` lists
+each A-nn with the field that controls it, and the anti-flap additions (off by default).
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Discrete-event simulator of FAWKES (spec B.3): replays the thesis' experiments and job traces
-with the mechanism library unchanged.  Entry points: :func:`fawkes.sim.runner.run` and
-:func:`fawkes.sim.runner.compare`; the CLI is ``fawkes simulate``.
+"""Discrete-event simulator of FAWKES (docs/simulation.md): replays the thesis' experiments and
+job traces through the same control loop as the coordinator (``fawkes.mechanism.controller``;
+docs/mechanism.md).  Entry points: :func:`fawkes.sim.runner.run_matrix` and
+:func:`fawkes.sim.runner.compare` (several policies on the same seeds); the CLI is
+``fawkes simulate``.
 """

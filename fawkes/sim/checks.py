@@ -1,4 +1,4 @@
-"""The simulation checks of spec B.4 (S-2.x, S-3.x) as functions returning measured numbers.
+"""The simulation checks S-2.x and S-3.x (docs/reproduction.md) as functions returning measured numbers.
 
 Used by tests/test_sim_reproduction.py and docs/reproduction.md.  Every function is
 deterministic for its seeds; the macro checks live in :mod:`fawkes.sim.runner`.

@@ -1,4 +1,4 @@
-"""The simulator's cost model (spec B.3, corrected by B.5): task durations, node types,
+"""The simulator's cost model (docs/simulation.md, "The model"): task durations, node types,
 shrink costs and the MR-cluster lifecycle.  Every number is a field with the spec's default.
 
 Task durations (B.3, calibrated per B.5 item 6, see docs/simulation.md):
@@ -77,7 +77,7 @@ def app_profile(name: str, apps: dict[str, AppProfile] | None = None) -> AppProf
 
 
 class CostModel(BaseModel):
-    """Every simulator parameter (spec B.3) with its default; override with ``model_copy(update=...)``."""
+    """Every simulator parameter (docs/simulation.md) with its default; override with ``model_copy(update=...)``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

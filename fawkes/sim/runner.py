@@ -1,7 +1,9 @@
 """Run experiments: one policy over several seeds, or several policies on the same seeds.
 
-Workloads and reference runtimes are cached per (experiment, seed) in each process; a
-comparison is split into (seed, policies) chunks that run on a process pool across the cores.
+An experiment's workload is generated once per (seed, chunk of policies): a comparison is split
+into chunks of about half the policies per seed, run on a process pool across the cores; a
+trace's workload is reseeded per seed and run in this process.  Reference runtimes (each job
+alone on a static cluster, A-23) are cached per workload in each process.
 """
 
 from __future__ import annotations

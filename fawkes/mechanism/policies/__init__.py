@@ -1,4 +1,4 @@
-"""Weighting policies (spec A.11) and their registry.
+"""Weighting policies (thesis Table 3.1) and their registry.
 
 A policy turns the metric samples of the last interval into normalised weights
 (eq. 3.4).  Most policies only define :meth:`Policy.sample` (the raw y_i of one sample);

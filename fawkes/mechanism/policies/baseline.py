@@ -1,4 +1,4 @@
-"""Baselines: None (clusters stay at their minima) and EQ (equal split) (spec A.11; A-38, A-39)."""
+"""Baselines: None (clusters stay at their minima) and EQ (equal split) (thesis Table 3.1; A-38, A-39 in docs/ambiguities.md)."""
 
 from __future__ import annotations
 

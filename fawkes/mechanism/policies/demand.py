@@ -1,4 +1,4 @@
-"""Demand-based policies: JD, DD, TD (spec A.11; readings A-13, A-14)."""
+"""Demand-based policies: JD, DD, TD (thesis Table 3.1; readings A-13, A-14 in docs/ambiguities.md)."""
 
 from __future__ import annotations
 

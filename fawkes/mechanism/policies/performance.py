@@ -1,4 +1,4 @@
-"""Performance-based policies: JS, JT, TT (spec A.11, eq. 3.6; readings A-3, A-17)."""
+"""Performance-based policies: JS, JT, TT (thesis Table 3.1, eq. 3.6; readings A-3, A-17 in docs/ambiguities.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Usage-based policies: PU, DU and RU = λ·PU + (1 − λ)·DU (spec A.11; A-2, A-15, A-16)."""
+"""Usage-based policies: PU, DU and RU = λ·PU + (1 − λ)·DU (thesis Table 3.1; A-2, A-15, A-16 in docs/ambiguities.md)."""
 
 from __future__ import annotations
 
