@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Fan-out benchmark: a 1-second command on 1, 4, 8 and 16 lab hosts, fawkes executor vs pdsh.
+"""Fan-out benchmark: a 1-second command on 1 to 64 lab hosts, fawkes executor vs pdsh.
 
-    python3 bench/bench_ssh_fanout.py [--sizes 1,4,8,16] [--repeat 3] [--keep]
+    python3 bench/bench_ssh_fanout.py [--sizes 1,4,16,64] [--repeat 3] [--keep]
 
 Brings up its own lab (prefix "fwb", a free 10.x.0/24) with the largest size, runs each size
 `--repeat` times through (a) a fresh fawkes Executor (connect + run, like pdsh) and (b)
 `pdsh -R ssh` with the lab's key and strict known_hosts, and prints median wall times, the
-ratio to the 1-host time (target <= 1.5 at 16 hosts) and the ratio to pdsh (target <= 1.2).
+ratio to the 1-host time (target <= 1.5 at the largest size) and the ratio to pdsh (target < 1:
+faster than pdsh).
 Then the per-command cost on open connections: `--serial` runs of `true` one after another on
 one host, and the same number of `true` fan-outs to 8 hosts (median and p90 milliseconds).
 The lab is torn down at the end (unless --keep).
@@ -95,7 +96,7 @@ def per_command_ms(lab: Lab, names: list[str], n: int) -> tuple[float, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="1,4,8,16")
+    ap.add_argument("--sizes", default="1,4,16,64")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--serial", type=int, default=200, help="sequential `true` runs for the per-command cost")
     ap.add_argument("--keep", action="store_true", help="leave the lab running")
@@ -135,9 +136,9 @@ def main() -> int:
             print(f"per command on open connections, `true` x {args.serial} on {k} host(s): "
                   f"median {med:.1f} ms, p90 {p90:.1f} ms")
         n, fw, pd, *_ = rows[-1]
-        ok1, ok2 = fw / base <= 1.5, fw / pd <= 1.2
+        ok1, ok2 = fw / base <= 1.5, fw / pd < 1.0
         print(f"targets at {n} hosts: ratio to 1 host {fw / base:.2f} (<= 1.5: {'met' if ok1 else 'MISSED'}), "
-              f"ratio to pdsh {fw / pd:.2f} (<= 1.2: {'met' if ok2 else 'MISSED'})")
+              f"ratio to pdsh {fw / pd:.2f} (< 1: {'met' if ok2 else 'MISSED'})")
         return 0 if ok1 and ok2 else 1
     finally:
         if not args.keep:

@@ -139,6 +139,21 @@ def test_changed_host_key_is_refused(lab, tmp_path):
     assert not res["h3"].ok and "host key mismatch" in res["h3"].error
 
 
+def test_known_hosts_is_parsed_once_and_again_when_a_host_is_added(lab, tmp_path):
+    """The executor parses known_hosts once; a host added to the file later (a pool that grows) is
+    found, and one missing from it is still refused."""
+    kh = tmp_path / "known_hosts"
+    lines = lab.known_hosts.read_text().splitlines()
+    kh.write_text("\n".join(ln for ln in lines if not ln.startswith("h2,")) + "\n")
+    with lab.executor(["h1", "h2"], known_hosts=kh) as ex:
+        assert ex.run(["h1"], "hostname")["h1"].stdout == "h1\n"
+        refused = ex.run(["h2"], "hostname")["h2"]
+        assert not refused.ok and "unknown host key" in refused.error
+        time.sleep(0.01)  # a new mtime
+        kh.write_text("\n".join(lines) + "\n")
+        assert ex.run(["h2"], "hostname")["h2"].stdout == "h2\n"
+
+
 def test_timeout_is_honoured(lab):
     with lab.executor(["h5", "h6"], command_timeout=30) as ex:
         t0 = time.monotonic()

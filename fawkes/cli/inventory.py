@@ -31,7 +31,7 @@ def check(file: Path, no_files: bool) -> None:
 @inventory.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--host", "-H", "hosts", multiple=True, help="only these hosts or groups (repeatable)")
-@click.option("--max-connects", default=8, show_default=True, help="concurrent connection attempts")
+@click.option("--max-connects", default=32, show_default=True, help="concurrent connection attempts")
 @click.option("--timeout", default=30.0, show_default=True, help="per-host command timeout (s)")
 def probe(file: Path, hosts: tuple[str, ...], max_connects: int, timeout: float) -> None:
     """Connect to every host of FILE in parallel and report cores, memory, free disk, Java."""
