@@ -22,6 +22,8 @@ Examples:
   fawkes simulate --trace traces/sample.csv --capacity 48 --min-core 10 --period 120 --compare TD,EQ,None
   fawkes simulate A --plot a.png
   fawkes simulate --trace week.csv --capacity 16 --min-core 4 --period 60 --cost map_slots=12 --cost reduce_slots=4
+  fawkes simulate --trace live.csv --cost-file live-costs.yaml --clusters live-clusters.csv --capacity 8 \\
+      --min-core 1 --period 10 --compare None,TD
 """
 
 
@@ -45,6 +47,9 @@ Examples:
 @click.option("--cost", "costs", multiple=True, metavar="KEY=VALUE",
               help="Override a cost-model parameter (repeatable): map_slots, reduce_slots, cv, w_dst_Bps, ... "
                    "or apps.NAME.FIELD (docs/simulation.md).")
+@click.option("--cost-file", "cost_file", type=click.Path(dir_okay=False),
+              help="YAML of cost-model fields (e.g. measured by 'fawkes trace from-state --costs'); "
+                   "--cost items apply on top.")
 @click.option("--scale", type=int, default=1, show_default=True, help="Multiply jobs, nodes and minima (bench).")
 @click.option("--workers", type=int, default=None, help="Processes (default: one per core).")
 @click.option("--check", is_flag=True, help="Check the invariants (docs/mechanism.md) on every tick.")
@@ -53,7 +58,7 @@ Examples:
               help="PNG of each cluster's allocation and queue length over time (first seed).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, idle_timeout, policy, compare_,
-             grow, seeds, first_seed, sets, costs, scale, workers, check, as_json, plot_file, quiet) -> None:
+             grow, seeds, first_seed, sets, costs, cost_file, scale, workers, check, as_json, plot_file, quiet) -> None:
     """Simulate EXPERIMENT (ch2, A, B, C, D, E) or a --trace with the FAWKES mechanism.
 
     Prints per-cluster mean slowdowns (against each job alone on a static 10-core-node
@@ -72,6 +77,11 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
     if policy and compare_:
         raise FawkesError("use either --policy or --compare, not both")
     cost = runner.parse_cost(costs)
+    if cost_file is not None:
+        from fawkes.sim.costfile import load_cost_file
+
+        given = dict(cost)
+        cost = tuple((k, v) for k, v in load_cost_file(cost_file) if k not in given) + cost
     workload = None
     if trace_file:
         if experiment:

@@ -96,6 +96,8 @@ class CostModel(BaseModel):
     tc_ready_s: float = Field(15.0, ge=0, description="a new TC node is usable after this (DataNode registration)")
     core_ready_s: float = Field(15.0, ge=0, description="a core node added to an active cluster (refill) is usable after this")
     w_dst_Bps: float = Field(100 * MB, gt=0, description="DP: re-replication write rate per receiving DataNode")
+    dp_fixed_s: float = Field(0.0, ge=0, description="DP: seconds every decommission takes beyond re-replication "
+                              "(refresh, heartbeats, daemon stop; measured live by `fawkes trace from-state`)")
     refill_delay_s: float = Field(1.0, ge=0, description="the controller reacts to freed hosts this much later "
                                   "(batches admit_now/refill over releases; 0 = on every release)")
     deploy_s: float = Field(30.0, ge=0, description="w^D beyond queueing: daemon start")
@@ -138,10 +140,10 @@ class CostModel(BaseModel):
     def removal_time(self, stored: float, k: int, n_datanodes: int) -> float:
         """DP (B.3): re-replicate ``stored`` bytes of ``k`` nodes leaving a cluster of ``n_datanodes``."""
         if stored <= 0:
-            return 0.0
+            return self.dp_fixed_s
         receivers = max(1, n_datanodes - k)
         r_nn = max(1.0, n_datanodes / 2) * self.w_dst_Bps
-        return stored / min(r_nn, receivers * self.w_dst_Bps)
+        return self.dp_fixed_s + stored / min(r_nn, receivers * self.w_dst_Bps)
 
 
 #: KEY=VALUE overrides of a CostModel, hashable (workload caches key on them)

@@ -1,0 +1,216 @@
+"""The coordinator's history as simulator input: a job trace and a cost file (``fawkes trace from-state``).
+
+What the store holds and how it becomes the twin's input (docs/live.md):
+
+* **jobs** (finished successfully, submitted in ``[since, until]``): one trace row each;
+  ``submit_s`` from the first job's submission, the job's cluster, its input bytes and the
+  reference runtime R it was submitted with (``ref_runtime``, so that the replay's slowdowns
+  are against the same R as the live ones).
+* **tasks**, from the sampler's rows of the job's cluster while it ran (a cluster runs one job
+  at a time, so the driver's task counts in those samples are that job's): task count = the
+  largest ``completed + running`` seen, slot seconds = the integral of ``running_tasks`` over
+  the samples; every task becomes a map (``reduces`` 0) of mean ``map_s`` = slot seconds / tasks.
+* **per-job overhead** (driver start, executor start, result commit): the job's run time
+  (dispatch to end) minus the span in which the samples saw tasks running, median over jobs
+  -> ``job_overhead_s``.
+* **nodes**: each node's transitions ``requested -> running`` (per role: ``core_ready_s``,
+  ``tr_ready_s``, ``tc_ready_s``) and ``draining -> released`` (TR: ``fp_stop_s``; TC: DP,
+  ``dp_fixed_s``), medians; slots per node = the hosts' cores (a Spark worker's cores are its
+  concurrent tasks): ``map_slots`` = cores, ``reduce_slots`` 1 (unused, every task is a map).
+* **pool and loop**: usable hosts (``--capacity``), minima, T (median gap between decisions) and
+  the policies that decided, for the ``fawkes simulate`` command printed with the export.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from sqlmodel import col, select
+
+from fawkes.sim.trace import TraceRow
+from fawkes.store import Store
+from fawkes.store.lifecycle import JobState, NodeState
+from fawkes.store.schema import Decision, Host, Job, MRCluster, Node, NodeTransition, Sample
+
+#: cost-model fields the export can measure, and where they come from
+MEASURED = {
+    "map_slots": "hosts' cores (Spark worker cores)",
+    "job_overhead_s": "median job run time outside its task span",
+    "core_ready_s": "median requested -> running of core nodes added to active clusters",
+    "tr_ready_s": "median requested -> running of TR nodes",
+    "tc_ready_s": "median requested -> running of TC nodes",
+    "fp_stop_s": "median draining -> released of TR nodes (FP)",
+    "dp_fixed_s": "median draining -> released of TC nodes (DP)",
+}
+
+
+@dataclass
+class JobTasks:
+    tasks: int
+    slot_s: float
+    span_s: float  # from the first to the last sample seeing a running task (+ one sample period)
+    samples: int
+
+
+@dataclass
+class Export:
+    rows: list[TraceRow]
+    costs: dict[str, float | int]
+    minima: dict[str, int]
+    capacity: int
+    period_s: float | None
+    policies: list[str]
+    sample_period_s: float | None
+    skipped: dict[str, int] = field(default_factory=dict)
+    measured: dict[str, str] = field(default_factory=dict)  # field -> how many observations
+    origin: float = 0.0
+
+
+def job_tasks(samples: list, start: float, end: float, period: float) -> JobTasks | None:
+    """Tasks and slot seconds of the one job a cluster ran in ``[start, end]`` from its samples."""
+    inside = [s for s in samples if start <= s.time <= end]
+    if not inside:
+        return None
+    tasks = max(s.completed_tasks + s.running_tasks for s in inside)
+    slot_s = 0.0
+    busy = [s.time for s in inside if s.running_tasks > 0]
+    for k, s in enumerate(inside):
+        nxt = inside[k + 1].time if k + 1 < len(inside) else end
+        dt = max(0.0, min(nxt, end) - s.time)
+        slot_s += s.running_tasks * (dt if dt <= 3 * period else period)  # a gap in sampling: one period
+    if tasks <= 0 or slot_s <= 0:
+        return None
+    span = (busy[-1] - busy[0] + period) if busy else 0.0
+    return JobTasks(tasks, slot_s, span, len(inside))
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def export(store: Store, *, since: float | None = None, until: float | None = None) -> Export:
+    """Read the store (read only) into trace rows, measured costs, minima and the loop's facts."""
+    with store.session() as s:
+        clusters = {c.id: c for c in s.exec(select(MRCluster))}
+        q = select(Job).where(Job.state == JobState.SUCCEEDED)
+        if since is not None:
+            q = q.where(Job.submitted_at >= since)
+        if until is not None:
+            q = q.where(Job.submitted_at <= until)
+        jobs = list(s.exec(q.order_by(Job.submitted_at, Job.id)))
+        others = {st: n for st, n in ((st, len(list(s.exec(select(Job.id).where(Job.state == st)))))
+                                      for st in (JobState.FAILED, JobState.CANCELLED))}
+        if jobs:
+            lo, hi = jobs[0].submitted_at, max(j.ended_at or j.submitted_at for j in jobs)
+        else:
+            lo = hi = 0.0
+        samples: dict[int, list] = {}
+        for row in s.exec(select(Sample).where(Sample.time >= lo - 60, Sample.time <= hi + 60)
+                          .order_by(Sample.time, Sample.id)):
+            samples.setdefault(row.cluster_id, []).append(row)
+        decisions = list(s.exec(select(Decision.time, Decision.policy)
+                                .where(Decision.time >= lo - 600, Decision.time <= hi + 600).order_by(Decision.id)))
+        nodes = list(s.exec(select(Node)))
+        trans: dict[int, list[NodeTransition]] = {}
+        for t in s.exec(select(NodeTransition).order_by(NodeTransition.node_id, NodeTransition.time,
+                                                        col(NodeTransition.id))):
+            trans.setdefault(t.node_id, []).append(t)
+        hosts = list(s.exec(select(Host)))
+    gaps = [b.time - a.time for a, b in zip(decisions, decisions[1:]) if b.time > a.time]
+    period = _median(gaps)
+    sgaps = [b.time - a.time for ss in samples.values() for a, b in zip(ss, ss[1:]) if b.time > a.time]
+    sample_period = _median(sgaps) or 5.0
+    rows: list[TraceRow] = []
+    overheads: list[float] = []
+    skipped = {str(k): v for k, v in others.items() if v}
+    no_tasks = 0
+    for j in jobs:
+        c = clusters[j.cluster_id]
+        begin = j.dispatched_at or j.started_at or j.submitted_at
+        if j.ended_at is None:
+            continue
+        jt = job_tasks(samples.get(j.cluster_id, []), begin, j.ended_at, sample_period)
+        if jt is None:
+            no_tasks += 1
+            continue
+        overheads.append(max(0.0, (j.ended_at - begin) - jt.span_s))
+        rows.append(TraceRow(submit_s=j.submitted_at - lo, cluster=c.name, app="wordcount",
+                             input_bytes=float(j.input_bytes or 0), maps=jt.tasks, reduces=0,
+                             ref_runtime_s=j.ref_runtime if j.ref_runtime and j.ref_runtime > 0 else None,
+                             map_s=round(jt.slot_s / jt.tasks, 3), reduce_s=None, job=str(j.id)))
+    if no_tasks:
+        skipped["without task samples"] = no_tasks
+    costs: dict[str, float | int] = {}
+    measured: dict[str, str] = {}
+    cores = [h.cores for h in hosts if h.state in ("free", "allocated")]
+    if cores:
+        costs["map_slots"] = int(statistics.median_low(cores))
+        costs["reduce_slots"] = 1
+        measured["map_slots"] = f"{len(cores)} hosts"
+    if overheads:
+        costs["job_overhead_s"] = round(_median(overheads), 2)
+        measured["job_overhead_s"] = f"{len(overheads)} jobs"
+    ready: dict[str, list[float]] = {}
+    stop: dict[str, list[float]] = {}
+    for n in nodes:
+        ts = trans.get(n.id, [])
+        req = next((t.time for t in ts if t.to_state == NodeState.REQUESTED), n.requested_at)
+        run = next((t.time for t in ts if t.to_state == NodeState.RUNNING), None)
+        drain = next((t.time for t in ts if t.to_state == NodeState.DRAINING), None)
+        rel = next((t.time for t in ts if t.to_state == NodeState.RELEASED), None)
+        c = clusters.get(n.cluster_id)
+        added = c is not None and c.active_at is not None and req >= c.active_at  # grown, not deployed
+        if run is not None and (added or n.role != "core") and lo - 600 <= req <= hi + 600:
+            ready.setdefault(n.role, []).append(run - req)
+        if drain is not None and rel is not None and (c is None or c.release_requested_at is None
+                                                      or drain < c.release_requested_at):
+            stop.setdefault(n.role, []).append(rel - drain)
+    for role, key in (("core", "core_ready_s"), ("transient", "tr_ready_s"), ("transient-core", "tc_ready_s")):
+        if ready.get(role):
+            costs[key] = round(_median(ready[role]), 2)
+            measured[key] = f"{len(ready[role])} nodes"
+    for role, key in (("transient", "fp_stop_s"), ("transient-core", "dp_fixed_s")):
+        if stop.get(role):
+            costs[key] = round(_median(stop[role]), 2)
+            measured[key] = f"{len(stop[role])} nodes"
+    used = {j.cluster_id for j in jobs}
+    minima = {clusters[i].name: clusters[i].min_core for i in used}
+    policies = list(dict.fromkeys(p for t, p in decisions if lo <= t <= hi))
+    capacity = sum(1 for h in hosts if h.state in ("free", "allocated"))
+    return Export(rows=rows, costs=costs, minima=minima, capacity=capacity, period_s=period, policies=policies,
+                  sample_period_s=sample_period, skipped=skipped, measured=measured, origin=lo)
+
+
+def dump_costs(costs: dict, measured: dict, out) -> None:
+    """The cost file: YAML of CostModel fields, one per line with where it came from."""
+    out.write("# fawkes cost file (fawkes simulate --cost-file): CostModel fields measured on the live service\n")
+    for k, v in costs.items():
+        note = MEASURED.get(k, "")
+        how = measured.get(k, "")
+        comment = f"  # {note}" + (f" ({how})" if how else "") if note else ""
+        out.write(f"{k}: {v}{comment}\n")
+
+
+def finite_or_none(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def replay(trace: str, costs: str | None, clusters: str | None, *, capacity: int, min_core: int, period_s: float,
+           policies: dict[str, str], seeds: tuple[int, ...] = (1, 2, 3), idle_timeout_s: float | None = 3600.0,
+           workers: int | None = 1) -> dict[str, dict]:
+    """``fawkes simulate --trace`` in-process: each of ``policies`` (label -> policy name, preset or
+    YAML path) on the trace with the cost file; the aggregated rows (``metrics.aggregate``) by label."""
+    from fawkes.sim import runner
+    from fawkes.sim.costfile import load_cost_file
+    from fawkes.sim.costs import cost_model
+    from fawkes.sim.metrics import aggregate
+    from fawkes.sim.trace import load_trace
+
+    over = load_cost_file(costs) if costs else ()
+    wl = load_trace(trace, capacity=capacity, min_core=min_core, period_s=period_s, clusters_file=clusters,
+                    idle_timeout_s=idle_timeout_s, cost=cost_model(over))
+    specs = [runner.parse_policy(p, wl.name) for p in policies.values()]
+    matrix = runner.run_matrix(wl.name, specs, list(seeds), workers=workers, workload=wl, cost=over)
+    return {label: aggregate(matrix[s.label]) for label, s in zip(policies, specs)}

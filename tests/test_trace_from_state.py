@@ -1,0 +1,208 @@
+"""``fawkes trace from-state`` and ``fawkes simulate --cost-file``: the coordinator's history as the
+simulator's input (no lab: a state written row by row), and bad input refused in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from fawkes.sim.from_state import export, job_tasks
+from fawkes.store import Store
+from fawkes.store.schema import Decision, Host, Job, MRCluster, Node, NodeTransition, Sample
+from tests.conftest import run_cli
+
+T0 = 1_800_000_000.0
+
+
+def _state(path: Path) -> str:
+    """Two clusters (min 1) on 4 hosts of 1 core; 3 jobs on etl, 1 on bi; a TC node grown and shrunk."""
+    url = f"sqlite:///{path}"
+    store = Store(url)
+    with store.session(write=True) as s:
+        for i in range(4):
+            s.add(Host(name=f"h{i + 1}", address=f"10.0.0.{i + 1}", cores=1, memory_mb=2048,
+                       state="allocated" if i < 2 else "free", position=i))
+        for cid, name in ((1, "etl"), (2, "bi")):
+            s.add(MRCluster(id=cid, name=name, live_name=name, framework="lab", min_core=1, state="active",
+                            requested_at=T0 - 100, admitted_at=T0 - 100, active_at=T0 - 50, state_since=T0 - 50))
+        s.flush()
+        # core nodes, deployed (not counted as grows)
+        for nid, (cid, host) in enumerate(((1, "h1"), (2, "h2")), start=1):
+            s.add(Node(id=nid, cluster_id=cid, host=host, holds_host=host, role="core", state="running",
+                       requested_at=T0 - 90, running_at=T0 - 60, state_since=T0 - 60))
+        # a TC node of etl: requested at +5, running at +25, draining at +100, released at +108
+        s.add(Node(id=3, cluster_id=1, host="h3", role="transient-core", state="released", requested_at=T0 + 5,
+                   running_at=T0 + 25, draining_at=T0 + 100, released_at=T0 + 108, state_since=T0 + 108))
+        s.flush()
+        for to, at in (("requested", 5), ("provisioning", 6), ("running", 25), ("draining", 100), ("released", 108)):
+            s.add(NodeTransition(node_id=3, to_state=to, time=T0 + at))
+        # jobs: (cluster, submitted, dispatched, ended); etl runs them one after the other
+        jobs = [(1, 0, 1, 40), (1, 10, 41, 70), (1, 20, 71, 90), (2, 30, 31, 80)]
+        for jid, (cid, sub, disp, end) in enumerate(jobs, start=1):
+            s.add(Job(id=jid, cluster_id=cid, argv=["app.py"], input_path="/input", input_bytes=1000, state="succeeded",
+                      submitted_at=T0 + sub, dispatched_at=T0 + disp, started_at=T0 + disp + 5, ended_at=T0 + end,
+                      ref_runtime=50.0))
+        s.add(Job(id=5, cluster_id=2, argv=["app.py"], state="failed", submitted_at=T0 + 35, ended_at=T0 + 36))
+        # samples every 2 s: while a job runs (from dispatch + 10 s to its end - 4 s), 2 tasks run;
+        # completed grows by one per sample
+        for cid, runs in ((1, jobs[:3]), (2, jobs[3:])):
+            for t in range(-10, 130, 2):
+                run = next(((d, e) for c, _, d, e in runs if d <= t <= e), None)
+                busy = run is not None and run[0] + 10 <= t <= run[1] - 4
+                done = (t - run[0] - 10) // 2 if busy else 0
+                s.add(Sample(cluster_id=cid, time=T0 + t, running_tasks=2 if busy else 0,
+                             completed_tasks=max(0, done)))
+        for k in range(14):
+            s.add(Decision(time=T0 + 10 * k, policy="TD", plan={}))
+    store.close()
+    return url
+
+
+def test_job_tasks_integrates_running_tasks():
+    class S:
+        def __init__(self, t, r, c):
+            self.time, self.running_tasks, self.completed_tasks = t, r, c
+
+    jt = job_tasks([S(0, 0, 0), S(2, 2, 0), S(4, 2, 1), S(6, 1, 3), S(8, 0, 4)], 0, 10, 2.0)
+    assert jt.tasks == 4 and jt.slot_s == pytest.approx(10.0) and jt.span_s == pytest.approx(6.0)
+    assert job_tasks([], 0, 10, 2.0) is None
+
+
+def test_export_reads_jobs_tasks_and_node_costs(tmp_path):
+    url = _state(tmp_path / "s.db")
+    store = Store(url)
+    ex = export(store)
+    store.close()
+    assert [r.cluster for r in ex.rows] == ["etl", "etl", "etl", "bi"]
+    assert [r.submit_s for r in ex.rows] == [0, 10, 20, 30]
+    first = ex.rows[0]
+    assert first.ref_runtime_s == 50.0 and first.reduces == 0 and first.job == "1"
+    # job 1 ran from +1 to +40: tasks seen from +11 to +36, 2 at a time
+    assert first.maps == 2 + (36 - 11) // 2 and first.map_s * first.maps == pytest.approx(2 * 26, abs=2.1)
+    assert ex.costs["map_slots"] == 1 and ex.costs["reduce_slots"] == 1
+    assert ex.costs["tc_ready_s"] == 20 and ex.costs["dp_fixed_s"] == 8
+    assert 10 <= ex.costs["job_overhead_s"] <= 16
+    assert ex.minima == {"etl": 1, "bi": 1} and ex.capacity == 4 and ex.period_s == 10
+    assert ex.policies == ["TD"] and ex.skipped == {"failed": 1}
+
+
+def test_cli_writes_trace_costs_clusters_and_the_replay_runs(tmp_path):
+    url = _state(tmp_path / "s.db")
+    out, costs, cl = tmp_path / "t.csv", tmp_path / "c.yaml", tmp_path / "cl.csv"
+    r = run_cli("trace", "from-state", "--state", url, "-o", str(out), "--costs", str(costs), "--clusters", str(cl))
+    assert r.returncode == 0, r.stderr
+    assert "replay: fawkes simulate --trace" in r.stderr and "--cost-file" in r.stderr
+    assert out.read_text().splitlines()[0].startswith("submit_s,cluster,app,input_bytes,maps,reduces")
+    assert "tc_ready_s: 20" in costs.read_text()
+    assert cl.read_text() == "cluster,request_s,min_core\netl,0,1\nbi,0,1\n"
+    r = run_cli("simulate", "--trace", str(out), "--clusters", str(cl), "--cost-file", str(costs), "--capacity", "4",
+                "--min-core", "1", "--period", "10", "--compare", "None,TD", "--json", "-q", "--workers", "1")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [x["policy"] for x in rows] == ["None", "TD"]
+    assert rows[0]["cost"]["tc_ready_s"] == 20 and rows[0]["cost"]["map_slots"] == 1
+    # --cost wins over the file
+    r = run_cli("simulate", "--trace", str(out), "--cost-file", str(costs), "--cost", "tc_ready_s=3", "--capacity", "4",
+                "--min-core", "1", "--period", "10", "--json", "-q", "--workers", "1")
+    assert r.returncode == 0, r.stderr and json.loads(r.stdout)["cost"]["tc_ready_s"] == 3
+
+
+def test_since_until_select_jobs(tmp_path):
+    url = _state(tmp_path / "s.db")
+    r = run_cli("trace", "from-state", "--state", url, "--since", str(T0 + 5), "--until", "2027-01-16T00:00:00Z", "-q")
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.splitlines()) == 1 + 3
+    r = run_cli("trace", "from-state", "--state", url, "--since", "1d", "-q")  # T0 is in 2027: all of them
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 5
+
+
+def _one_line_error(r, *needles):
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("opt,value,needle", [
+    ("--since", "yesterday", "--since"), ("--since", "nan", "--since"), ("--since", "inf", "--since"),
+    ("--since", "-5", "--since"), ("--until", "1e300", "--until"), ("--since", "2026-13-45", "--since"),
+    ("--since", "99999999999d", "100 years"), ("--since", "", "--since"),
+])
+def test_bad_dates_one_line_nothing_written(tmp_path, opt, value, needle):
+    url = _state(tmp_path / "s.db")
+    out = tmp_path / "t.csv"
+    r = run_cli("trace", "from-state", "--state", url, opt, value, "-o", str(out))
+    _one_line_error(r, needle)
+    assert not out.exists()
+
+
+def test_missing_or_bad_state_creates_nothing(tmp_path):
+    out = tmp_path / "t.csv"
+    missing = tmp_path / "nope" / "x.db"
+    r = run_cli("trace", "from-state", "--state", str(missing), "-o", str(out))
+    _one_line_error(r, "no such file")
+    assert not missing.exists() and not missing.parent.exists() and not out.exists()
+    junk = tmp_path / "junk.db"
+    junk.write_text("not a database")
+    r = run_cli("trace", "from-state", "--state", str(junk), "-o", str(out))
+    _one_line_error(r, "not an SQLite database")
+    fifo = tmp_path / "fifo.db"
+    os.mkfifo(fifo)
+    r = run_cli("trace", "from-state", "--state", str(fifo), "-o", str(out))
+    _one_line_error(r, "not a regular file")
+    empty = tmp_path / "empty.db"
+    Store(f"sqlite:///{empty}").close()
+    r = run_cli("trace", "from-state", "--state", str(empty), "-o", str(out))
+    _one_line_error(r, "no finished job")
+    assert not out.exists()
+
+
+def test_bad_outputs(tmp_path):
+    url = _state(tmp_path / "s.db")
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    r = run_cli("trace", "from-state", "--state", url, "-o", str(fifo))
+    _one_line_error(r, "not a regular file")
+    r = run_cli("trace", "from-state", "--state", url, "-o", str(tmp_path / "no" / "t.csv"))
+    _one_line_error(r, "no such directory")
+    same = tmp_path / "same"
+    r = run_cli("trace", "from-state", "--state", url, "-o", str(same), "--costs", str(same))
+    _one_line_error(r, "the same file")
+    assert not same.exists()
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("map_slots: .nan\n", "map_slots: not a finite number"),
+    ("fp_stop_s: .inf\n", "fp_stop_s: not a finite number"),
+    ("tc_ready_s: -3\n", "tc_ready_s"),
+    ("tr_ready_s: 1e300\n", "out of range"),
+    ("map_slots: 0\n", "map_slots"),
+    ("no_such_field: 1\n", "unknown cost parameter"),
+    ("apps: {wordcount: {beta_in: -1}}\n", "apps.wordcount.beta_in"),
+    ("- 1\n- 2\n", "expected a mapping"),
+    ("map_slots: [1\n", "not YAML"),
+    ("map_slots: 1\0\n", "NUL byte"),
+    ("tc_ready_s: ten\n", "tc_ready_s"),
+])
+def test_bad_cost_files(tmp_path, text, needle):
+    trace = tmp_path / "t.csv"
+    trace.write_text("submit_s,cluster,app,input_bytes,maps,reduces\n0,a,wordcount,1GB,4,1\n")
+    cf = tmp_path / "c.yaml"
+    cf.write_bytes(text.encode())
+    r = run_cli("simulate", "--trace", str(trace), "--cost-file", str(cf), "--capacity", "4", "--min-core", "1",
+                "--period", "10", "-q")
+    _one_line_error(r, str(cf), needle)
+
+
+def test_cost_file_fifo_and_missing(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("submit_s,cluster,app,input_bytes,maps,reduces\n0,a,wordcount,1GB,4,1\n")
+    fifo = tmp_path / "c.fifo"
+    os.mkfifo(fifo)
+    args = ["simulate", "--trace", str(trace), "--capacity", "4", "--min-core", "1", "--period", "10", "-q"]
+    _one_line_error(run_cli(*args, "--cost-file", str(fifo)), "not a regular file")
+    _one_line_error(run_cli(*args, "--cost-file", str(tmp_path / "none.yaml")), "cost file not found")
