@@ -84,7 +84,8 @@ def test_export_reads_jobs_tasks_and_node_costs(tmp_path):
     assert first.maps == 2 + (36 - 11) // 2 and first.map_s * first.maps == pytest.approx(2 * 26, abs=2.1)
     assert ex.costs["map_slots"] == 1 and ex.costs["reduce_slots"] == 1
     assert ex.costs["tc_ready_s"] == 20 and ex.costs["dp_fixed_s"] == 8
-    assert 10 <= ex.costs["job_overhead_s"] <= 16
+    # dispatch +1, first sample with a task +12, last +36, end +40; samples every 2 s
+    assert ex.costs["job_startup_s"] == 10 and ex.costs["job_overhead_s"] == 3 and ex.costs["max_running_jobs"] == 1
     assert ex.minima == {"etl": 1, "bi": 1} and ex.capacity == 4 and ex.period_s == 10
     assert ex.policies == ["TD"] and ex.skipped == {"failed": 1}
 
@@ -206,3 +207,24 @@ def test_cost_file_fifo_and_missing(tmp_path):
     args = ["simulate", "--trace", str(trace), "--capacity", "4", "--min-core", "1", "--period", "10", "-q"]
     _one_line_error(run_cli(*args, "--cost-file", str(fifo)), "not a regular file")
     _one_line_error(run_cli(*args, "--cost-file", str(tmp_path / "none.yaml")), "cost file not found")
+
+
+def test_twin_runs_one_job_at_a_time_after_its_start_up(tmp_path):
+    """The twin gate (fawkes/sim/twin.py): 3 jobs of 4 x 10 s tasks on one 4-slot node, submitted
+    together: the plain model runs them back to back and adds the overhead at the end; the twin
+    waits for each job's end plus the start-up of the next."""
+    from fawkes.sim.costs import cost_model
+    from fawkes.sim.runner import parse_policy
+    from fawkes.sim.trace import load_trace
+    from fawkes.sim.twin import run_twin
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("submit_s,cluster,app,input_bytes,maps,reduces,ref_runtime_s,map_s\n"
+                     + "".join(f"0,a,wordcount,0,4,0,10,10\n" for _ in range(3)))
+    base = (("map_slots", 4), ("cv", 0.0), ("job_overhead_s", 5.0))
+    twin = base + (("max_running_jobs", 1), ("job_startup_s", 20.0))
+    spec = [parse_policy("None")]
+    plain = run_twin(load_trace(trace, capacity=1, min_core=1, period_s=10, cost=cost_model(base)), spec, [1])
+    gated = run_twin(load_trace(trace, capacity=1, min_core=1, period_s=10, cost=cost_model(twin)), spec, [1])
+    assert plain["None"][0].mean_response_s == pytest.approx((15 + 25 + 35) / 3)
+    assert gated["None"][0].mean_response_s == pytest.approx((35 + 70 + 105) / 3)

@@ -98,6 +98,10 @@ class CostModel(BaseModel):
     w_dst_Bps: float = Field(100 * MB, gt=0, description="DP: re-replication write rate per receiving DataNode")
     dp_fixed_s: float = Field(0.0, ge=0, description="DP: seconds every decommission takes beyond re-replication "
                               "(refresh, heartbeats, daemon stop; measured live by `fawkes trace from-state`)")
+    max_running_jobs: int = Field(0, ge=0, description="jobs of one MR-cluster between dispatch and end at once "
+                                  "(0: no limit, Hadoop-1 FIFO; the live dispatcher: 1); twin simulator only")
+    job_startup_s: float = Field(0.0, ge=0, description="dispatch to first task (driver and executors start); "
+                                 "twin simulator only (fawkes/sim/twin.py)")
     refill_delay_s: float = Field(1.0, ge=0, description="the controller reacts to freed hosts this much later "
                                   "(batches admit_now/refill over releases; 0 = on every release)")
     deploy_s: float = Field(30.0, ge=0, description="w^D beyond queueing: daemon start")

@@ -10,9 +10,12 @@ What the store holds and how it becomes the twin's input (docs/live.md):
   at a time, so the driver's task counts in those samples are that job's): task count = the
   largest ``completed + running`` seen, slot seconds = the integral of ``running_tasks`` over
   the samples; every task becomes a map (``reduces`` 0) of mean ``map_s`` = slot seconds / tasks.
-* **per-job overhead** (driver start, executor start, result commit): the job's run time
-  (dispatch to end) minus the span in which the samples saw tasks running, median over jobs
-  -> ``job_overhead_s``.
+* **per-job start-up and overhead**: dispatch to the first sample seeing a running task (driver
+  and executors start) -> ``job_startup_s``; the last such sample to the job's end (result
+  commit, driver stop) -> ``job_overhead_s``; medians over jobs, half a sample period taken off
+  each (a task starts, on average, that long before a sample sees it).  The dispatcher runs one
+  job per cluster at a time: ``max_running_jobs`` 1.  Both are honoured by the twin simulator
+  (:mod:`fawkes.sim.twin`).
 * **nodes**: each node's transitions ``requested -> running`` (per role: ``core_ready_s``,
   ``tr_ready_s``, ``tc_ready_s``) and ``draining -> released`` (TR: ``fp_stop_s``; TC: DP,
   ``dp_fixed_s``), medians; slots per node = the hosts' cores (a Spark worker's cores are its
@@ -37,7 +40,9 @@ from fawkes.store.schema import Decision, Host, Job, MRCluster, Node, NodeTransi
 #: cost-model fields the export can measure, and where they come from
 MEASURED = {
     "map_slots": "hosts' cores (Spark worker cores)",
-    "job_overhead_s": "median job run time outside its task span",
+    "max_running_jobs": "jobs a cluster runs at once",
+    "job_startup_s": "median dispatch to the first sample seeing a task (- half a sample period)",
+    "job_overhead_s": "median last sample seeing a task (+ half a sample period) to the job's end",
     "core_ready_s": "median requested -> running of core nodes added to active clusters",
     "tr_ready_s": "median requested -> running of TR nodes",
     "tc_ready_s": "median requested -> running of TC nodes",
@@ -52,6 +57,8 @@ class JobTasks:
     slot_s: float
     span_s: float  # from the first to the last sample seeing a running task (+ one sample period)
     samples: int
+    first_busy: float = 0.0  # time of the first / last sample seeing a running task
+    last_busy: float = 0.0
 
 
 @dataclass
@@ -82,8 +89,9 @@ def job_tasks(samples: list, start: float, end: float, period: float) -> JobTask
         slot_s += s.running_tasks * (dt if dt <= 3 * period else period)  # a gap in sampling: one period
     if tasks <= 0 or slot_s <= 0:
         return None
-    span = (busy[-1] - busy[0] + period) if busy else 0.0
-    return JobTasks(tasks, slot_s, span, len(inside))
+    if not busy:
+        return None
+    return JobTasks(tasks, slot_s, busy[-1] - busy[0] + period, len(inside), busy[0], busy[-1])
 
 
 def _median(xs: list[float]) -> float | None:
@@ -124,6 +132,7 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
     sample_period = _median(sgaps) or 5.0
     rows: list[TraceRow] = []
     overheads: list[float] = []
+    startups: list[float] = []
     skipped = {str(k): v for k, v in others.items() if v}
     no_tasks = 0
     for j in jobs:
@@ -135,7 +144,9 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
         if jt is None:
             no_tasks += 1
             continue
-        overheads.append(max(0.0, (j.ended_at - begin) - jt.span_s))
+        # a task runs about half a sample period before the first sample sees it, and after the last
+        startups.append(max(0.0, jt.first_busy - sample_period / 2 - begin))
+        overheads.append(max(0.0, j.ended_at - (jt.last_busy + sample_period / 2)))
         rows.append(TraceRow(submit_s=j.submitted_at - lo, cluster=c.name, app="wordcount",
                              input_bytes=float(j.input_bytes or 0), maps=jt.tasks, reduces=0,
                              ref_runtime_s=j.ref_runtime if j.ref_runtime and j.ref_runtime > 0 else None,
@@ -150,6 +161,10 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
         costs["reduce_slots"] = 1
         measured["map_slots"] = f"{len(cores)} hosts"
     if overheads:
+        costs["max_running_jobs"] = 1  # the dispatcher's (fawkes/coordinator/dispatch.py)
+        measured["max_running_jobs"] = "the live dispatcher"
+        costs["job_startup_s"] = round(_median(startups), 2)
+        measured["job_startup_s"] = f"{len(startups)} jobs"
         costs["job_overhead_s"] = round(_median(overheads), 2)
         measured["job_overhead_s"] = f"{len(overheads)} jobs"
     ready: dict[str, list[float]] = {}
@@ -212,5 +227,10 @@ def replay(trace: str, costs: str | None, clusters: str | None, *, capacity: int
     wl = load_trace(trace, capacity=capacity, min_core=min_core, period_s=period_s, clusters_file=clusters,
                     idle_timeout_s=idle_timeout_s, cost=cost_model(over))
     specs = [runner.parse_policy(p, wl.name) for p in policies.values()]
-    matrix = runner.run_matrix(wl.name, specs, list(seeds), workers=workers, workload=wl, cost=over)
+    from fawkes.sim.twin import run_twin, twin_fields_set
+
+    if twin_fields_set(wl.cost):
+        matrix = run_twin(wl, specs, list(seeds))
+    else:
+        matrix = runner.run_matrix(wl.name, specs, list(seeds), workers=workers, workload=wl, cost=over)
     return {label: aggregate(matrix[s.label]) for label, s in zip(policies, specs)}
