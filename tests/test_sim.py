@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -176,3 +177,130 @@ def test_stacked_plot_steps_and_the_demo_plot(tmp_path):
                   "calm": [(110.0, 1), (150.0, 0)], "quiet": []})
     png = plot(out, tmp_path / "demo.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+# --- idle time: the shortcut over ticks that cannot decide anything (issue 14 item 5) ----------------
+
+def _idle_workload(seed: int):
+    """Three clusters (one requested late with a dataset to load) and bursts of jobs in 'office
+    hours' two days apart, with hours-long idle gaps within a day: clusters go inactive and are
+    released during the gaps, and are requested again by the next job."""
+    import numpy as np
+
+    from fawkes.sim.costs import cost_model
+    from fawkes.sim.workloads import GB, ClusterSpec, Workload, make_job
+
+    rng = np.random.default_rng(seed)
+    cost = cost_model((), map_slots=2, reduce_slots=1)
+    specs = (ClusterSpec("a", 0.0, 2, 0.0), ClusterSpec("b", 0.0, 1, 0.0),
+             ClusterSpec("c", 5400.0, 2, 1.5 * GB, preloaded=False))
+    jobs = []
+    for day in range(3):
+        for burst in (9, 13, 16):  # hours; 3-4 h of idle time between bursts, nights idle
+            t0 = (day * 2 * 24 + burst) * 3600.0 + float(rng.uniform(0, 600))
+            for _ in range(int(rng.integers(1, 4))):
+                c = specs[int(rng.integers(0, 3))]
+                maps = int(rng.integers(2, 30))
+                jobs.append((max(c.request_s, t0 + float(rng.uniform(0, 900))), c.name,
+                             ("wordcount", "sort")[int(rng.integers(0, 2))], maps, int(rng.integers(1, 3))))
+    jobs.sort()
+    specs_jobs = tuple(make_job(cost, rng, k, name, app, maps * 64 * 1024**2, maps, reds, t)
+                       for k, (t, name, app, maps, reds) in enumerate(jobs))
+    return Workload(f"idle-{seed}", specs, specs_jobs, 8, period_s=60.0, cost=cost)
+
+
+def _run_idle(wl, settings, jumps: bool):
+    from fawkes.sim.engine import Simulator
+    from fawkes.sim.metrics import collect
+    from fawkes.sim.record import Recorder
+    from fawkes.sim.runner import reference_runtimes
+
+    rec = Recorder()
+    sim = Simulator(wl, settings, refs=list(reference_runtimes(wl)), recorder=rec, check_invariants=True,
+                    timeline=True)
+    sim._idle_jumps = jumps  # with a recorder it is off unless asked for
+    sim.run()
+    return sim, rec, collect(sim, wl.name, settings.policy, 0, 0.0, timeline=True)
+
+
+@pytest.mark.parametrize("extra", [
+    {},
+    {"policy": "EQ"},  # ungated: the gate is open on idle ticks too
+    {"policy": "DU", "tau": 0.0},  # idle clusters keep non-zero weights (stored output)
+    {"policy": "JS", "idle_timeout_s": None},  # clock-dependent samples; T_idle = T
+    {"cap_to_demand": True, "shrink_after_ticks": 3, "cooldown_s": 900.0, "min_change_nodes": 2},
+    {"inactivity": "weight_zero", "policy": "PU", "idle_timeout_s": 60.0},
+    {"grow_type": "transient", "policy": "TD", "idle_timeout_s": 7200.0, "cooldown_s": 3600.0},
+    {"policy": "EQ", "shrink_after_ticks": 4, "idle_timeout_s": 7200.0},  # votes counted over idle ticks
+    {"policy": "EQ", "cooldown_s": 1800.0, "idle_timeout_s": 7200.0},  # a cooldown ending while idle
+], ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()) or "TD")
+def test_idle_shortcut_decides_exactly_as_stepping_through_idle_time(extra):
+    """Skipping idle ticks changes nothing but the cost: with and without the shortcut, the same
+    requests, lifecycle moves and releases at the same times, the same snapshot, decision and memory
+    at every step the shortcut takes (and empty plans at the ticks it skips), the same per-job
+    results, statistics and timelines."""
+    from fawkes.mechanism import Settings
+
+    s = Settings(**({"policy": "TD", "period_s": 60.0, "sample_period_s": 10.0, "tau": 1.0,
+                     "idle_timeout_s": 600.0} | extra))
+    wl = _idle_workload(5)
+    full, rec_full, r_full = _run_idle(wl, s, jumps=False)
+    fast, rec_fast, r_fast = _run_idle(wl, s, jumps=True)
+    assert full.ticks_skipped == 0 and fast.ticks_skipped > 0.8 * full.decisions  # mostly idle time
+    # a cooldown can hold targets summing above the pool: the A.13 check reports it alike in both runs,
+    # the shortcut on the ticks it runs (a skipped tick would repeat the report of the one before it)
+    errors = lambda sim: {e.split(": ", 1)[1] for e in sim.stats.invariant_errors}  # noqa: E731
+    assert set(fast.stats.invariant_errors) <= set(full.stats.invariant_errors) and errors(fast) == errors(full)
+    assert "cooldown_s" in extra or full.stats.invariant_errors == []
+    assert len(full.done_jobs) == len(wl.jobs)
+
+    def outside(rec):  # what the world sees: requests, lifecycle moves, releases
+        return [(e.kind, e.time, e.cluster, e.data) for e in rec.events if e.kind in ("request", "state", "release")]
+
+    assert outside(rec_fast) == outside(rec_full)
+    def steps(rec):  # (kind, time) -> [(snapshot, result, memory)] (several betweens at one time)
+        out = {}
+        for e in rec.events:
+            if e.kind in ("tick", "between"):
+                out.setdefault((e.kind, e.time), []).append(e.data)
+        return out
+
+    steps_full, steps_fast = steps(rec_full), steps(rec_fast)
+    assert [k for k in steps_full if k[0] == "between"] == [k for k in steps_fast if k[0] == "between"]
+    for (kind, t), data in steps_fast.items():  # snapshot, decision, memory: equal, not close
+        assert steps_full[kind, t] == data, f"{kind} at t={t}"
+    skipped = [data[0][1] for key, data in steps_full.items() if key[0] == "tick" and key not in steps_fast]
+    assert len(skipped) == fast.ticks_skipped
+    assert all(d.plan.empty and not d.deactivate and not d.admission.admitted for d in skipped)
+    plans = lambda rec: [(e.time, e.data[1].plan if e.kind == "tick" else  # noqa: E731
+                          (e.data[1].admission_plan, e.data[1].refill_plan)) for e in rec.events
+                         if e.kind in ("tick", "between") and not (e.kind == "tick" and e.data[1].plan.empty)]
+    assert plans(rec_fast) == plans(rec_full)
+    samples_full = {(e.cluster, e.time): e.data for e in rec_full.events if e.kind == "sample"}
+    assert all(samples_full[e.cluster, e.time] == e.data for e in rec_fast.events if e.kind == "sample")
+
+    per_job = lambda sim: sorted((j.id, j.submit, j.started, j.end) for j in sim.done_jobs)  # noqa: E731
+    assert per_job(fast) == per_job(full)
+    assert fast.memory == full.memory and fast.decisions == full.decisions
+    assert fast.stats.rerequests == full.stats.rerequests > 0  # released while idle, requested again
+    a, b = r_full.to_dict(timeline=True), r_fast.to_dict(timeline=True)
+    assert a.pop("events") > b.pop("events")
+    del a["invariant_errors"], b["invariant_errors"]  # compared above
+    assert not math.isnan(a["mean_slowdown"])
+    assert a == b  # slowdowns, reconfigurations, resizes, discrimination (G mean and max, D_i), timelines
+
+
+def test_tick_log_mean_is_the_per_tick_mean():
+    import statistics
+
+    from fawkes.sim.engine import TickLog
+
+    log, flat = TickLog(), []
+    for t, g, gate, n in [(0, 0.1, False, 1), (60, 0.1, False, 7), (480, 3.3, True, 1), (540, math.inf, True, 2),
+                          (660, 1e-17, False, 1000), (0, 0.7, False, 3)]:
+        log.append((t, g, gate), n)
+        flat += [g] * n
+    finite = [g for g in flat if math.isfinite(g)]
+    assert len(log) == len(flat) and len(log.runs) == 5
+    assert log.g_mean_max() == (statistics.fmean(finite), max(finite))
+    assert TickLog().g_mean_max() is None

@@ -7,6 +7,8 @@ on a cluster request or when a host becomes free it calls ``controller.between``
 the controller's :class:`Memory` in ``self.memory`` and only carries out the plans in
 simulated time (FP: kill and free the host after ``fp_stop_s``; DP: kill, re-replicate, then
 free).  A ``recorder`` (:mod:`fawkes.sim.record`) sees every step's snapshot and result.
+Over idle time the ticks that cannot decide anything, and their samples, are skipped
+(:meth:`Simulator._next_tick`): the cost follows the work, not the simulated time.
 
 The ch. 2 controller calls :func:`fawkes.mechanism.koala_mr.on_offer` every offer period.
 The static controller runs fixed clusters (reference runtimes and micro checks).
@@ -14,9 +16,12 @@ The static controller runs fixed clusters (reference runtimes and micro checks).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
+import math
 import random
 from dataclasses import dataclass, field, replace
+from itertools import chain, repeat
 
 from sortedcontainers import SortedSet
 
@@ -60,8 +65,59 @@ def _deferred_refill(sim: "Simulator", now: float) -> None:
     sim._between(now)
 
 
+def _values(m: ClusterMetrics) -> tuple:
+    """A sample without its time."""
+    return tuple(getattr(m, f) for f in _METRIC_FIELDS)
+
+
+def _first_tick(now: float, period: float, reached, at: float) -> int:
+    """The smallest j >= 1 for which ``reached(now + j * period)`` holds; ``reached`` is monotone in
+    time and turns true about ``at`` (the estimate is checked and corrected with ``reached`` itself,
+    so the answer is what the tick at that time would compute)."""
+    j = max(1, math.ceil((at - now) / period))
+    while j > 1 and reached(now + (j - 1) * period):
+        j -= 1
+    while not reached(now + j * period):
+        j += 1
+    return j
+
+
 # event kinds, in the order they run at equal times
 EV_RELEASE, EV_READY, EV_SUBMIT, EV_REQUEST, EV_DEPLOYED, EV_LOADED, EV_SAVED, EV_SAMPLE, EV_TICK, EV_CALL = range(1, 11)
+
+
+class TickLog:
+    """Each tick's (G, gate) as runs of equal consecutive values: ``[first tick time, G, gate, ticks]``.
+
+    Idle stretches repeat the same tick; they cost one entry, not one per tick.  ``append`` takes
+    one tick ``(t, G, gate)`` and ``count`` equal ones at once (ticks skipped over idle time)."""
+
+    __slots__ = ("runs", "n")
+
+    def __init__(self) -> None:
+        self.runs: list[list] = []
+        self.n = 0
+
+    def append(self, tick: tuple[float, float, bool], count: int = 1) -> None:
+        t, g, gate = tick
+        runs = self.runs
+        if runs and runs[-1][1] == g and runs[-1][2] == gate:
+            runs[-1][3] += count
+        else:
+            runs.append([t, g, gate, count])
+        self.n += count
+
+    def __len__(self) -> int:
+        return self.n
+
+    def g_mean_max(self) -> tuple[float, float] | None:
+        """Mean and maximum of the finite G over all ticks (the mean exactly as ``statistics.fmean``
+        of the per-tick list: one correctly rounded sum), or None without any."""
+        finite = [(g, c) for _, g, _, c in self.runs if math.isfinite(g)]
+        if not finite:
+            return None
+        n = sum(c for _, c in finite)
+        return math.fsum(chain.from_iterable(repeat(g, c) for g, c in finite)) / n, max(g for g, _ in finite)
 
 
 @dataclass
@@ -74,7 +130,7 @@ class Stats:
     rereplicated_bytes: float = 0.0
     reconfigurations: int = 0
     resizes: dict[str, int] = field(default_factory=dict)
-    ticks: list[tuple[float, float, bool]] = field(default_factory=list)  # (t, G, gate)
+    ticks: TickLog = field(default_factory=TickLog)  # (t, G, gate) of every tick, run-length encoded
     overall_d: dict[str, float] = field(default_factory=dict)
     admission_latency: dict[str, float] = field(default_factory=dict)
     reconfig_times: list[float] = field(default_factory=list)
@@ -122,6 +178,11 @@ class Simulator:
         self._refill_pending = False
         self.memory = Memory()  # the controller's memory (fawkes.mechanism.controller)
         self.recorder = recorder
+        # idle time costs nothing: ticks that cannot decide anything are skipped (_next_tick).  Off
+        # with a recorder, whose replay takes every step; tests turn it off to compare both ways.
+        self._idle_jumps = recorder is None
+        self.ticks_skipped = 0
+        self._window = 0  # samples per interval when the shortcut's exact-time reasoning holds (run())
 
     # --- event plumbing -----------------------------------------------------------------------
     def push(self, t: float, kind: int, obj) -> None:
@@ -144,6 +205,11 @@ class Simulator:
             sp = self.settings.sample_period_s
             self.push(sp, EV_SAMPLE, None)
             self.push(self.settings.period_s, EV_TICK, None)
+            T = self.settings.period_s
+            # the shortcut reasons on exact times: whole seconds, every tick also a sample time
+            if (self.settings.discrimination_window == "interval" and float(T).is_integer()
+                    and float(sp).is_integer() and T % sp == 0):
+                self._window = int(T // sp)
         else:
             for c in wl.clusters:
                 self._static_cluster(self.clusters[c.name], c.static or {Role.CORE: c.min_core})
@@ -184,6 +250,10 @@ class Simulator:
                 obj(self, t)
         self.stats.events = n
         self._account_nodes(self.makespan_end())
+        if self.timeline:  # queue lengths are change points: carry each to the end of the run
+            for tl in self.queue_tl.values():
+                if tl and tl[-1][0] < self.now:
+                    tl.append((self.now, tl[-1][1]))
         return self
 
     def makespan_end(self) -> float:
@@ -369,7 +439,7 @@ class Simulator:
     def _sample(self, now: float) -> None:
         if self.wl.controller != "fawkes":
             for c in self.order:
-                self.queue_tl[c.name].append((now, len(c.jobs)))
+                self._queue_point(c, now)
             self.push(now + 5.0, EV_SAMPLE, None)
             return
         s = self.settings
@@ -390,9 +460,99 @@ class Simulator:
                 self.recorder.sample(c.name, m)
             while c.samples and c.samples[0].time <= horizon:
                 c.samples.pop(0)
-        for c in self.clusters.values():
-            self.queue_tl[c.name].append((now, len(c.jobs)))
+        if self.timeline:
+            for c in self.clusters.values():
+                self._queue_point(c, now)
         self.push(now + s.sample_period_s, EV_SAMPLE, None)
+
+    def _queue_point(self, c: SimCluster, now: float) -> None:
+        """The queue timeline keeps change points only (the first sample, then each change)."""
+        tl = self.queue_tl[c.name]
+        n = len(c.jobs)
+        if not tl or tl[-1][1] != n:
+            tl.append((now, n))
+
+    # --- idle time: ticks that cannot decide anything are skipped ---------------------------------
+    def _next_tick(self, now: float, dec) -> float:
+        """When the tick after the one at ``now`` (decision ``dec``) runs: at ``now + T``, or later
+        over idle time.
+
+        Idle (:meth:`_steady`): no unfinished job, nothing queued, every allocated cluster ACTIVE
+        with the same nodes and the same sample over the whole interval, and this tick decided
+        nothing.  Until the next event (a job, a request, a node ready or released, a call) each
+        further tick sees the same snapshot shifted by T and the same memory, so it decides the
+        same, and nothing: it is skipped, and what it would have counted is added at once (the
+        memory's tick count, its per-cluster discrimination and last folded sample; the tick
+        statistics).  The first tick whose outcome the clock alone could change (an inactivity
+        deadline, the end of a cooldown) runs again, as does the first at or after the next
+        event.  The samples of the skipped time are not taken: the last interval skipped is
+        filled with copies of the unchanged sample, as sampling would have left it.
+        """
+        s = self.settings
+        T = s.period_s
+        nxt = now + T
+        if not self._idle_jumps or not self._window or not self._steady(now, dec):
+            return nxt
+        heap = self.heap
+        if not heap or heap[0][1] != EV_SAMPLE or len(heap) < 2:
+            return nxt  # the next sample is the only event before now + sp
+        limit = min(heap[i][0] for i in (1, 2) if i < len(heap))  # the next event after it
+        stop = _first_tick(now, T, lambda t: t >= limit, limit)
+        mem = self.memory
+        for c in self.order:
+            m = mem.of(c.name, c.requested_at)
+            if s.inactivity == "decoupled" and m.idle_since is not None:
+                i0 = m.idle_since
+                stop = min(stop, _first_tick(now, T, lambda t: t - i0 >= s.idle_timeout, i0 + s.idle_timeout))
+            if s.cooldown_s > 0:
+                for r in (m.last_grow_at, m.last_shrink_at):
+                    if r is not None and now - r < s.cooldown_s:
+                        stop = min(stop, _first_tick(now, T, lambda t, r=r: t - r >= s.cooldown_s, r + s.cooldown_s))
+        k = stop - 1  # ticks skipped: now + T .. now + k*T
+        t_last = now + k * T
+        if k < 1 or t_last + T >= 2.0**52:
+            return nxt
+        st = self.stats
+        st.ticks.append((nxt, dec.global_discrimination, dec.gate_open), k)
+        for name, d in dec.discrimination.items():  # added one tick at a time, as the ticks would
+            acc = st.overall_d.get(name, 0.0)
+            for _ in range(k):
+                acc += d
+            st.overall_d[name] = acc
+        entries = {}
+        for name, m in mem.as_dict().items():
+            acc = m.discrimination
+            d = dec.discrimination.get(name)
+            if d is not None:
+                for _ in range(k):
+                    acc = acc + d
+            entries[name] = dataclasses.replace(m, discrimination=acc, seen=t_last)
+        self.memory = mem.with_entries(entries, ticks=mem.ticks + k)
+        self.decisions += k
+        self.ticks_skipped += k
+        sp = s.sample_period_s
+        for c in self.order:
+            base = c.samples[-1]
+            c.samples = [dataclasses.replace(base, time=t_last - T + i * sp) for i in range(1, self._window + 1)]
+        heapq.heappop(heap)  # the next sample, now + sp: sampling resumes after the last tick skipped
+        self.push(t_last + sp, EV_SAMPLE, None)
+        return t_last + T
+
+    def _steady(self, now: float, dec) -> bool:
+        """Idle at the tick at ``now`` (see :meth:`_next_tick`)."""
+        if (dec.plan.grows or dec.plan.shrinks or dec.deactivate or dec.admission.admitted or dec.shrink_votes
+                or self.queue or len(self.jobs) != len(self.done_jobs)):
+            return False
+        start = now - self.settings.period_s
+        for c in self.order:
+            smp = c.samples
+            if (c.state is not ClusterState.ACTIVE or not c.alloc or c.alloc[-1][0] > start
+                    or len(smp) != self._window or smp[-1].time != now):
+                return False
+            last = _values(smp[-1])
+            if any(_values(m) != last for m in smp):
+                return False
+        return True
 
     def _measure(self, c: SimCluster, now: float, s: Settings):
         facts = [JobFacts(j.submit, j.spec.input_bytes, len(j.pend_maps) + len(j.pend_reds), j.running,
@@ -449,7 +609,7 @@ class Simulator:
         if dec.admission.admitted:
             self._admitted(dec.admission.admitted, now)
         self._execute(dec.plan, now)
-        self.push(now + s.period_s, EV_TICK, None)
+        self.push(self._next_tick(now, dec), EV_TICK, None)
 
     def _deactivate(self, c: SimCluster, now: float) -> None:
         self._transition(c, ClusterState.SAVING)

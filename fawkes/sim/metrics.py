@@ -69,7 +69,7 @@ def collect(sim, experiment: str, policy: str, seed: int, wall_s: float, timelin
     names = [c.name for c in sim.wl.clusters]
     p50 = float(np.percentile(all_slow, 50)) if all_slow else math.nan
     p95 = float(np.percentile(all_slow, 95)) if all_slow else math.nan
-    g = [x for _, x, _ in sim.stats.ticks if math.isfinite(x)]
+    g = sim.stats.ticks.g_mean_max()  # (mean, max) of the finite G over every tick, or None
     start = min(first.values(), default=0.0)
     end = max(last.values(), default=0.0)
     makespan = end - start
@@ -88,8 +88,8 @@ def collect(sim, experiment: str, policy: str, seed: int, wall_s: float, timelin
         cluster_mean_response_s={c: _mean(resp.get(c, [])) for c in names},
         reconfigurations=st.reconfigurations,
         cluster_resizes={c: st.resizes.get(c, 0) for c in names},
-        global_discrimination=_mean(g) if g else 0.0,
-        global_discrimination_max=max(g) if g else 0.0,
+        global_discrimination=g[0] if g else 0.0,
+        global_discrimination_max=g[1] if g else 0.0,
         overall_discrimination={c: st.overall_d.get(c, 0.0) for c in names},
         makespan_s=makespan,
         cluster_makespan_s={c: last.get(c, 0.0) - first.get(c, 0.0) for c in names},
