@@ -1,14 +1,13 @@
 #!/usr/bin/env python3
 """TD against a static partition (policy None) on the lab, in one run: mean job slowdown and ratio.
 
-    sudo python3 bench/bench_lab_td_vs_none.py [--dir DIR] [--hosts 8]
+    sudo python3 bench/bench_lab_td_vs_none.py [--dir DIR]
 
-One lab, three MR-clusters (2 core nodes each, 8 hosts), the demo's imbalanced stream of real
-word counts (fawkes/demo.py: STREAM).  The reference runtime R is one job alone on a
-minimum-size cluster; slowdown = response time / R.  The stream runs first under None (the
-baseline: clusters stay at their minima), then under TD with TC growth, on the same clusters.
-All lab hosts share this machine's cores: sleep-bound tasks make executors, not CPU, the
-resource that growth adds.
+The demo's lab and stream (fawkes/demo.py: Plan: 6 hosts of 0.33 CPU, three MR-clusters of 1
+core node, CPU-bound jobs in two bursts on different clusters).  The reference runtime R is one
+job alone on a minimum-size cluster; slowdown = response time / R.  The stream runs first under
+None (the baseline: clusters stay at their minima), then under TD with TC growth, on the same
+clusters.  One repetition of each; bench/bench_lab_policies.py runs more policies, interleaved.
 """
 
 from __future__ import annotations
@@ -17,16 +16,15 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from fawkes.demo import Session, calibrate, report, run_stream
+from fawkes.demo import Plan, Session, calibrate, report, run_stream
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", type=Path, default=None)
-    ap.add_argument("--hosts", type=int, default=8)
     args = ap.parse_args()
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="fawkes-bench-lab-"))
-    s = Session(workdir, args.hosts, prefix="fwbench")
+    s = Session(workdir, Plan(), prefix="fwbench")
     try:
         s.setup_clusters()
         ref = calibrate(s)
@@ -43,8 +41,7 @@ def main() -> None:
           f"{td.mean_slowdown() / base.mean_slowdown():>8.2f}")
     for c in b:
         print(f"{c + ' slowdown':<18} {b[c]:>8.2f} {t[c]:>8.2f} {t[c] / b[c]:>8.2f}")
-    print(f"{'makespan s':<18} {base.end - base.start:>8.0f} {td.end - td.start:>8.0f} "
-          f"{(td.end - td.start) / (base.end - base.start):>8.2f}")
+    print(f"{'makespan s':<18} {base.makespan_s:>8.0f} {td.makespan_s:>8.0f} {td.makespan_s / base.makespan_s:>8.2f}")
     print(f"{'reconfigurations':<18} {base.reconfigurations:>8} {td.reconfigurations:>8}")
 
 

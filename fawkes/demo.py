@@ -1,17 +1,22 @@
-"""The main job: three MR-clusters on a local lab, an imbalanced stream of real Spark jobs.
+"""The main job: MR-clusters on a local lab of CPU-limited hosts, a stream of real CPU-bound Spark jobs.
 
-``fawkes demo`` (and ``bench/bench_lab_td_vs_none.py``) do, on this machine alone:
+``fawkes demo`` (and the lab benchmarks ``bench/bench_lab_*.py``, and ``tests/test_twin_lab.py``) do,
+on this machine alone:
 
-1. fetch the lab's distributions; bring up an SSH lab of network-namespace hosts;
-2. state in SQLite under the work dir; register the lab framework; request 3 MR-clusters
-   (2 core nodes each) with a generated input each;
-3. start the real coordinator (``fawkes coordinator run``) with policy None and run one word
-   count alone on the ``busy`` cluster at its minimum: its runtime is the reference R of
-   every job's slowdown (response time / R);
-4. restart the coordinator with the policy under test (TD by default) and submit the
-   imbalanced stream (most jobs to ``busy``, one each to the others), showing live status;
-5. report the mean slowdown per cluster and the reconfigurations; plot each cluster's
-   allocation and queue length over time; release the clusters; take the lab down.
+1. fetch the lab's distributions; bring up an SSH lab of network-namespace hosts, each under a
+   CPU quota and a memory limit (``Plan.cpus``, ``Plan.memory``: a host is a unit of capacity);
+2. state in SQLite under the work dir; register the lab framework; request the MR-clusters
+   (``Plan.min_core`` core nodes each, 1 by default: most of the pool is movable), each with a
+   generated input;
+3. start the real coordinator (``fawkes coordinator run``) with policy None and run one job alone on
+   the first cluster at its minimum: its response time is the reference R of every job's slowdown
+   (response time / R; R is stored with each job, ``ref_runtime``);
+4. restart the coordinator with the policy under test and submit the stream: a burst on one
+   cluster, a job on another, then a burst on a second cluster (``Plan.stream``), so that the
+   loaded cluster grows and gives its nodes back when the burst moves;
+5. collect jobs, allocations over time, queues and reconfigurations (:class:`Outcome`).
+
+The jobs are ``fawkes/apps/burn.py``: CPU-bound map tasks (SHA-256 chains), a small reduce.
 """
 
 from __future__ import annotations
@@ -25,20 +30,60 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from fawkes.coordinator.view import allocation_history
 from fawkes.errors import FawkesError
 from fawkes.store import Store
 from fawkes.store.lifecycle import JOB_FINISHED, JobState
 
 REPO = Path(__file__).resolve().parent.parent
-APP = Path(__file__).resolve().parent / "apps" / "wordcount.py"
-CLUSTERS = ("busy", "calm", "quiet")
-LAB_OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1", "replication": "2",
+APP = Path(__file__).resolve().parent / "apps" / "burn.py"
+LAB_OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1", "replication": "1",
                "executor_memory": "512m"}
-#: word count with 8 partitions sleeping 3 s each: its run time shrinks as executors are added
-JOB_ARGS = ("{input}", "{output}", "8", "3")
-#: (seconds after the stream starts, cluster): imbalanced, the thesis' "bursty" cluster is busy
-STREAM = ((0, "busy"), (5, "busy"), (10, "busy"), (15, "calm"), (20, "busy"), (30, "quiet"), (40, "busy"))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a live run looks like: the lab, the clusters, the jobs and the stream."""
+
+    hosts: int = 6
+    cpus: float = 0.33  # CPU quota per host (cores); hosts x cpus <= the machine
+    memory: str = "2G"  # memory limit per host
+    clusters: tuple[str, ...] = ("etl", "bi", "ml")
+    min_core: int = 1
+    partitions: int = 12  # map tasks per job
+    core_s: float = 2.0  # CPU seconds (one unthrottled core) per map task: 6 s on a 0.33-CPU host
+    #: (seconds after the stream starts, cluster): a burst on etl, one job on ml, a burst on bi
+    stream: tuple[tuple[float, str], ...] = (
+        (0, "etl"), (10, "etl"), (20, "etl"), (30, "ml"),
+        (100, "bi"), (110, "bi"), (120, "bi"),
+    )
+    period_s: float = 10.0
+    sample_period_s: float = 2.0
+    tau: float = 0.5
+    grow_type: str = "transient-core"
+
+    @property
+    def job_args(self) -> tuple[str, ...]:
+        return ("{input}", "{output}", str(self.partitions), f"{self.core_s:g}")
+
+
+#: Settings the live runs give a policy on top of its own (a period of 10 s instead of 120 s)
+def preset_for(policy: str, plan: Plan) -> dict:
+    """A preset dict for ``policy`` (a policy name or a preset of policies/) at the plan's periods.
+
+    A preset keeps its own keys (grow type, damping); T, the sample period, tau (scaled with T) and
+    T_idle (long: idle clusters stay) are the plan's."""
+    from fawkes.presets import _is_policy_name
+
+    if _is_policy_name(policy):
+        base = {"policy": policy, "grow_type": plan.grow_type}
+    else:
+        path = Path(policy) if Path(policy).suffix in (".yaml", ".yml") else REPO / "policies" / f"{policy}.yaml"
+        base = {k: v for k, v in yaml.safe_load(path.read_text()).items() if k != "description"}
+    base.update(period_s=plan.period_s, sample_period_s=plan.sample_period_s, tau=plan.tau, idle_timeout_s=3600)
+    return base
 
 
 @dataclass
@@ -62,41 +107,60 @@ class Outcome:
     def mean_slowdown(self) -> float:
         return sum(j["slowdown"] for j in self.jobs) / len(self.jobs) if self.jobs else float("nan")
 
+    def peak_nodes(self) -> dict[str, int]:
+        return {c: max((n for _, n in pts), default=0) for c, pts in self.allocation.items()}
+
+    @property
+    def makespan_s(self) -> float:
+        return self.end - self.start
+
 
 def words(n: int, seed: int) -> str:
     vocab = [f"w{i}" for i in range(50)]
     return "\n".join(" ".join(vocab[(seed * 7 + i * 13 + j * 3) % 50] for j in range(12)) for i in range(n)) + "\n"
 
 
-class Session:
-    """A lab, a state store and a coordinator process, for the demo and the lab benchmark."""
+def free_subnet() -> str:
+    from fawkes.lab import Lab
 
-    def __init__(self, workdir: Path, hosts: int = 8, say=print, prefix: str = "fwdemo"):
+    subnet = next((s for s in (f"10.{n}.0" for n in range(220, 250)) if Lab.subnet_free(s)), None)
+    if subnet is None:
+        raise FawkesError("no free 10.x.0/24 subnet for the demo lab")
+    return subnet
+
+
+class Session:
+    """A lab, a state store and a coordinator process, for the demo, the lab benchmarks and the twin test."""
+
+    def __init__(self, workdir: Path, plan: Plan = Plan(), say=print, prefix: str = "fwdemo",
+                 subnet: str | None = None):
         from fawkes.frameworks import dists
         from fawkes.lab import Lab
 
         self.workdir = workdir
+        self.plan = plan
         self.say = say
         workdir.mkdir(parents=True, exist_ok=True)
         self.dists = dists.ensure_lab_dists(install=True, progress=lambda m: None)
-        subnet = next((s for s in (f"10.{n}.0" for n in range(220, 250)) if Lab.subnet_free(s)), None)
-        if subnet is None:
-            raise FawkesError("no free 10.x.0/24 subnet for the demo lab")
+        subnet = subnet or free_subnet()
         Lab.cleanup(prefix, subnet)
-        say(f"lab: {hosts} SSH hosts (network namespaces) on {subnet}.0/24")
-        self.lab = Lab.up(hosts, workdir / "lab", prefix=prefix, subnet=subnet)
+        say(f"lab: {plan.hosts} SSH hosts (network namespaces) on {subnet}.0/24, "
+            f"{plan.cpus:g} CPU and {plan.memory} memory each")
+        self.lab = Lab.up(plan.hosts, workdir / "lab", prefix=prefix, subnet=subnet, cpus=plan.cpus,
+                          memory=plan.memory)
         self.url = f"sqlite:///{workdir / 'fawkes.db'}"
         self.store = Store(self.url)
         self.proc: subprocess.Popen | None = None
+        self.policy: str | None = None
 
     def config(self, policy: str) -> Path:
-        preset = self.workdir / f"{policy.lower()}-demo.yaml"
-        preset.write_text(f"policy: {policy}\ngrow_type: transient-core\nperiod_s: 10\nsample_period_s: 2\n"
-                          "tau: 0.5\nidle_timeout_s: 3600\n")
-        cfg = self.workdir / f"config-{policy.lower()}.yaml"
+        safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in policy.lower())
+        preset = self.workdir / f"{safe}-live.yaml"
+        preset.write_text(yaml.safe_dump(preset_for(policy, self.plan), sort_keys=False))
+        cfg = self.workdir / f"config-{safe}.yaml"
         cfg.write_text(json.dumps({"state": self.url, "inventory": str(self.lab.inventory_path),
-                                   "policy": str(preset), "period": 10, "sample_period": 2,
-                                   "cluster_options": LAB_OPTIONS}))
+                                   "policy": str(preset), "period": self.plan.period_s,
+                                   "sample_period": self.plan.sample_period_s, "cluster_options": LAB_OPTIONS}))
         return cfg
 
     def start(self, policy: str) -> None:
@@ -105,6 +169,7 @@ class Session:
         self.proc = subprocess.Popen([sys.executable, "-m", "fawkes", "coordinator", "run", "--config",
                                       str(self.config(policy)), "--no-metrics"], stdout=log, stderr=subprocess.STDOUT,
                                      env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
+        self.policy = policy
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -119,13 +184,14 @@ class Session:
     def setup_clusters(self) -> None:
         self.store.register_framework("lab", "spark-hdfs", spark_home=str(self.dists.spark_home),
                                       hdfs_jars=str(self.dists.hdfs_home), replace=True)
-        for i, name in enumerate(CLUSTERS):
+        for i, name in enumerate(self.plan.clusters):
             src = self.workdir / f"{name}.txt"
             src.write_text(words(400, i))
-            self.store.request_cluster(name, framework="lab", min_core=2, input_path=str(src))
+            self.store.request_cluster(name, framework="lab", min_core=self.plan.min_core, input_path=str(src))
 
-    def submit(self, cluster: str) -> int:
-        return self.store.submit_job(cluster, [str(APP), *JOB_ARGS], input_path="/input").id
+    def submit(self, cluster: str, ref_runtime: float | None = None) -> int:
+        return self.store.submit_job(cluster, [str(APP), *self.plan.job_args], input_path="/input",
+                                     ref_runtime=ref_runtime).id
 
     def wait(self, what: str, cond, timeout: float, show=None) -> None:
         deadline = time.monotonic() + timeout
@@ -136,14 +202,25 @@ class Session:
                 raise FawkesError(f"the coordinator exited while waiting for {what}; see {self.workdir}/coordinator.log")
             if show:
                 show()
-            time.sleep(1.0)
+            time.sleep(0.5)
         raise FawkesError(f"timed out after {timeout:.0f}s waiting for {what}; see {self.workdir}/coordinator.log")
 
     def active(self) -> bool:
-        return all(self.store.get_cluster(n).state == "active" for n in CLUSTERS)
+        return all(self.store.get_cluster(n).state == "active" for n in self.plan.clusters)
+
+    def at_minimum(self) -> bool:
+        """Every cluster holds its minimum and no node is on its way in or out."""
+        return all(len(self.store.list_nodes(n)) == self.plan.min_core
+                   and all(x.state == "running" for x in self.store.list_nodes(n)) for n in self.plan.clusters)
 
     def finished(self, ids) -> bool:
         return all(JobState(self.store.get_job(i).state) in JOB_FINISHED for i in ids)
+
+    def release(self, show=None) -> None:
+        for name in self.plan.clusters:
+            self.store.request_release(name)
+        self.wait("the clusters' release", lambda: all(
+            self.store.get_cluster(n).state == "released" for n in self.plan.clusters), 300, show)
 
     def close(self) -> None:
         self.stop()
@@ -152,11 +229,12 @@ class Session:
 
 
 def calibrate(s: Session, show=None) -> float:
-    """Run one job alone on ``busy`` at its minimum (policy None): the reference runtime R."""
+    """Run one job alone on the first cluster at its minimum (policy None): the reference runtime R."""
     s.start("None")
-    s.wait("3 active MR-clusters", s.active, 600, show)
-    j = s.submit("busy")
-    s.wait("the calibration job", lambda: s.finished([j]), 600, show)
+    s.wait("the active MR-clusters", s.active, 600, show)
+    s.wait("every cluster at its minimum", s.at_minimum, 300, show)
+    j = s.submit(s.plan.clusters[0])
+    s.wait("the calibration job", lambda: s.finished([j]), 900, show)
     job = s.store.get_job(j)
     if job.state != JobState.SUCCEEDED:
         raise FawkesError(f"calibration job failed: {job.detail}")
@@ -164,17 +242,25 @@ def calibrate(s: Session, show=None) -> float:
 
 
 def run_stream(s: Session, policy: str, reference: float, show=None) -> Outcome:
-    """Submit the imbalanced stream under ``policy``; collect jobs, allocations and queues."""
+    """Submit the plan's stream under ``policy`` from every cluster at its minimum; collect jobs,
+    allocations, queues and reconfigurations."""
+    from sqlmodel import select
+
+    from fawkes.store.schema import Decision
+
+    if not (s.policy == "None" and s.at_minimum()):  # every run starts from the minima
+        s.start("None")
+        s.wait("the active MR-clusters", s.active, 600, show)
+        s.wait("every cluster at its minimum", s.at_minimum, 300, show)
     s.start(policy)
-    s.wait("3 active MR-clusters", s.active, 600, show)
-    first_tick = (s.store.latest_decision().id if s.store.latest_decision() else 0)
+    latest = s.store.latest_decision()
+    first_tick = latest.id if latest else 0
     t0 = time.time()
     ids: list[tuple[int, str]] = []
-    for at, cluster in STREAM:
-        s.wait(f"submit time +{at}s", lambda: time.time() - t0 >= at, at + 5, show)
-        ids.append((s.submit(cluster), cluster))
+    for at, cluster in s.plan.stream:
+        s.wait(f"submit time +{at:g}s", lambda: time.time() - t0 >= at, at + 5, show)
+        ids.append((s.submit(cluster, reference), cluster))
     s.wait("every job of the stream", lambda: s.finished([i for i, _ in ids]), 1800, show)
-    # let the idle clusters settle back (one more tick) before reading the allocation history
     end = time.time()
     out = Outcome(policy=policy, reference_s=reference, start=t0, end=end)
     for i, cluster in ids:
@@ -184,18 +270,15 @@ def run_stream(s: Session, policy: str, reference: float, show=None) -> Outcome:
                          "response_s": j.ended_at - j.submitted_at,
                          "slowdown": (j.ended_at - j.submitted_at) / reference})
     with s.store.session() as sess:
-        from sqlmodel import select
-
-        from fawkes.store.schema import Decision
-
         rows = list(sess.exec(select(Decision).where(Decision.id > first_tick).where(Decision.time <= end)))
     out.ticks = len(rows)
     out.reconfigurations = sum(1 for d in rows if d.plan.get("grows") or d.plan.get("shrinks"))
-    for name in CLUSTERS:
-        out.allocation[name] = list(allocation_history(s.store.list_nodes(name, live=False), t0))
+    for name in s.plan.clusters:
+        out.allocation[name] = [(t, n) for t, n in allocation_history(s.store.list_nodes(name, live=False), t0)
+                                if t <= end] + [(end, _held_at(s.store.list_nodes(name, live=False), end))]
         jobs = s.store.list_jobs(name)
-        times = sorted({t0, end, *[j.submitted_at for j in jobs if j.submitted_at >= t0],
-                        *[j.started_at for j in jobs if j.started_at and j.started_at >= t0]})
+        times = sorted({t0, end, *[j.submitted_at for j in jobs if t0 <= j.submitted_at <= end],
+                        *[j.started_at for j in jobs if j.started_at and t0 <= j.started_at <= end]})
         out.queue[name] = [(t, sum(1 for j in jobs if j.submitted_at <= t and (j.started_at or 1e18) > t))
                            for t in times]
     failed = [j for j in out.jobs if j["state"] != JobState.SUCCEEDED]
@@ -204,25 +287,40 @@ def run_stream(s: Session, policy: str, reference: float, show=None) -> Outcome:
     return out
 
 
-def report(out: Outcome) -> str:
+def _held_at(nodes, t: float) -> int:
+    return sum(1 for n in nodes if n.requested_at <= t and (n.released_at is None or n.released_at > t))
+
+
+def report(out: Outcome, predicted: dict | None = None) -> str:
+    """Per cluster: jobs, mean response, mean slowdown, peak nodes; with ``predicted`` (policy ->
+    per-cluster mean slowdown from the twin) a column per predicted policy."""
+    pred = predicted or {}
+    head = f"{'cluster':<8} {'jobs':>4} {'mean response s':>16} {'slowdown':>9} {'peak nodes':>10}"
+    head += "".join(f" {p + ' (twin)':>16}" for p in pred)
     lines = [f"policy {out.policy}: {len(out.jobs)} jobs, reference runtime R = {out.reference_s:.1f} s "
-             f"(one job alone on a 2-core-node cluster)",
-             f"{'cluster':<8} {'jobs':>4} {'mean response s':>16} {'mean slowdown':>14}"]
+             "(one job alone on a minimum-size cluster)", head]
+    peak = out.peak_nodes()
     for c, sd in out.slowdowns().items():
         js = [j for j in out.jobs if j["cluster"] == c]
-        lines.append(f"{c:<8} {len(js):>4} {sum(j['response_s'] for j in js) / len(js):>16.1f} {sd:>14.2f}")
-    lines.append(f"overall mean slowdown {out.mean_slowdown():.2f}; reconfigurations {out.reconfigurations} "
-                 f"in {out.ticks} ticks; makespan {out.end - out.start:.0f} s")
+        ln = (f"{c:<8} {len(js):>4} {sum(j['response_s'] for j in js) / len(js):>16.1f} {sd:>9.2f} "
+              f"{peak.get(c, 0):>10}")
+        ln += "".join(f" {p['cluster_mean_slowdown'].get(c, float('nan')):>16.2f}" for p in pred.values())
+        lines.append(ln)
+    ln = f"{'overall':<8} {len(out.jobs):>4} {'':>16} {out.mean_slowdown():>9.2f} {'':>10}"
+    ln += "".join(f" {p['mean_slowdown']:>16.2f}" for p in pred.values())
+    lines.append(ln)
+    lines.append(f"reconfigurations {out.reconfigurations} in {out.ticks} ticks; makespan {out.makespan_s:.0f} s")
     return "\n".join(lines)
 
 
-def plot(out: Outcome, path: Path) -> Path:
+def plot(out: Outcome, path: Path, clusters=None) -> Path:
     from fawkes.sim.plot import plot_allocations
 
+    clusters = list(clusters or out.allocation)
     def since_start(pts):
         return [(t - out.start, n) for t, n in pts]
 
     return plot_allocations(
-        path, {c: since_start(out.allocation[c]) for c in CLUSTERS}, {c: since_start(out.queue[c]) for c in CLUSTERS},
+        path, {c: since_start(out.allocation[c]) for c in clusters}, {c: since_start(out.queue[c]) for c in clusters},
         end=out.end - out.start, queue_label="queued jobs", unit="s since the stream started",
         title=f"fawkes demo: allocation and queue per MR-cluster ({out.policy})")

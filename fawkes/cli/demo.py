@@ -1,4 +1,4 @@
-"""``fawkes demo``: the main job on an embedded default (a local lab, SQLite)."""
+"""``fawkes demo``: the main job on an embedded default (a local lab of CPU-limited hosts, SQLite)."""
 
 from __future__ import annotations
 
@@ -9,66 +9,134 @@ from pathlib import Path
 
 import click
 
+from fawkes.errors import FawkesError
+
 
 @click.command()
-@click.option("--policy", default="TD", show_default=True, help="policy for the job stream")
-@click.option("--hosts", type=click.IntRange(7, 16), default=8, show_default=True, help="lab hosts")
+@click.option("--policy", default="TD", show_default=True, help="policy (or preset) for the job stream")
+@click.option("--measure-none", is_flag=True,
+              help="also run the stream under None on the lab (about twice as long); by default the twin "
+                   "calibrated on this run predicts None")
 @click.option("--dir", "workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="work dir (default: a new temp dir); keeps the state, logs, report and plot")
+              help="work dir (default: a new temp dir); keeps the state, logs, trace, costs, report and plot")
+@click.option("--prefix", default="fwdemo", show_default=True, help="lab prefix (network namespaces, cgroups)")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
-def demo(policy: str, hosts: int, workdir: Path | None, as_json: bool) -> None:
-    """Three MR-clusters on a local SSH lab, an imbalanced stream of real Spark jobs, balanced by TD.
+def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, as_json: bool) -> None:
+    """Three MR-clusters on a local SSH lab of CPU-limited hosts and two bursts of real CPU-bound
+    Spark jobs on different clusters: the loaded cluster grows, the idle ones stay at their
+    minimum, and the nodes move when the burst moves.
 
-    Needs root (network namespaces).  Takes 5 to 10 minutes on 2 cores.  Ends with a report
-    (mean slowdown per cluster, reconfigurations) and a plot of the allocations over time.
+    Needs root (network namespaces, cgroups).  Takes about 10 minutes on 2 cores (20 with
+    --measure-none).  Ends with a report (mean slowdown per cluster under the policy, and under
+    None: measured, or predicted by the simulator replaying this run with its measured costs)
+    and a plot of the allocations over time.
     """
-    from rich.console import Console
+    from rich.console import Console, Group
     from rich.live import Live
     from rich.table import Table
 
-    from fawkes.demo import CLUSTERS, Session, calibrate, plot, report, run_stream
+    from fawkes.demo import Plan, Session, calibrate, plot, report, run_stream
     from fawkes.presets import settings_for
 
     settings_for(policy)  # a bad policy name fails now, in one line
+    plan = Plan()
     console = Console(stderr=True)
     workdir = workdir or Path(tempfile.mkdtemp(prefix="fawkes-demo-"))
     t0 = time.time()
+    phase = ["starting"]
 
-    def table() -> Table:
+    def table():
         st = session.store.status()
-        t = Table(title=f"fawkes demo ({time.time() - t0:.0f} s) — tick {st['tick'] or '-'}, "
-                        f"G={st['global_factor'] if st['global_factor'] is not None else '-'}")
-        for col in ("cluster", "state", "core", "TR", "TC", "weight", "target", "queued", "running"):
+        t = Table(title=f"fawkes demo ({time.time() - t0:.0f} s, {phase[0]}): policy {st['policy'] or '-'}, "
+                        f"tick {st['tick'] or '-'}, free hosts {st['hosts'].get('free', 0)}")
+        for col in ("cluster", "state", "core", "TC", "TR", "draining", "target", "queued", "running", "hosts"):
             t.add_column(col)
         for c in st["clusters"]:
-            t.add_row(c["name"], str(c["state"]), str(c["nodes"].get("core", 0)), str(c["nodes"].get("transient", 0)),
-                      str(c["nodes"].get("transient-core", 0)),
-                      "-" if c["weight"] is None else f"{c['weight']:.2f}", str(c["target"] or "-"),
-                      str(c["queued_jobs"]), str(c["running_jobs"]))
-        return t
+            nodes = session.store.list_nodes(c["name"])
+            hosts = " ".join(f"{n.host}{'' if n.role == 'core' else '+' if n.state == 'running' else '~'}"
+                             for n in nodes)
+            t.add_row(c["name"], str(c["state"]), str(c["nodes"].get("core", 0)),
+                      str(c["nodes"].get("transient-core", 0)), str(c["nodes"].get("transient", 0)),
+                      str(c["draining"]), str(c["target"] or "-"), str(c["queued_jobs"]), str(c["running_jobs"]),
+                      hosts)
+        return Group(t, "hosts: name = core node, + = grown node running, ~ = starting or draining")
 
     console.print(f"[bold]fawkes demo[/]: work dir {workdir}")
-    session = Session(workdir, hosts, say=lambda m: console.print(m))
+    session = Session(workdir, plan, say=lambda m: console.print(m), prefix=prefix)
+    base = None
     try:
         session.setup_clusters()
-        with Live(table(), console=console, refresh_per_second=1) as live:
+        with Live(table(), console=console, refresh_per_second=2) as live:
             show = lambda: live.update(table())  # noqa: E731
-            console.print("calibrating: one job alone on a minimum-size cluster (policy None)")
+            phase[0] = "calibrating"
+            console.print("calibrating: one job alone on a 1-node cluster (policy None)")
             ref = calibrate(session, show)
-            console.print(f"reference runtime R = {ref:.1f} s; now the imbalanced stream under {policy}")
+            console.print(f"reference runtime R = {ref:.1f} s; now the stream under {policy}")
+            phase[0] = f"stream under {policy}"
             out = run_stream(session, policy, ref, show)
-            for name in CLUSTERS:
-                session.store.request_release(name)
-            session.wait("the clusters' release", lambda: all(
-                session.store.get_cluster(n).state == "released" for n in CLUSTERS), 300, show)
+            if measure_none:
+                phase[0] = "stream under None"
+                console.print("now the same stream under None")
+                base = run_stream(session, "None", ref, show)
+            phase[0] = "releasing"
+            session.stop()
     finally:
         session.close()
-    png = plot(out, workdir / "allocations.png")
-    (workdir / "report.json").write_text(json.dumps(out.__dict__, indent=2, default=str))
+    predicted = twin(workdir, session, out, policy, console)
+    png = plot(out, workdir / "allocations.png", plan.clusters)
+    result = {"policy": out.policy, "reference_s": out.reference_s, "cluster_mean_slowdown": out.slowdowns(),
+              "mean_slowdown": out.mean_slowdown(), "reconfigurations": out.reconfigurations,
+              "peak_nodes": out.peak_nodes(), "makespan_s": out.makespan_s, "plot": str(png),
+              "none": ({"source": "measured", "cluster_mean_slowdown": base.slowdowns(),
+                        "mean_slowdown": base.mean_slowdown()} if base else
+                       {"source": "twin", **{k: predicted["None"][k] for k in ("cluster_mean_slowdown", "mean_slowdown")}}
+                       if predicted else None),
+              "twin": {k: {"cluster_mean_slowdown": v["cluster_mean_slowdown"], "mean_slowdown": v["mean_slowdown"]}
+                       for k, v in (predicted or {}).items()}}
+    (workdir / "report.json").write_text(json.dumps({**result, "outcome": out.__dict__}, indent=2, default=str))
     if as_json:
-        click.echo(json.dumps({"policy": out.policy, "reference_s": out.reference_s,
-                               "cluster_mean_slowdown": out.slowdowns(), "mean_slowdown": out.mean_slowdown(),
-                               "reconfigurations": out.reconfigurations, "plot": str(png)}, indent=2))
-    else:
-        click.echo(report(out))
-        click.echo(f"plot: {png}\nstate, logs and report: {workdir}")
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(report(out, {f"{k}": v for k, v in (predicted or {}).items()}))
+    if base is not None:
+        click.echo("\nNone, measured on the lab in the same run:")
+        click.echo(report(base))
+    elif predicted:
+        click.echo("None (twin) = predicted by the simulator replaying this run's jobs with the costs it measured "
+                   f"(trace and costs in {workdir}); {policy} (twin) is the same replay under {policy}, "
+                   f"against the live column")
+    click.echo(f"plot: {png}\nstate, logs and report: {workdir}")
+
+
+def twin(workdir: Path, session, out, policy: str, console) -> dict | None:
+    """Export the stream from the state and replay it under None and ``policy`` (None on failure)."""
+    from fawkes.demo import preset_for
+    from fawkes.sim.from_state import dump_costs, export, replay
+    from fawkes.sim.trace import write_trace
+    from fawkes.store import Store
+
+    try:
+        store = Store(session.url)
+        try:
+            ex = export(store, since=out.start - 1, until=out.end)
+        finally:
+            store.close()
+        trace, costs, clusters = workdir / "stream.csv", workdir / "stream-costs.yaml", workdir / "stream-clusters.csv"
+        with trace.open("w") as f:
+            write_trace(ex.rows, f)
+        with costs.open("w") as f:
+            dump_costs(ex.costs, ex.measured, f)
+        clusters.write_text("cluster,request_s,min_core\n" + "".join(f"{c},0,{m}\n" for c, m in ex.minima.items()))
+        import yaml
+
+        presets = {}
+        (workdir / "presets").mkdir(exist_ok=True)
+        for label in ("None", policy):
+            p = workdir / "presets" / f"{label}.yaml"
+            p.write_text(yaml.safe_dump(preset_for(label, session.plan), sort_keys=False))
+            presets[label] = str(p)
+        return replay(str(trace), str(costs), str(clusters), capacity=ex.capacity, min_core=session.plan.min_core,
+                      period_s=session.plan.period_s, policies=presets)
+    except (FawkesError, OSError, ValueError) as exc:
+        console.print(f"[yellow]twin: could not replay the run: {exc}[/]")
+        return None

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""The live benchmark: one stream of real CPU-bound Spark jobs under None, EQ, TD and td-damped, interleaved.
+
+    sudo python3 bench/bench_lab_policies.py [--reps 3] [--policies None,td-tc,td-damped,EQ] [--dir DIR]
+                                             [--prefix fwbench] [--subnet 10.232.0] [--json FILE]
+
+One lab (fawkes/demo.py: Plan: 6 hosts of 0.33 CPU and 2 GiB, three MR-clusters of 1 core node),
+one reference runtime R (one job alone on a 1-node cluster, policy None), then the demo's stream
+(a burst on etl, one job on ml, a burst on bi) once per policy per repetition, interleaved
+(None, td-tc, td-damped, EQ, None, td-tc, ...) so that the machine's drift (other work, page
+cache, JIT) hits every policy alike.  Every run starts from every cluster at its minimum (the
+coordinator under None shrinks them back first).  Presets keep their own keys (grow type,
+damping) with T = 10 s, sample period 2 s, tau 0.5 (fawkes.demo.preset_for).
+
+Prints per policy: per-cluster mean slowdown (mean over repetitions, with min-max), the overall
+mean slowdown, the ratio to None, reconfigurations and makespan; and the target check: TD or
+td-damped gives the most loaded cluster (etl, the first burst) a mean slowdown >= 20 % lower
+than None, the overall mean no worse, at most 16 reconfigurations.  Takes about 8 minutes per
+run on this machine: 3 x 4 runs ~ 1 h 40 min.  Not part of CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from fawkes.demo import Plan, Session, calibrate, report, run_stream
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--policies", default="None,td-tc,td-damped,EQ")
+    ap.add_argument("--prefix", default="fwbench")
+    ap.add_argument("--subnet", default=None)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+    workdir = args.dir or Path(tempfile.mkdtemp(prefix="fawkes-bench-lab-"))
+    t0 = time.time()
+    plan = Plan()
+    s = Session(workdir, plan, prefix=args.prefix, subnet=args.subnet)
+    runs: dict[str, list] = {p: [] for p in policies}
+    try:
+        s.setup_clusters()
+        ref = calibrate(s)
+        print(f"reference runtime R = {ref:.1f} s ({time.time() - t0:.0f} s)", flush=True)
+        for rep in range(args.reps):
+            for p in policies:
+                out = run_stream(s, p, ref)
+                runs[p].append(out)
+                print(f"--- rep {rep + 1} {p} ({time.time() - t0:.0f} s)\n{report(out)}", flush=True)
+                if args.json:
+                    args.json.write_text(json.dumps({"reference_s": ref, "runs": {
+                        k: [{"slowdowns": o.slowdowns(), "mean": o.mean_slowdown(), "reconf": o.reconfigurations,
+                             "makespan": o.makespan_s, "peak": o.peak_nodes(), "jobs": o.jobs} for o in v]
+                        for k, v in runs.items()}}, indent=2))
+    finally:
+        s.close()
+    summarize(runs, plan)
+    print(f"total {time.time() - t0:.0f} s")
+
+
+def summarize(runs: dict[str, list], plan: Plan) -> None:
+    clusters = list(dict.fromkeys(c for _, c in plan.stream))
+    base = runs.get("None")
+
+    def mean(xs):
+        return statistics.fmean(xs) if xs else float("nan")
+
+    def cell(xs):
+        return f"{mean(xs):.2f} [{min(xs):.2f}-{max(xs):.2f}]" if xs else "-"
+
+    print(f"\n{'policy':<10} " + " ".join(f"{c:>18}" for c in clusters)
+          + f" {'overall':>18} {'vs None':>8} {'reconf':>7} {'makespan s':>10}")
+    summary = {}
+    for p, outs in runs.items():
+        if not outs:
+            continue
+        per = {c: [o.slowdowns()[c] for o in outs if c in o.slowdowns()] for c in clusters}
+        overall = [o.mean_slowdown() for o in outs]
+        ratio = mean(overall) / mean([o.mean_slowdown() for o in base]) if base else float("nan")
+        summary[p] = {c: mean(v) for c, v in per.items()} | {"overall": mean(overall),
+                                                              "reconf": mean([o.reconfigurations for o in outs])}
+        print(f"{p:<10} " + " ".join(f"{cell(per[c]):>18}" for c in clusters) + f" {cell(overall):>18} "
+              f"{ratio:>8.2f} {mean([o.reconfigurations for o in outs]):>7.1f} "
+              f"{mean([o.makespan_s for o in outs]):>10.0f}")
+    if base and "None" in summary:
+        loaded = clusters[0]
+        for p in ("td-tc", "TD", "td-damped"):
+            if p in summary:
+                gain = 1 - summary[p][loaded] / summary["None"][loaded]
+                ok = (gain >= 0.20 and summary[p]["overall"] <= summary["None"]["overall"]
+                      and summary[p]["reconf"] <= 16)
+                print(f"target {p}: {loaded} {100 * gain:.0f} % below None (>= 20 %), overall "
+                      f"{summary[p]['overall']:.2f} vs {summary['None']['overall']:.2f}, "
+                      f"{summary[p]['reconf']:.1f} reconfigurations (<= 16): {'met' if ok else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
