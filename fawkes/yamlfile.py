@@ -11,6 +11,9 @@ Every problem becomes a :class:`fawkes.errors.ConfigError` naming file, line and
 
 from __future__ import annotations
 
+import os
+import stat
+
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,11 +30,45 @@ __all__ = ["Lines", "load_yaml", "load_yaml_text", "validate", "validate_data", 
            "field_name", "line_of"]
 
 
+#: the largest YAML file fawkes reads (an inventory of 100,000 hosts is about 5 MiB)
+MAX_YAML_BYTES = 32 * 1024 * 1024
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader without aliases: a config, preset or inventory never needs ``*name``, and an
+    alias bomb (a billion laughs) expands exponentially in everything that walks the data."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed here",
+                                              self.peek_event().start_mark)
+        return super().compose_node(parent, index)
+
+
+def read_regular(path: Path, limit: int = MAX_YAML_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; a FIFO, device or directory is
+    refused without blocking on it (opened non-blocking, checked with fstat)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(str(path), "not a regular file")
+        if st.st_size > limit:
+            raise ConfigError(str(path), f"too large ({st.st_size} bytes; at most {limit})")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ConfigError(str(path), f"too large (more than {limit} bytes)")
+    return data
+
+
 def load_yaml(path: str | Path) -> tuple[Any, Lines]:
     """Read and parse ``path``; return ``(data, lines)``.  Raises ConfigError."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(str(path), "no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -41,8 +78,9 @@ def load_yaml(path: str | Path) -> tuple[Any, Lines]:
 
 def load_yaml_text(text: str, file: str | None = None) -> tuple[Any, Lines]:
     """Parse YAML ``text`` (``file`` only names it in errors); return ``(data, lines)``."""
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = _Loader(text)  # the reader already refuses NUL and other control characters
         node = loader.get_single_node()
         if node is None:
             return None, {(): 1}
@@ -52,9 +90,12 @@ def load_yaml_text(text: str, file: str | None = None) -> tuple[Any, Lines]:
         line = mark.line + 1 if mark else None
         raise ConfigError(file, f"invalid YAML: {exc.problem or exc.context}", line=line) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(file, f"invalid YAML: {exc}") from None
+        raise ConfigError(file, f"invalid YAML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise ConfigError(file, "invalid YAML: nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     lines: Lines = {(): node.start_mark.line + 1}
     _walk(node, data, (), lines, file)
     return data, lines

@@ -338,3 +338,17 @@ def test_gg_and_ggd_take_every_offer_and_only_gg_releases_at_the_end():
     assert on_offer(ggd, pending=0, running=0, slots=80, pool_free=9, n_transient=0).role is Role.TC
     assert on_offer(gg, pending=0, running=0, slots=80, pool_free=9, n_transient=6, workload_done=True).delta == -6
     assert on_offer(ggd, pending=0, running=0, slots=80, pool_free=9, n_transient=6, workload_done=True).delta == 0
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("tau", True, "valid number"), ("period_s", math.inf, "finite"), ("period_s", 1e-9, "greater than or equal to 1"),
+    ("idle_timeout_s", -5.0, "greater than 0"), ("idle_timeout_s", math.nan, "finite"),
+    ("admission_deadline_s", -1.0, "greater than or equal to 0"), ("admission_deadline_s", math.nan, "finite"),
+    ("a", math.inf, "finite"), ("cooldown_s", 1e300, "less than or equal"), ("shrink_after_ticks", True, "valid integer"),
+    ("sample_period_s", 500.0, "must not exceed period_s"),
+])
+def test_settings_refuse_out_of_range_values(field, value, words):
+    """Issue 16, 5g: bounded, finite, typed (a YAML `true` is no tau); tau alone may be .inf."""
+    with pytest.raises(ValueError, match=words):
+        Settings(**{field: value})
+    assert Settings(tau=math.inf).tau == math.inf and Settings(grow_type="transient").grow_type is Role.TR

@@ -77,3 +77,34 @@ def test_missing_file_and_empty_file(tmp_path):
 def test_field_name():
     assert field_name(("hosts", 3, "labels", 0)) == "hosts[3].labels[0]"
     assert field_name(()) == ""
+
+
+def test_hostile_files_are_one_line_errors_and_never_block(tmp_path):
+    """NUL bytes, a FIFO (would block a plain read forever), a directory, an alias bomb, deep nesting
+    and an oversized file: each is a ConfigError naming the file, raised at once."""
+    import os
+
+    from fawkes.yamlfile import MAX_YAML_BYTES, load_yaml
+
+    nul = tmp_path / "nul.yaml"
+    nul.write_bytes(b"a: 1\x00\n")
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    bomb = tmp_path / "bomb.yaml"
+    lines, prev = ['a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]'], "a"
+    for name in "bcdefghijk":
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
+        prev = name
+    bomb.write_text("\n".join(lines) + "\n")
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("a: " + "[" * 20000 + "]" * 20000 + "\n")
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as f:
+        f.truncate(MAX_YAML_BYTES + 1)
+    cases = {nul: "unacceptable character #x0000", fifo: "not a regular file", tmp_path: "not a regular file",
+             bomb: "aliases (*name) are not allowed", deep: "nested too deeply", big: "too large"}
+    for path, words in cases.items():
+        with pytest.raises(ConfigError) as err:
+            load_yaml(path)
+        msg = str(err.value)
+        assert msg.startswith(str(path)) and words in msg and "\n" not in msg, msg

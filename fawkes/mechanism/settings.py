@@ -8,21 +8,27 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fawkes.mechanism.model import Role
+
+
+#: the longest period, timeout or deadline a setting may name (one year)
+MAX_SECONDS = 365 * 86400.0
 
 
 class Settings(BaseModel):
     """How one FAWKES instance decides.  Immutable; validated on construction."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # numbers are numbers (a YAML ``true`` is no tau), finite unless said otherwise, and bounded so that
+    # no value can make a run hang (a period of 1e-9) or overflow (1e300): the limits are stated here
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, strict=True)
 
     # --- the control loop (A-1, A-40, A-14 table)
     policy: str = Field("TD", description="weighting policy: JD DD TD PU DU RU JS JT TT EQ None")
-    period_s: float = Field(60.0, gt=0, description="T: weights and discrimination period (A.14)")
-    sample_period_s: float = Field(5.0, gt=0, description="sampling period (A-1)")
-    tau: float = Field(10.0, ge=0, description="discrimination threshold; .inf disables resizing (A.7)")
+    period_s: float = Field(60.0, ge=1, le=MAX_SECONDS, description="T: weights and discrimination period, seconds")
+    sample_period_s: float = Field(5.0, ge=0.1, le=MAX_SECONDS, description="sampling period (A-1), at most T")
+    tau: float = Field(10.0, ge=0, allow_inf_nan=True, description="discrimination threshold; .inf disables resizing")
     sample_mean: Literal["arithmetic", "ewma"] = Field("arithmetic", description="A-1")
     ewma_alpha: float = Field(0.5, gt=0, le=1, description="weight of the newest sample with sample_mean=ewma")
     all_zero: Literal["hold", "equal"] = Field(
@@ -31,7 +37,7 @@ class Settings(BaseModel):
 
     # --- policy parameters
     lam: float = Field(0.5, ge=0, le=1, description="RU lambda, closed interval (A-2, A-32)")
-    a: float = Field(2.0, gt=1, description="JT/TT base a > 1 (eq. 3.6)")
+    a: float = Field(2.0, gt=1, le=1e6, description="JT/TT base a > 1 (eq. 3.6)")
     ru_mix: Literal["weights", "raw"] = Field("weights", description="A-2: mix normalised PU/DU weights, or raw usages then normalise")
     count_running_in_demand: bool = Field(True, description="A-13: TD counts running tasks of unfinished jobs")
     demand_jobs: Literal["unfinished", "queued"] = Field("unfinished", description="A-13: JD/DD/JS job set")
@@ -52,18 +58,18 @@ class Settings(BaseModel):
     # --- admission (A-8, A-9, A-10)
     admission_reclaim: Literal["weights", "surplus"] = Field("weights", description="A-8: reclaim in proportion to weights or to surplus")
     backfill: bool = Field(False, description="A-10: strict FIFO (False) or admit later requests that fit")
-    admission_deadline_s: float | None = Field(None, description="A-9: deadline for admission (None = T)")
+    admission_deadline_s: float | None = Field(None, ge=0, le=MAX_SECONDS, description="A-9: deadline for admission (None = T)")
 
     # --- inactivity (A-12)
     inactivity: Literal["decoupled", "weight_zero"] = Field("decoupled", description="A-12")
-    idle_timeout_s: float | None = Field(None, description="T_idle (None = T)")
+    idle_timeout_s: float | None = Field(None, gt=0, le=MAX_SECONDS, description="T_idle (None = T)")
 
     # --- anti-flap (B.5 item 3); all off by default = the thesis' literal behaviour
-    min_change_nodes: int = Field(0, ge=0, description="ignore target changes smaller than this many nodes")
-    cooldown_s: float = Field(0.0, ge=0, description="per cluster and direction, no resize again within this time")
+    min_change_nodes: int = Field(0, ge=0, le=1_000_000, description="ignore target changes smaller than this many nodes")
+    cooldown_s: float = Field(0.0, ge=0, le=MAX_SECONDS, description="per cluster and direction, no resize again within this time")
     cap_to_demand: bool = Field(False, description="cap a target at ceil(demand tasks / slots per node), at least the minimum")
     shrink_after_ticks: int = Field(
-        1, ge=1, description="shrink a cluster only when this many consecutive rebalancing ticks want it smaller "
+        1, ge=1, le=10_000, description="shrink a cluster only when this many consecutive rebalancing ticks want it smaller "
         "(1 = at once; fast up, slow down: dask Adaptive's wait_count, the Kubernetes autoscaler's unneeded time)")
 
     @field_validator("policy")
@@ -72,6 +78,17 @@ class Settings(BaseModel):
         from fawkes.mechanism.policies import get_policy  # the registry names the valid values
 
         return get_policy(v).name
+
+    @model_validator(mode="after")
+    def _sample_within_period(self) -> "Settings":
+        if self.sample_period_s > self.period_s:
+            raise ValueError(f"sample_period_s ({self.sample_period_s:g}) must not exceed period_s ({self.period_s:g})")
+        return self
+
+    @field_validator("grow_type", mode="before")
+    @classmethod
+    def _role(cls, v):
+        return Role(v) if isinstance(v, str) else v
 
     @field_validator("grow_type")
     @classmethod

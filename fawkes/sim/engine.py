@@ -704,7 +704,8 @@ class Simulator:
                 v = next((c for c in snap.clusters if c.name == name), None)
                 if v is not None and tgt != v.min_core:
                     err.append(f"t={t}: None target {name}={tgt} != min")
-        elif dec.gate_open and targets and not self.settings.cap_to_demand:
+        elif dec.gate_open and targets and not (self.settings.cap_to_demand or self.settings.min_change_nodes
+                                                or self.settings.cooldown_s):  # damping holds some clusters
             pool = snap.capacity - saving  # nodes of clusters on their way out are not shared now
             if sum(targets.values()) != pool and sum(dec.admission.minima.values()) + sum(
                     v.min_core for v in snap.allocated if v.name not in leaving) <= pool:

@@ -19,6 +19,7 @@ from typing import Any
 
 from fawkes.errors import FawkesError
 from fawkes.mechanism import Settings
+from fawkes.mechanism.settings import MAX_SECONDS
 from fawkes.mechanism.koala_mr import RUNNER_POLICIES, ResizeParams
 from fawkes.mechanism.model import Role
 from fawkes.mechanism.policies import policy_names
@@ -136,8 +137,9 @@ def _coerce(v: str) -> Any:
 
 
 def _validate(ov: dict[str, Any]) -> None:
+    """Each override on its own (the experiment's period is known later: :func:`settings_for`)."""
     try:
-        Settings(**ov)
+        Settings(**({"period_s": MAX_SECONDS} | ov))
     except Exception as exc:  # pydantic.ValidationError
         raise FawkesError(f"invalid policy settings {ov}: {_first_line(exc)}") from None
 
@@ -153,7 +155,10 @@ def settings_for(wl: Workload, spec: PolicySpec, grow: str | None = None) -> Set
     base.pop("policy", None)
     if grow:
         base["grow_type"] = Role.TR if grow.lower() in ("tr", "transient") else Role.TC
-    return Settings(**(base | spec.overrides))
+    try:
+        return Settings(**(base | spec.overrides))
+    except ValueError as exc:  # pydantic.ValidationError: overrides that clash with the experiment's
+        raise FawkesError(f"invalid policy settings for {wl.name}: {_first_line(exc)}") from None
 
 
 # --- caches (per process) ------------------------------------------------------------------------
