@@ -45,11 +45,13 @@ import click
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fawkes.errors import ConfigError
+from fawkes.mechanism.settings import MAX_SECONDS
 from fawkes.store.db import normalize_url
 from fawkes.store.lifecycle import NODE_TIMEOUTS, NodeState
 from fawkes.yamlfile import load_yaml, validate_data
 
 F = TypeVar("F", bound=Callable)
+
 
 
 class MetricsConfig(BaseModel):
@@ -115,12 +117,12 @@ class CoordinatorConfig(BaseModel):
     state: str | None = None
     inventory: Path | None = None
     policy: str = Field(default="td-tc", min_length=1)
-    period: float = Field(default=60.0, gt=0)
-    sample_period: float = Field(default=5.0, gt=0)
+    period: float = Field(default=60.0, ge=1, le=MAX_SECONDS, allow_inf_nan=False)  # the mechanism's bounds
+    sample_period: float = Field(default=5.0, ge=0.1, le=MAX_SECONDS, allow_inf_nan=False)
     metrics: MetricsConfig = MetricsConfig()
     log_format: Literal["text", "json"] = "text"
     cluster_options: dict[str, str] = Field(default_factory=dict)  # framework tunables for every cluster
-    host_grace: float = Field(default=30.0, gt=0)  # seconds without SSH answer before a host is failed
+    host_grace: float = Field(default=30.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)  # seconds without SSH answer before a host is failed
     retention: RetentionConfig = RetentionConfig()
     timeouts: TimeoutsConfig = TimeoutsConfig()
     source: Path | None = Field(default=None, exclude=True)

@@ -62,7 +62,9 @@ def test_default_file_under_fawkes_home_is_read(tmp_path):
 
 @pytest.mark.parametrize("text, line, field, message", [
     ("period: 60\nstate_url: x\n", 2, "state_url", "unknown field"),
-    ("period: -1\n", 1, "period", "greater than 0"),
+    ("period: -1\n", 1, "period", "greater than or equal to 1"),
+    ("period: .inf\n", 1, "period", "finite number"),
+    ("period: 1.0e300\n", 1, "period", "less than or equal to"),
     ("metrics:\n  bind: 127.0.0.1\n  port: 70000\n", 3, "metrics.port", "less than or equal to 65535"),
     ("metrics:\n  bind: not-an-ip\n", 2, "metrics.bind", "does not appear to be an IPv4 or IPv6 address"),
     ("log_format: xml\n", 1, "log_format", "'text' or 'json'"),
