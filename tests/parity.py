@@ -110,6 +110,8 @@ def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capaci
                 _follow_state(store, ev.cluster, ev.data)
             elif ev.kind == "release":
                 _release(store, ev.cluster, ev.data)
+            elif ev.kind == "fail":
+                _fail(store, ev.data)
             elif ev.kind == "sample":
                 store.record_sample(ev.cluster, ev.data)
             else:
@@ -160,6 +162,20 @@ def _release(store: Store, name: str, host: str) -> None:
             return
         store.transition_node(node.id, NodeState.DRAINING, "replay: teardown")
     store.transition_node(node.id, NodeState.RELEASED, "replay: released")
+
+
+def _fail(store: Store, host: str) -> None:
+    """The sampler finds ``host`` unreachable: its node (if any) FAILED and the host failed; the
+    reconciler's cleanup releases the node (the host stays failed)."""
+    held = [n for n in store.list_nodes() if n.host == host]
+    if not held:
+        store.fail_host(host, "replay: host died")
+        return
+    for n in held:
+        store.transition_node(n.id, NodeState.FAILED, "replay: host unreachable")
+    store.set_host_state(host, "failed", detail="replay: unreachable")
+    for n in held:
+        store.transition_node(n.id, NodeState.RELEASED, "replay: cleaned up after failure")
 
 
 def _start_requested(store: Store) -> None:

@@ -54,9 +54,24 @@ def workload(seed: int, *, capacity: int = 10, clusters: int = 3, jobs: int = 12
     return Workload(f"parity-{seed}", tuple(specs), jobs_, capacity, period_s=60.0, cost=cost)
 
 
-def run_both(wl: Workload, settings: Settings | None, url: str, runner: ResizeParams | None = None) -> tuple[Simulator, int]:
+def fail_a_host(sim: Simulator, t: float) -> None:
+    """Kill a transient node's host if there is one (draining or not), else a free host."""
+    for c in sim.order:
+        for n in c.nodes.values():
+            if n.role is not Role.CORE:
+                sim.fail_host(n.host, t)
+                return
+    if sim.free:
+        sim.fail_host(sim.free[-1], t)
+
+
+def run_both(wl: Workload, settings: Settings | None, url: str, runner: ResizeParams | None = None,
+             failures: tuple[float, ...] = ()) -> tuple[Simulator, int]:
     rec = Recorder()
-    sim = Simulator(wl, settings, recorder=rec, check_invariants=True, ch2=runner).run()
+    sim = Simulator(wl, settings, recorder=rec, check_invariants=True, ch2=runner)
+    for t in failures:
+        sim.at(t, fail_a_host)
+    sim.run()
     assert sim.stats.invariant_errors == []
     if runner is not None:  # the coordinator's loop for a runner policy: offers every offer period
         settings = Settings(policy="None", period_s=runner.offer_period_s)
@@ -110,6 +125,17 @@ def test_settings_decide_alike_in_both_drivers(extra, tmp_path):
     run_both(workload(3, clusters=3, jobs=16), s, f"sqlite:///{tmp_path / 'state.db'}")
 
 
+@pytest.mark.parametrize("policy", ["TD", "EQ", "td-damped"])
+def test_host_failures_decide_alike_in_both_drivers(policy, tmp_path):
+    """Hosts die during the run (transient nodes' hosts, else free ones): the pool shrinks, the
+    clusters that lost a node refill, and both drivers still decide alike."""
+    s = (Settings(**(read_preset(policy).settings.model_dump() | {"period_s": 60.0, "sample_period_s": 10.0}))
+         if policy == "td-damped" else Settings(policy=policy, period_s=60, sample_period_s=10, tau=1.0))
+    sim, _ = run_both(workload(7, capacity=12), s, f"sqlite:///{tmp_path / 'state.db'}",
+                      failures=(95.0, 200.0, 333.0, 480.0))
+    assert sim.capacity == 8
+
+
 def test_decisions_alike_on_postgresql_too(store_url):
     s = Settings(policy="TD", period_s=60, sample_period_s=10, tau=1.0, shrink_after_ticks=2, cooldown_s=60)
     _, steps = run_both(workload(5, jobs=10), s, store_url)
@@ -135,11 +161,12 @@ def scenarios(draw):
     wl = workload(draw(st.integers(0, 10**6)), capacity=draw(st.integers(3, 12)),
                   clusters=draw(st.integers(1, 3)), jobs=draw(st.integers(1, 10)),
                   horizon=float(draw(st.sampled_from([300, 900]))))
-    return wl, s
+    failures = tuple(sorted(draw(st.lists(st.floats(1, 900), max_size=min(2, wl.capacity - 3)))))
+    return wl, s, failures
 
 
 @given(scenarios())
 @hsettings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 def test_generated_sequences_decide_alike_in_both_drivers(tmp_path_factory, scenario):
-    wl, s = scenario
-    run_both(wl, s, f"sqlite:///{tmp_path_factory.mktemp('parity') / 'state.db'}")
+    wl, s, failures = scenario
+    run_both(wl, s, f"sqlite:///{tmp_path_factory.mktemp('parity') / 'state.db'}", failures=failures)

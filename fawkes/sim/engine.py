@@ -320,6 +320,27 @@ class Simulator:
         """Call ``fn(sim, t)`` at simulated time ``t`` (micro checks inject resizes this way)."""
         self.push(t, EV_CALL, fn)
 
+    def fail_host(self, host: str, now: float) -> None:
+        """A host dies (micro checks, parity): it leaves the pool, and the node on it, if any, is
+        lost at once with its running tasks (what the coordinator's sampler and cleanup do to an
+        unreachable host).  Then the loop reacts as between ticks (refill, admission)."""
+        if self.recorder is not None:
+            self.recorder.fail(host, now)
+        if host in self.free:
+            self.free.remove(host)
+        else:
+            for c in self.clusters.values():
+                node = c.nodes.get(host)
+                if node is not None:
+                    c.detach(node, now)
+                    c.dispatch(now)
+                    break
+            else:
+                raise ValueError(f"fail_host: {host} is neither free nor held")
+        self.capacity -= 1
+        if self.wl.controller == "fawkes":
+            self._between(now)
+
     def shrink(self, plan, now: float) -> None:
         """Carry out the shrinks of a plan outside the controller (micro checks)."""
         self._execute(plan, now)

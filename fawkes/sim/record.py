@@ -18,7 +18,7 @@ from fawkes.mechanism.controller import Between
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One record: ``kind`` is static | request | state | release | sample | tick | between."""
+    """One record: ``kind`` is static | request | state | release | fail | sample | tick | between."""
 
     kind: str
     time: float
@@ -42,6 +42,10 @@ class Recorder:
 
     def release(self, name: str, host: str, t: float) -> None:
         self.events.append(Event("release", t, name, host))
+
+    def fail(self, host: str, t: float) -> None:
+        """A host died: it leaves the pool; the node on it, if any, is lost."""
+        self.events.append(Event("fail", t, data=host))
 
     def sample(self, name: str, m: ClusterMetrics) -> None:
         self.events.append(Event("sample", m.time, name, m))
