@@ -119,17 +119,26 @@ class SparkHdfsDriver(FrameworkDriver):
         The content travels base64-encoded inside one quoted command per host, so no value ever
         reaches the shell unquoted.
         """
-        cmds = {}
-        for h, items in files.items():
-            parts, vals = [], {}
-            for i, (path, content) in enumerate(items):
-                vals[f"d{i}"] = str(PurePosixPath(path).parent)
-                vals[f"p{i}"] = path
-                vals[f"t{i}"] = f"{path}.fawkes-tmp"
-                vals[f"b{i}"] = base64.b64encode(content.encode()).decode()
-                parts.append(f"mkdir -p {{d{i}}} && printf %s {{b{i}}} | base64 -d > {{t{i}}} && mv -f {{t{i}}} {{p{i}}}")
-            cmds[h] = Script(" && ".join(parts), **vals)
-        self._run(cmds, what, 60)
+        self._run({h: self._write_script(items) for h, items in files.items()}, what, 60)
+
+    @staticmethod
+    def _write_script(items: Sequence[tuple[str, str]]) -> Script:
+        parts, vals = [], {}
+        for i, (path, content) in enumerate(items):
+            vals[f"d{i}"] = str(PurePosixPath(path).parent)
+            vals[f"p{i}"] = path
+            vals[f"t{i}"] = f"{path}.fawkes-tmp"
+            vals[f"b{i}"] = base64.b64encode(content.encode()).decode()
+            parts.append(f"mkdir -p {{d{i}}} && printf %s {{b{i}}} | base64 -d > {{t{i}}} && mv -f {{t{i}}} {{p{i}}}")
+        return Script(" && ".join(parts), **vals)
+
+    @staticmethod
+    def _config_files(r) -> list[tuple[str, str]]:
+        """A rendered host's files (absolute paths), the hash file last."""
+        files = [(f"{r.cluster_dir}/{p}", c) for p, c in sorted(r.files.items())]
+        files.append((f"{r.cluster_dir}/{HASH_FILE}",
+                      json.dumps({"hash": r.hash, "components": r.hashes}, sort_keys=True) + "\n"))
+        return files
 
     def _http_json(self, url: str):
         try:
@@ -194,10 +203,7 @@ class SparkHdfsDriver(FrameworkDriver):
                 changed[h] = set()
                 continue
             changed[h] = r.changed_components(None if force or not rec else rec.get("components"))
-            files = [(f"{r.cluster_dir}/{p}", c) for p, c in sorted(r.files.items())]
-            files.append((f"{r.cluster_dir}/{HASH_FILE}",
-                          json.dumps({"hash": r.hash, "components": r.hashes}, sort_keys=True) + "\n"))
-            uploads[h] = files
+            uploads[h] = self._config_files(r)
         if uploads:
             self.write_files(uploads, "writing configs")
         for h in rendered:
@@ -226,17 +232,21 @@ class SparkHdfsDriver(FrameworkDriver):
         self.emit(cluster, "deploy", f"{len(cluster.nodes)} node(s), master {m.name} ({m.address})", t0=t0)
         self.push_configs(cluster)
         phases["configs"] = time.monotonic() - t0
-        # phase 1: HDFS (format once, NameNode, DataNodes of core and TC nodes) and the Spark master,
-        # which needs no HDFS: starting it now lets workers register at once (a worker that finds no
-        # master retries only after 5-15 s)
+        # start everything, then wait for all of it: the Spark master (it needs no HDFS: it boots while
+        # the NameNode is formatted, once), the NameNode, the DataNodes (a DataNode that finds no
+        # NameNode retries only after 5 s), and the workers as soon as the master answers (a worker
+        # that finds no master retries only after 5-15 s), so that they boot while the DataNodes register
         t = time.monotonic()
-        self._run({m.name: Script("touch {f} && {fmt} && {nn} && {ms}", f=self._exclude_path(cluster),
+        self._run({m.name: Script("touch {f} && {ms} && {fmt} && {nn}", f=self._exclude_path(cluster),
                                   fmt=self._ctl(cluster, m, "format"), nn=self._ctl(cluster, m, "start", "namenode"),
                                   ms=self._ctl(cluster, m, "start", "master"))},
-                  "starting the NameNode and the Spark master", 120)
+                  "starting the Spark master and the NameNode", 120)
         dns = [n for n in cluster.nodes if "datanode" in self.daemons_for(cluster, n)]
         self._ctl_each(cluster, {n.name: [("start", "datanode")] for n in dns}, "starting DataNodes")
         self.emit(cluster, "start", f"NameNode, Spark master and {len(dns)} DataNode(s) started", m.name, t0)
+        self._wait(cluster, "the Spark master", lambda: self.master_state(cluster).status == "ALIVE", timeout, t0)
+        self._ctl_each(cluster, {n.name: [("start", "worker")] for n in cluster.nodes}, "starting workers")
+        phases["start"] = time.monotonic() - t
         want = {n.address for n in dns}
 
         def hdfs_ready():
@@ -246,10 +256,6 @@ class SparkHdfsDriver(FrameworkDriver):
         self._wait(cluster, f"{len(want)} live DataNode(s) and no safe mode", hdfs_ready, timeout, t0)
         phases["hdfs"] = time.monotonic() - t
         self.emit(cluster, "register", f"HDFS up: {len(want)} DataNode(s) live", m.name, t0)
-        # phase 2: Spark workers, once the master answers
-        t = time.monotonic()
-        self._wait(cluster, "the Spark master", lambda: self.master_state(cluster).status == "ALIVE", timeout, t0)
-        self._ctl_each(cluster, {n.name: [("start", "worker")] for n in cluster.nodes}, "starting workers")
         self._wait_workers(cluster, cluster.nodes, timeout, t0)
         phases["spark"] = time.monotonic() - t
         phases["total"] = time.monotonic() - t0
@@ -309,18 +315,30 @@ class SparkHdfsDriver(FrameworkDriver):
             new = new.with_node(n)
         names = [n.name for n in nodes]
         self.emit(new, "grow", f"adding {', '.join(f'{n.name} ({n.role})' for n in nodes)}", t0=t0)
-        self.push_configs(new, names)
-        phases["ssh"] = time.monotonic() - t0  # configs rendered and written over SSH
         tcs = [n for n in nodes if n.role is Role.TC]
-        if tcs:  # a host decommissioned earlier must leave the exclude file before its DataNode starts
-            excl = self._read_exclude(new)
-            if {n.address for n in tcs} & set(excl):
-                self._set_exclude(new, [a for a in excl if a not in {n.address for n in tcs}])
+        # a host decommissioned earlier must leave the exclude file before its DataNode starts
+        excl = self._read_exclude(new) if tcs else []
+        held = {n.address for n in tcs} & set(excl)
+        # then one SSH round, every new host at once: write its configs and start its daemons (no
+        # per-host hash check first: a joining host gets its whole config anyway)
+        rendered = self.render(new, names)
+        phases["ssh"] = time.monotonic() - t0  # exclude file read, configs rendered
         t = time.monotonic()
-        self._ctl_each(new, {n.name: [("start", d) for d in self.role_daemons[n.role]] for n in nodes},
-                       "starting daemons")
-        phases["start"] = time.monotonic() - t
-        self.emit(new, "start", f"daemons started on {len(nodes)} node(s)", t0=t0)
+        cmds = {}
+        for n in nodes:
+            ds = [d for d in self.role_daemons[n.role] if not (d == "datanode" and n.address in held)]
+            cmds[n.name] = Script("{w} && {s}", w=self._write_script(self._config_files(rendered[n.name])),
+                                  s=Script(" && ".join("{c%d}" % i for i in range(len(ds))),
+                                           **{f"c{i}": self._ctl(new, n, "start", d) for i, d in enumerate(ds)}))
+        self._run(cmds, "writing configs and starting daemons", 120)
+        phases["start"] = time.monotonic() - t  # configs written and daemons started: one round
+        self.emit(new, "start", f"configs written and daemons started on {len(nodes)} node(s)", t0=t0)
+        if held:  # their workers start meanwhile; their DataNodes once the NameNode re-read the file
+            t = time.monotonic()
+            self._set_exclude(new, [a for a in excl if a not in held])
+            self._ctl_each(new, {n.name: [("start", "datanode")] for n in tcs if n.address in held},
+                           "starting DataNodes")
+            phases["exclude"] = time.monotonic() - t
         t = time.monotonic()
         want_dn = {n.address for n in tcs}
         want_w = {n.address for n in nodes}
