@@ -143,8 +143,8 @@ class Reconciler:
                     continue
                 facts = self._observe(c.name, [n.host for n in cores])
                 if facts and all(facts[n.host].up for n in cores):
-                    self._deployed(c.name, [n.id for n in cores], "found deployed: "
-                                   + "; ".join(f"{n.host}: {facts[n.host].summary()}" for n in cores))
+                    self._try(self._deployed, c.name, [n.id for n in cores], "found deployed: "
+                              + "; ".join(f"{n.host}: {facts[n.host].summary()}" for n in cores))
                 continue
             look = []
             if not self.busy(c.name, "grow"):
