@@ -98,6 +98,37 @@ def offer(memory: Memory, snap: Snapshot, params: ResizeParams) -> tuple[Decisio
     return d, memory.with_entries({}, keep=_live(snap), ticks=memory.ticks + 1)
 
 
+def clock_deadlines(memory: Memory, now: float, settings: Settings) -> list:
+    """When the clock alone could change what an unchanged snapshot decides: per remembered
+    cluster, ``(at, reached)`` where ``reached(t)`` says whether a tick at ``t`` is past it (an
+    idle cluster's inactivity deadline, the end of a cooldown)."""
+    out = []
+    for _, m in memory.clusters:
+        if settings.inactivity == "decoupled" and m.idle_since is not None:
+            i0 = m.idle_since
+            out.append((i0 + settings.idle_timeout, lambda t, i0=i0: t - i0 >= settings.idle_timeout))
+        if settings.cooldown_s > 0:
+            for r in (m.last_grow_at, m.last_shrink_at):
+                if r is not None and now - r < settings.cooldown_s:
+                    out.append((r + settings.cooldown_s, lambda t, r=r: t - r >= settings.cooldown_s))
+    return out
+
+
+def repeat(memory: Memory, d: Decision, k: int, seen: float) -> Memory:
+    """The memory after ``k`` more ticks that see the same snapshot (shifted in time) and take the
+    same decision ``d``, which planned nothing: what :func:`tick` would leave, added one tick at a
+    time (same floats), with the samples folded up to ``seen``.  A driver may skip such ticks."""
+    entries = {}
+    for name, m in memory.clusters:
+        acc = m.discrimination
+        disc = d.discrimination.get(name)
+        if disc is not None:
+            for _ in range(k):
+                acc = acc + disc
+        entries[name] = replace(m, discrimination=acc, seen=seen)
+    return memory.with_entries(entries, ticks=memory.ticks + k)
+
+
 def between(memory: Memory, snap: Snapshot, settings: Settings) -> Between:
     """Admission on arrivals and releases, then growth into free hosts, between ticks.
 
@@ -141,4 +172,4 @@ def _live(snap: Snapshot) -> set[str]:
     return {c.name for c in snap.allocated}
 
 
-__all__ = ["Between", "between", "fold_samples", "offer", "project", "tick"]
+__all__ = ["Between", "between", "clock_deadlines", "fold_samples", "offer", "project", "repeat", "tick"]

@@ -519,16 +519,8 @@ class Simulator:
             return nxt  # the next sample is the only event before now + sp
         limit = min(heap[i][0] for i in (1, 2) if i < len(heap))  # the next event after it
         stop = _first_tick(now, T, lambda t: t >= limit, limit)
-        mem = self.memory
-        for c in self.order:
-            m = mem.of(c.name, c.requested_at)
-            if s.inactivity == "decoupled" and m.idle_since is not None:
-                i0 = m.idle_since
-                stop = min(stop, _first_tick(now, T, lambda t: t - i0 >= s.idle_timeout, i0 + s.idle_timeout))
-            if s.cooldown_s > 0:
-                for r in (m.last_grow_at, m.last_shrink_at):
-                    if r is not None and now - r < s.cooldown_s:
-                        stop = min(stop, _first_tick(now, T, lambda t, r=r: t - r >= s.cooldown_s, r + s.cooldown_s))
+        for at, reached in controller.clock_deadlines(self.memory, now, s):
+            stop = min(stop, _first_tick(now, T, reached, at))
         k = stop - 1  # ticks skipped: now + T .. now + k*T
         t_last = now + k * T
         if k < 1 or t_last + T >= 2.0**52:
@@ -540,15 +532,7 @@ class Simulator:
             for _ in range(k):
                 acc += d
             st.overall_d[name] = acc
-        entries = {}
-        for name, m in mem.as_dict().items():
-            acc = m.discrimination
-            d = dec.discrimination.get(name)
-            if d is not None:
-                for _ in range(k):
-                    acc = acc + d
-            entries[name] = dataclasses.replace(m, discrimination=acc, seen=t_last)
-        self.memory = mem.with_entries(entries, ticks=mem.ticks + k)
+        self.memory = controller.repeat(self.memory, dec, k, seen=t_last)
         self.decisions += k
         self.ticks_skipped += k
         sp = s.sample_period_s
