@@ -10,7 +10,9 @@ last task.  With a queue of k jobs the difference is (k - 1) start-ups per job.
 :class:`TwinCluster` keeps the model's scheduling and adds the gate: a submitted job is counted
 in the cluster's demand at once (as the sampler counts a queued job), but its tasks become
 schedulable ``job_startup_s`` after the previous job ended (or after its submission when none
-runs), and with ``max_running_jobs`` n at most n jobs are between dispatch and end.  Both are
+runs), and with ``max_running_jobs`` n at most n jobs are between dispatch and end.  The sampler
+counts a job that is not running yet as the live one does: the tasks an earlier job of the cluster
+had, at least one per input split (:meth:`TwinSimulator._measure`).  Both are
 :class:`~fawkes.sim.costs.CostModel` fields; at their defaults (0) the twin is the plain model.
 
 Used by :func:`run_twin` (``fawkes simulate --cost-file`` when the file sets either field, and the
@@ -24,8 +26,11 @@ import time
 from bisect import insort
 from collections import deque
 
+from fawkes.mechanism.model import ClusterState
 from fawkes.sim.cluster import Job, SimCluster, _fifo
 from fawkes.sim.engine import EV_CALL, Simulator
+
+SPLIT = 128 * 1024 * 1024  # the live sampler's input split (fawkes/coordinator/sampler.py)
 
 
 def twin_fields_set(cost) -> bool:
@@ -39,6 +44,8 @@ class TwinCluster(SimCluster):
         super().__init__(sim, spec)
         self.waiting: deque[Job] = deque()  # submitted, not dispatched
         self.dispatched: set[int] = set()  # job ids between dispatch and end (incl. start-up)
+        self.up: set[int] = set()  # dispatched job ids whose tasks are schedulable
+        self.learned = 0  # tasks of a job seen running in this cluster (the sampler's estimate)
 
     def submit(self, job: Job, now: float) -> None:
         self.jobs[job.id] = job  # demand: a queued job counts its tasks (the sampler does the same)
@@ -57,6 +64,7 @@ class TwinCluster(SimCluster):
         """The job's driver and executors are up: its tasks join the FIFO slot scheduling."""
         if job.id not in self.jobs:
             return
+        self.up.add(job.id)
         if job.pend_maps:
             insort(self.mq, job, key=_fifo)
         self._eligible(job)
@@ -73,11 +81,33 @@ class TwinCluster(SimCluster):
 
 
 class TwinSimulator(Simulator):
-    """The simulator with :class:`TwinCluster` MR-clusters."""
+    """The simulator with :class:`TwinCluster` MR-clusters, sampled like the live sampler."""
 
     def __init__(self, wl, *args, **kw):
         super().__init__(wl, *args, **kw)
         self.clusters = {c.name: TwinCluster(self, c) for c in wl.clusters}
+
+    def _measure(self, c, now: float, s):
+        """As the live sampler (fawkes/coordinator/sampler.py): a job whose tasks are not running
+        yet counts the tasks an earlier job of the cluster had (learned while it ran; the live
+        sampler learns per application, and a trace from the state has one application per
+        cluster), at least one per 128 MB input split."""
+        from math import ceil
+
+        from fawkes.mechanism import JobFacts, sample_cluster
+
+        facts = []
+        for j in c.jobs.values():
+            if j.id in c.up:
+                c.learned = max(c.learned, j.n_maps + j.n_reds)
+                pending = len(j.pend_maps) + len(j.pend_reds)
+            else:
+                pending = max(1, ceil(j.spec.input_bytes / SPLIT), c.learned)
+            facts.append(JobFacts(j.submit, j.spec.input_bytes, pending, j.running, j.started, j.ref))
+        return sample_cluster(now, facts, s, busy_slots=float(c.running_tasks),
+                              configured_slots=float(c.configured_slots()), output_bytes=c.output_bytes,
+                              storage_capacity=c.storage_capacity(), completed_jobs=c.completed_jobs,
+                              completed_tasks=c.completed_tasks, loading=c.state is not ClusterState.ACTIVE)
 
 
 def run_twin(workload, specs, seeds, *, grow: str | None = None, check: bool = False, timeline: bool = False,
