@@ -18,7 +18,7 @@ CASES = [
     "n[001-3]", "n[1-010]", "x[1-2]y[3-4]", "n[1-2]a[3]", "n1-ib", "n[01-2]", "n[1-02]", "foo", "a b",
     "n[0-0]", "n[05]", "n[1-3],x", "n[1-2][3-4]", "10.0.0.[1-2]", "[1-2]", "n[1-2],", ",a", "a,,b",
     "n[08-12]", "n[1-2]-[3-4]", "n[1-]", "n[1-3]x[1]", "n-[1-2]-x[3]", "a[1-2]b[3-4]c[5-6]",
-    "a[1-2]b[3-4]c[5-6]d[7-8]", "n[10-011]", "x[2,1]", "n[1-2,2-3]", "a]b[1]", "a[b[1]", "n]",
+    "a[1-2]b[3-4]c[5-6]d[7-8]", "n[10-011]", "x[2,1]", "n[1-2,2-3]", "a]b[1]", "n]",
     "n[00-02]", "n1 , n2", "a[1-2]b[03-4,7]", "n[1-65536]", "",
     # invalid in SLURM too
     "n[001-003]-ib", "n[3-1]", "n[]", "n[a-b]", "n[1-2]]", "x[1-2]-y", "n[1--2]", "n[-1]", "n[,1]",
@@ -64,6 +64,14 @@ def test_known_values_without_scontrol():
     for bad in ("n[3-1]", "n[1-3]-ib", "n[1-2", "n[ 1-2]", "n[+1]"):
         with pytest.raises(HostlistError):
             expand(bad)
+
+
+@pytest.mark.parametrize("expr", ["a[b[1]", "n[1,m[2-3]", "tux[[1023-1032],cn-d[1000-1003]c[11-20]"])
+def test_an_unterminated_bracket_is_an_error_where_slurm_half_accepts_it(expr):
+    """SLURM reads these with a literal '[' in the names (n[1,m2 n[1,m3; 50 names for tux[[...);
+    a '[' left open is an error here, as the module says."""
+    with pytest.raises(HostlistError, match="unterminated"):
+        expand(expr)
 
 
 _prefix = st.text("abnx-.", min_size=0, max_size=3)

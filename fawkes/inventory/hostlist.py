@@ -33,6 +33,7 @@ def expand(expr: str) -> list[str]:
     """All host names of a SLURM hostlist expression, in SLURM's order (duplicates kept)."""
     out: list[str] = []
     for tok in _tokens(expr):
+        _balanced(tok, expr)
         lb = tok.rfind("[")
         if lb < 0:
             out.append(tok)
@@ -47,6 +48,22 @@ def expand(expr: str) -> list[str]:
         if len(out) > MAX_HOSTS:
             raise HostlistError(f"invalid hostlist {expr!r}: more than {MAX_HOSTS} hosts")
     return out
+
+
+def _balanced(tok: str, expr: str) -> None:
+    """Every ``[`` is closed by a ``]`` before the next ``[`` (SLURM reads ``n[1,m[2-3]`` as the
+    names ``n[1,m2`` and ``n[1,m3``; here it is an error).  A ``]`` outside a group is a plain
+    character, as in SLURM."""
+    inside = False
+    for ch in tok:
+        if ch == "[":
+            if inside:
+                raise HostlistError(f"invalid hostlist {expr!r}: unterminated '[' in {tok!r}")
+            inside = True
+        elif ch == "]":
+            inside = False
+    if inside:
+        raise HostlistError(f"invalid hostlist {expr!r}: unterminated '[' in {tok!r}")
 
 
 def _tokens(expr: str) -> list[str]:
