@@ -114,6 +114,10 @@ def test_incomplete_and_unsupported_logs(tmp_path):
     shutil.copy(FIX / "bi" / PLAIN_ID, d / PLAIN_ID)
     conv = to_trace([("c", d)])
     assert [r.job for r in conv.rows] == [PLAIN_ID] and conv.skipped_incomplete == [PLAIN_ID]
+    (d / "local-9-just-started.inprogress").write_bytes(b"")  # an application that has just started
+    conv = to_trace([("c", d)])
+    assert [r.job for r in conv.rows] == [PLAIN_ID]
+    assert sorted(conv.skipped_incomplete) == sorted([PLAIN_ID, "local-9-just-started.inprogress"])
     (d / "app.lz4").write_bytes(b"\x00")
     with pytest.raises(ConfigError, match=r"app\.lz4: lz4-compressed .*compression\.codec=zstd"):
         to_trace([("c", d)])

@@ -214,8 +214,15 @@ def to_trace(sources: list[tuple[str, Path]], *, app: str | None = None,
     apps: list[tuple[str, AppSummary]] = []
     out = Conversion([])
     for k, (cluster, files) in enumerate(found, 1):
-        s = read_app(files)
-        if not s.complete:
+        try:
+            s = read_app(files)
+        except ConfigError:
+            if not any(f.name.endswith(".inprogress") for f in files):
+                raise
+            s = None  # an application that has just started: nothing (readable) written yet
+        if s is None:
+            out.skipped_incomplete.append(files[0].name)
+        elif not s.complete:
             out.skipped_incomplete.append(s.app_id)
         elif s.maps == 0:
             out.skipped_no_tasks.append(s.app_id)
