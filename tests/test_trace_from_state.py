@@ -83,7 +83,9 @@ def test_export_reads_jobs_tasks_and_node_costs(tmp_path):
     # job 1 ran from +1 to +40: tasks seen from +11 to +36, 2 at a time
     assert first.maps == 2 + (36 - 11) // 2 and first.map_s * first.maps == pytest.approx(2 * 26, abs=2.1)
     assert ex.costs["map_slots"] == 1 and ex.costs["reduce_slots"] == 1
-    assert ex.costs["tc_ready_s"] == 20 and ex.costs["dp_fixed_s"] == 8
+    # the TC node: running 20 s after its request, + an executor's start (application registered at
+    # dispatch + 5 s, first task seen 11 s after dispatch, less half a sample period)
+    assert ex.costs["tc_ready_s"] == 20 + 5 and ex.costs["dp_fixed_s"] == 8
     # dispatch +1, first sample with a task +12, last +36, end +40; samples every 2 s
     assert ex.costs["job_startup_s"] == 10 and ex.costs["job_overhead_s"] == 3 and ex.costs["max_running_jobs"] == 1
     assert ex.minima == {"etl": 1, "bi": 1} and ex.capacity == 4 and ex.period_s == 10
@@ -97,14 +99,14 @@ def test_cli_writes_trace_costs_clusters_and_the_replay_runs(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "replay: fawkes simulate --trace" in r.stderr and "--cost-file" in r.stderr
     assert out.read_text().splitlines()[0].startswith("submit_s,cluster,app,input_bytes,maps,reduces")
-    assert "tc_ready_s: 20" in costs.read_text()
+    assert "tc_ready_s: 25" in costs.read_text()
     assert cl.read_text() == "cluster,request_s,min_core\netl,0,1\nbi,0,1\n"
     r = run_cli("simulate", "--trace", str(out), "--clusters", str(cl), "--cost-file", str(costs), "--capacity", "4",
                 "--min-core", "1", "--period", "10", "--compare", "None,TD", "--json", "-q", "--workers", "1")
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [x["policy"] for x in rows] == ["None", "TD"]
-    assert rows[0]["cost"]["tc_ready_s"] == 20 and rows[0]["cost"]["map_slots"] == 1
+    assert rows[0]["cost"]["tc_ready_s"] == 25 and rows[0]["cost"]["map_slots"] == 1
     # --cost wins over the file
     r = run_cli("simulate", "--trace", str(out), "--cost-file", str(costs), "--cost", "tc_ready_s=3", "--capacity", "4",
                 "--min-core", "1", "--period", "10", "--json", "-q", "--workers", "1")
@@ -220,7 +222,7 @@ def test_twin_runs_one_job_at_a_time_after_its_start_up(tmp_path):
 
     trace = tmp_path / "t.csv"
     trace.write_text("submit_s,cluster,app,input_bytes,maps,reduces,ref_runtime_s,map_s\n"
-                     + "".join(f"0,a,wordcount,0,4,0,10,10\n" for _ in range(3)))
+                     + "".join("0,a,wordcount,0,4,0,10,10\n" for _ in range(3)))
     base = (("map_slots", 4), ("cv", 0.0), ("job_overhead_s", 5.0))
     twin = base + (("max_running_jobs", 1), ("job_startup_s", 20.0))
     spec = [parse_policy("None")]
