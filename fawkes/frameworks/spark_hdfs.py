@@ -1,6 +1,6 @@
 """Spark standalone over its own HDFS: the ``spark-hdfs`` framework kind.
 
-Layout of an MR-cluster (spec A.6, D.2):
+Layout of an MR-cluster (docs/frameworks.md; roles: docs/mechanism.md):
 
 * the first core node runs the Spark master and the NameNode;
 * core nodes run a Spark worker and a DataNode holding the input;
@@ -12,7 +12,7 @@ Each host gets ``<root>/clusters/<cluster>/`` with ``conf/`` (Spark and Hadoop c
 ``bin/fawkes-daemon.sh`` (start/stop/status by pid file), ``logs/``, ``pids/``, ``work/``,
 ``local/``, ``tmp/`` and ``dfs/``.  ``conf/.fawkes-hashes`` records the hash of the rendered configs.
 
-Shrinking (spec A.10, D.2): FP stops a TR node's worker (Spark re-runs its tasks).  DP
+Shrinking (docs/frameworks.md): FP stops a TR node's worker (Spark re-runs its tasks).  DP
 decommissions the Spark worker (SIGPWR, with ``spark.decommission.enabled``) and the DataNode
 (exclude file + ``DFSAdmin -refreshNodes``) and stops the DataNode only after the NameNode
 reports it ``Decommissioned``; with a timeout, and cancellable.  Core nodes are never removed
@@ -666,7 +666,8 @@ class SparkHdfsDriver(FrameworkDriver):
 
     # ================================================================== for drivers (spark-submit)
     def submit_conf(self, cluster: ClusterSpec) -> dict[str, str]:
-        """``--conf`` keys for a client-mode driver of this cluster (spark.cores.max left unset, spec D.4-8)."""
+        """``--conf`` keys for a client-mode driver of this cluster.  ``spark.cores.max`` stays unset, so
+        an application takes executors on every worker, the ones a grow adds included."""
         from fawkes.frameworks.render import _options
 
         u = self.urls(cluster)

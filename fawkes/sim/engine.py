@@ -682,7 +682,7 @@ class Simulator:
         self.stats.reconfigurations += len(dec.plan.changed_clusters())
         self._execute(dec.plan, now)
 
-    # --- invariants (spec A.13) -----------------------------------------------------------------
+    # --- invariants (docs/mechanism.md) -----------------------------------------------------------
     def _check_tick(self, snap: Snapshot, dec) -> None:
         err = self.stats.invariant_errors
         t = snap.now

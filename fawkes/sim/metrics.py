@@ -1,4 +1,4 @@
-"""Metrics of one simulated run (spec B.3 "Metrics to emit") and their aggregation over seeds."""
+"""Metrics of one simulated run (docs/simulation.md) and their aggregation over seeds."""
 
 from __future__ import annotations
 
