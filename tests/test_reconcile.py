@@ -70,8 +70,16 @@ class ScriptedDriver:
         self.calls.append(("deploy", tuple(n.name for n in cluster.nodes), timeout))
         return OpResult(cluster)
 
+    def reconfigure(self, cluster):
+        self.calls.append(("reconfigure", tuple(n.name for n in cluster.nodes)))
+        return {}
+
     def ops(self, name: str | None = None) -> list[tuple]:
-        return [c for c in self.calls if c[0] != "observe" and (name is None or c[0] == name)]
+        """Operations that change hosts (``name``: only those); the reads observe() and the drift
+        check reconfigure() (which restarts nothing whose configs are unchanged) only by name."""
+        if name is not None:
+            return [c for c in self.calls if c[0] == name]
+        return [c for c in self.calls if c[0] not in ("observe", "reconfigure")]
 
 
 class FakeExecutor:
@@ -328,3 +336,33 @@ def test_namenode_reports_dead_datanodes_decommissioned_or_not():
     assert info.dead == ("10.9.0.12", "10.9.0.13") and info.dead_decommissioned == ("10.9.0.12",)
     assert [info.admin_state(f"10.9.0.{i}") for i in (11, 12, 13, 14)] == \
         ["Decommission In Progress", "dead, decommissioned", "dead", "absent"]
+
+
+def test_an_idle_active_cluster_is_reconfigured_at_start_and_then_every_drift_period(world):
+    """Drift re-render: a changed setting (seen at the first step after a start) or template (seen
+    within drift_every_s) reaches the hosts through the driver's reconfigure; never while the
+    cluster grows, and not again before the period is over."""
+    store, clock, driver, reconciler = world
+    restarted: list[str] = []
+    plain = driver.reconfigure
+    driver.reconfigure = lambda cluster: plain(cluster) or {h: ["worker"] for h in restarted}
+    active_cluster(store, "a", ("h1", "h2"))
+    r = reconciler(drift_every_s=300)
+    r.step()
+    settle(r)
+    assert driver.ops("reconfigure") == [("reconfigure", ("h1", "h2"))]
+    clock.t += 299
+    r.step()
+    settle(r)
+    assert len(driver.ops("reconfigure")) == 1  # not before the period is over
+    n = store.allocate_node("a", "h3", Role.TR)  # a grow in flight: no reconfigure meanwhile
+    clock.t += 2
+    r.step()
+    settle(r)
+    assert driver.ops("add_nodes") and len(driver.ops("reconfigure")) == 1
+    assert store.get_node(n.id).state == NodeState.RUNNING
+    restarted[:] = ["h2"]
+    r.step()
+    settle(r)
+    assert driver.ops("reconfigure")[-1] == ("reconfigure", ("h1", "h2", "h3"))
+    assert any("configs changed, restarted h2: worker" in e.message for e in store.events(cluster="a"))

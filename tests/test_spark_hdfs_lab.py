@@ -186,7 +186,7 @@ def test_mr_cluster_grow_shrink_under_a_running_job(lab, tmp_path):
         # ---- shrink while the job still runs: TR by FP, TC by DP
         assert any(x["id"] == app_id and x["state"] == "RUNNING"
                    for x in get_json(urls_a["master_ui"] + "/json/")["activeapps"]), "job A ended before the shrink"
-        a = drv.remove_node(a, tr.name, ShrinkMode.FP).cluster
+        a = drv.remove_nodes(a, [tr.name], ShrinkMode.FP).cluster
         n_before = len(events)
         dp_thread_done = threading.Event()
 
@@ -203,7 +203,7 @@ def test_mr_cluster_grow_shrink_under_a_running_job(lab, tmp_path):
 
         cap = threading.Thread(target=capture_during_dp)
         cap.start()
-        dp = drv.remove_node(a, tc.name, timeout=180)
+        dp = drv.remove_nodes(a, [tc.name], timeout=180)
         dp_thread_done.set()
         cap.join()
         a = dp.cluster
@@ -213,7 +213,7 @@ def test_mr_cluster_grow_shrink_under_a_running_job(lab, tmp_path):
         assert "hdfs_decommission" in dp.phases
         info = drv.datanodes(a)
         assert tc.address not in info.live or info.live[tc.address].admin_state == "Decommissioned"
-        assert drv.remove_node(a, tc.name).hosts == ()  # idempotent: already gone
+        assert drv.remove_nodes(a, [tc.name]).hosts == ()  # idempotent: already gone
 
         # ---- the job finishes with the right answer
         assert job_a.wait(timeout=300) == 0, (tmp_path / "job_a.log").read_text()[-3000:]

@@ -26,6 +26,8 @@ ACTIVE         nodes DRAINING: TR by FP; TC by DP: start the decommission,     s
                wait up to ``timeouts.drain``, stop and release once HDFS
                reports it Decommissioned (a later step finishes it)
 ACTIVE         nodes FAILED: stop what still runs (DP for TC), release         cleanup
+ACTIVE         idle, first step after a start and every ``drift_every_s``:     reconfigure
+               re-render the configs, restart only daemons whose files changed
 SAVING         save the output, tear down, release every node, then RELEASED   cluster
 =============  ==============================================================  ===========
 
@@ -63,8 +65,10 @@ class Reconciler:
     default: its defaults).  ``clock`` must be the store's clock (node ages are ``state_since``)."""
 
     def __init__(self, store: Store, fleet: Fleet, *, workers: int = 4, clock: Callable[[], float] = time.time,
-                 timeouts: TimeoutsConfig | None = None):
+                 timeouts: TimeoutsConfig | None = None, drift_every_s: float = 300.0):
         self.store = store
+        self.drift_every_s = drift_every_s  # how often an idle active cluster's configs are compared
+        self._drift_due: dict[str, float] = {}  # per cluster: when its configs are compared next
         self.fleet = fleet
         self.clock = clock
         self.timeouts = timeouts if timeouts is not None else TimeoutsConfig()
@@ -111,16 +115,22 @@ class Reconciler:
                 self.start(name, "cluster", self._load, name, c.input_path)
             elif state is ClusterState.ACTIVE:
                 new = [n.id for n in nodes if n.state in IN_FLIGHT]
-                if new:
+                drifting = self.busy(name, "reconfigure")  # restarts daemons: no grow or shrink meanwhile
+                if new and not drifting:
                     self.start(name, "grow", self._grow, name, new)
                 gone = [n.id for n in nodes if n.state == NodeState.DRAINING and n.id not in waiting]
-                if gone and not self.busy(name, "grow"):  # a node chosen while still starting: let it start first
+                if gone and not drifting and not self.busy(name, "grow"):  # a node chosen while starting: let it start
                     self.start(name, "shrink", self._shrink, name, gone)
                 failed = [n.id for n in nodes if n.state == NodeState.FAILED]
                 if failed:
                     self.start(name, "cleanup", self._cleanup, name, failed)
+                settled = all(n.state == NodeState.RUNNING for n in nodes)  # none starting, draining, failed
+                if settled and not any(self.busy(name, k) for k in ("grow", "shrink", "cleanup")) \
+                        and self.clock() >= self._drift_due.get(name, 0.0):
+                    self._drift_due[name] = self.clock() + self.drift_every_s
+                    self.start(name, "reconfigure", self._reconfigure, name)
             elif state is ClusterState.SAVING:
-                if not any(self.busy(name, k) for k in ("grow", "shrink", "cleanup")):
+                if not any(self.busy(name, k) for k in ("grow", "shrink", "cleanup", "reconfigure")):
                     self.start(name, "cluster", self._save_and_release, name)
 
     # ------------------------------------------------------------------ phase 1: reality -> store
@@ -294,6 +304,17 @@ class Reconciler:
             else:
                 self._try(self.store.set_host_state, n.host, "failed", detail=res.error or "unreachable")
             self._advance(i, NodeState.RELEASED, "cleaned up after failure")
+
+    def _reconfigure(self, name: str) -> None:
+        """Drift: render the cluster's configs as the templates and settings say now and restart only
+        the daemons whose files changed (the driver compares with the hash kept on each host).
+        Runs for an idle active cluster at the first step after a start (a changed setting) and
+        every ``drift_every_s`` (a changed template)."""
+        spec, driver = self.fleet.spec(name)
+        restarted = driver.reconfigure(spec)
+        if restarted:
+            what = "; ".join(f"{h}: {', '.join(ds)}" for h, ds in sorted(restarted.items()))
+            self.store.record_event("reconfigure", f"configs changed, restarted {what}", cluster=name)
 
     def _save_and_release(self, name: str) -> None:
         every = self.store.list_nodes(name)

@@ -180,12 +180,6 @@ class FrameworkDriver(ABC):
                 host_stats: bool = False) -> FrameworkSample:
         """One sample of the policy inputs, from the daemons themselves."""
 
-    def add_node(self, cluster: ClusterSpec, node: NodeSpec, *, timeout: float = 180.0) -> OpResult:
-        return self.add_nodes(cluster, [node], timeout=timeout)
-
-    def remove_node(self, cluster: ClusterSpec, name: str, mode: ShrinkMode | None = None, *,
-                    timeout: float = 600.0, cancel: threading.Event | None = None) -> OpResult:
-        return self.remove_nodes(cluster, [name], mode, timeout=timeout, cancel=cancel)
 
 
 # ---------------------------------------------------------------------- registry of kinds
