@@ -236,7 +236,7 @@ def check_output(opt: str, path: str) -> None:
         raise FawkesError(f"{opt}: a file name cannot hold a NUL byte")
     if p.exists() and not p.is_file():
         raise FawkesError(f"{opt} {path}: exists and is not a regular file")
-    if not p.parent.is_dir() if str(p.parent) else False:
+    if not p.parent.is_dir():
         raise FawkesError(f"{opt} {path}: no such directory {p.parent}")
 
 

@@ -184,8 +184,8 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
         added = c is not None and c.active_at is not None and req >= c.active_at  # grown, not deployed
         if run is not None and (added or n.role != "core") and lo - 600 <= req <= hi + 600:
             ready.setdefault(n.role, []).append(run - req)
-        if drain is not None and rel is not None and (c is None or c.release_requested_at is None
-                                                      or drain < c.release_requested_at):
+        if (drain is not None and rel is not None and lo - 600 <= drain <= hi + 600
+                and (c is None or c.release_requested_at is None or drain < c.release_requested_at)):
             stop.setdefault(n.role, []).append(rel - drain)
     # a node grown under a running job serves it once the job's executor there is up: the node's
     # start plus an executor's (the application registered -> its first task, median over jobs)
