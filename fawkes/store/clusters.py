@@ -1,0 +1,304 @@
+"""MR-clusters and their nodes: the global FIFO of requests, the cluster lifecycle, and the
+nodes (one host lent to one cluster in one role) with theirs.
+
+Every lifecycle move is an edge of :mod:`fawkes.store.lifecycle`'s tables, applied with a
+compare-and-set on the old state and recorded as a history row and an event.  See
+:mod:`fawkes.store.base` for the transaction discipline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import func, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from fawkes.errors import FawkesError
+from fawkes.mechanism.model import HOLDING_STATES, ClusterState, Role
+from fawkes.store import validate
+from fawkes.store.base import StoreBase
+from fawkes.store.lifecycle import (
+    CLUSTER_TRANSITIONS,
+    NODE_TIMEOUTS,
+    NODE_TRANSITIONS,
+    HostState,
+    JobState,
+    NodeState,
+    check,
+)
+from fawkes.store.schema import ClusterTransition, Framework, Host, Job, MRCluster, Node, NodeTransition
+
+_CLUSTER_STAMP = {ClusterState.DEPLOYING: "admitted_at", ClusterState.ACTIVE: "active_at",
+                  ClusterState.SAVING: "saving_at", ClusterState.RELEASED: "released_at"}
+_NODE_STAMP = {NodeState.RUNNING: "running_at", NodeState.DRAINING: "draining_at",
+               NodeState.RELEASED: "released_at"}
+
+
+class ClustersMixin(StoreBase):
+    """MR-clusters and nodes."""
+
+    # ------------------------------------------------------------------ clusters
+    def request_cluster(self, name: str, *, framework: str, min_core: int,
+                        input_path: str | None = None) -> MRCluster:
+        """Put a new MR-cluster request at the tail of the global FIFO queue (state REQUESTED)."""
+        validate.name("name", name)
+        validate.name("framework", framework)
+        validate.positive_int("min_core", min_core)
+        validate.text("input", input_path)
+        now = self.clock()
+        with self.session(write=True) as s:
+            fw = s.exec(select(Framework).where(Framework.name == framework).with_for_update(read=True)).first()
+            if fw is None:
+                raise FawkesError(f"framework: {framework!r} is not registered")
+            if s.exec(select(MRCluster.id).where(MRCluster.live_name == name)).first() is not None:
+                raise FawkesError(f"cluster {name}: already exists")
+            cap = s.exec(select(func.count()).select_from(Host).where(Host.state != HostState.RETIRED)).one()
+            if cap and min_core > cap:
+                raise FawkesError(f"min_core: {min_core} exceeds the pool capacity {cap}; it could never be admitted")
+            c = MRCluster(name=name, live_name=name, framework=framework, min_core=min_core,
+                          state=ClusterState.REQUESTED, input_path=input_path, requested_at=now, state_since=now)
+            s.add(c)
+            try:
+                s.flush()
+                c.queue_seq = c.id  # FIFO by arrival: ids only grow
+                s.add(ClusterTransition(cluster_id=c.id, from_state=None, to_state=c.state, time=now,
+                                        detail=f"requested min_core={min_core}"))
+                self._event(s, "cluster", f"requested (framework {framework}, min_core {min_core})", cluster=name)
+                s.flush()
+            except IntegrityError:
+                raise FawkesError(f"cluster {name}: already exists") from None
+            return c
+
+    def get_cluster(self, name: str) -> MRCluster:
+        """The live cluster called ``name``, else the latest released one."""
+        with self.session() as s:
+            return self._cluster(s, name)
+
+    def list_clusters(self, *, include_released: bool = True) -> list[MRCluster]:
+        """Clusters in global FIFO (= admission) order."""
+        with self.session() as s:
+            q = select(MRCluster).order_by(MRCluster.queue_seq)
+            if not include_released:
+                q = q.where(col(MRCluster.live_name).is_not(None))
+            return list(s.exec(q))
+
+    def queue(self) -> list[MRCluster]:
+        """The global FIFO queue: clusters still REQUESTED, head first."""
+        with self.session() as s:
+            return list(s.exec(select(MRCluster).where(MRCluster.state == ClusterState.REQUESTED)
+                               .order_by(MRCluster.queue_seq)))
+
+    def request_release(self, name: str) -> MRCluster:
+        """Ask for cluster ``name`` to be released.
+
+        A cluster still queued holds nothing: it is withdrawn at once (RELEASED, its
+        queued jobs cancelled).  Otherwise the request is recorded and the coordinator
+        carries it out (SAVING, then RELEASED).  Asking twice is harmless.
+        """
+        now = self.clock()
+        with self.session(write=True) as s:
+            c = self._cluster(s, name, live=True)
+            if c.state == ClusterState.REQUESTED:
+                self._cluster_cas(s, c, ClusterState.RELEASED, "withdrawn before admission", now)
+                self._cancel_queued_jobs(s, c, "cluster withdrawn", now)
+            elif c.release_requested_at is None:
+                s.execute(update(MRCluster).where(MRCluster.id == c.id).values(release_requested_at=now))
+                s.refresh(c)
+                self._event(s, "cluster", "release requested", cluster=name)
+            return c
+
+    def transition_cluster(self, name: str, to: ClusterState | str, detail: str = "") -> MRCluster:
+        """Move live cluster ``name`` along an edge of :data:`CLUSTER_TRANSITIONS`.
+
+        Entering RELEASED is refused while any node still holds a host; it also frees
+        the name and cancels jobs that never started.
+        """
+        now = self.clock()
+        with self.session(write=True) as s:
+            c = self._cluster(s, name, live=True)
+            to = ClusterState(to)
+            check(CLUSTER_TRANSITIONS, "cluster", name, c.state, to)
+            if to == ClusterState.RELEASED:
+                held = s.exec(select(func.count()).select_from(Node).where(
+                    Node.cluster_id == c.id, col(Node.holds_host).is_not(None))).one()
+                if held:
+                    raise FawkesError(f"cluster {name}: still holds {held} node(s); release them first")
+                self._cancel_queued_jobs(s, c, "cluster released", now)
+            self._cluster_cas(s, c, to, detail, now)
+            return c
+
+    def cluster_history(self, name: str) -> list[ClusterTransition]:
+        with self.session() as s:
+            c = self._cluster(s, name)
+            return list(s.exec(select(ClusterTransition).where(ClusterTransition.cluster_id == c.id)
+                               .order_by(ClusterTransition.id)))
+
+    # ------------------------------------------------------------------ nodes
+    def allocate_node(self, cluster: str, host: str, role: Role | str, *,
+                      config_hash: str | None = None, detail: str = "") -> Node:
+        """Give free ``host`` to ``cluster`` as a node in ``role`` (state REQUESTED).
+
+        Refused if the cluster does not hold nodes in its state, or the host is not
+        free; the UNIQUE ``holds_host`` column makes two owners impossible even when
+        two processes race.
+        """
+        role = _role(role)
+        now = self.clock()
+        with self.session(write=True) as s:
+            c = self._cluster(s, cluster, live=True)
+            h = s.get(Host, host)
+            owner = self._owner(s, host) if h is not None else None
+            _may_allocate(cluster, c.state, host, None if h is None else h.state, owner)
+            taken = s.execute(update(Host).where(Host.name == host, Host.state == HostState.FREE)
+                              .values(state=HostState.ALLOCATED)).rowcount
+            if taken != 1:
+                raise FawkesError(f"host {host}: taken concurrently")
+            n = Node(cluster_id=c.id, host=host, holds_host=host, role=role,
+                     state=NodeState.REQUESTED, requested_at=now, state_since=now, config_hash=config_hash)
+            s.add(n)
+            try:
+                s.flush()
+            except IntegrityError:
+                raise FawkesError(f"host {host}: already held by another cluster") from None
+            s.add(NodeTransition(node_id=n.id, from_state=None, to_state=n.state, time=now,
+                                 detail=detail or f"allocated to {cluster} as {role}"))
+            self._event(s, "node", f"{host} allocated as {role}", cluster=cluster, node=host)
+            return n
+
+    def transition_node(self, node_id: int, to: NodeState | str, detail: str = "", *,
+                        stored_bytes: int | None = None, config_hash: str | None = None) -> Node:
+        """Move node ``node_id`` along an edge of :data:`NODE_TRANSITIONS` and record it.
+
+        RELEASED drops the hold on the host (which becomes free unless it is marked failed).
+        """
+        to = NodeState(to)
+        now = self.clock()
+        with self.session(write=True) as s:
+            n = s.get(Node, node_id)
+            if n is None:
+                raise FawkesError(f"node {node_id}: not found")
+            old = NodeState(n.state)
+            check(NODE_TRANSITIONS, "node", f"{node_id} ({n.host})", old, to)
+            values = _node_move(to, now)
+            if stored_bytes is not None:
+                values["stored_bytes"] = stored_bytes
+            if config_hash is not None:
+                values["config_hash"] = config_hash
+            self._cas(s, update(Node).where(Node.id == node_id, Node.state == old).values(**values), f"node {node_id}")
+            if to == NodeState.RELEASED:
+                s.execute(update(Host).where(Host.name == n.host, Host.state == HostState.ALLOCATED)
+                          .values(state=HostState.FREE))
+            s.add(NodeTransition(node_id=node_id, from_state=old, to_state=to, time=now, detail=detail))
+            cname = s.get(MRCluster, n.cluster_id).name
+            self._event(s, "node", _node_moved(n.host, old, to, detail),
+                        level="warning" if to == NodeState.FAILED else "info", cluster=cname, node=n.host)
+            s.refresh(n)
+            return n
+
+    def update_node(self, node_id: int, *, stored_bytes: int | None = None, config_hash: str | None = None,
+                    running_tasks: int | None = None) -> None:
+        """Record facts about a node that are not state changes."""
+        values = {k: v for k, v in dict(stored_bytes=stored_bytes, config_hash=config_hash,
+                                         running_tasks=running_tasks).items() if v is not None}
+        if values:
+            with self.session(write=True) as s:
+                if s.execute(update(Node).where(Node.id == node_id).values(**values)).rowcount != 1:
+                    raise FawkesError(f"node {node_id}: not found")
+
+    def get_node(self, node_id: int) -> Node:
+        with self.session() as s:
+            n = s.get(Node, node_id)
+            if n is None:
+                raise FawkesError(f"node {node_id}: not found")
+            return n
+
+    def list_nodes(self, cluster: str | None = None, *, live: bool = True) -> list[Node]:
+        """Nodes (of ``cluster``), oldest first; ``live`` ones only hold a host."""
+        with self.session() as s:
+            q = select(Node).order_by(Node.id)
+            if cluster is not None:
+                q = q.where(Node.cluster_id == self._cluster(s, cluster).id)
+            if live:
+                q = q.where(col(Node.holds_host).is_not(None))
+            return list(s.exec(q))
+
+    def node_history(self, node_id: int) -> list[NodeTransition]:
+        with self.session() as s:
+            return list(s.exec(select(NodeTransition).where(NodeTransition.node_id == node_id)
+                               .order_by(NodeTransition.id)))
+
+    def stuck_nodes(self, now: float | None = None,
+                    timeouts: Mapping[NodeState, float | None] = NODE_TIMEOUTS) -> list[Node]:
+        """Live nodes that have been in their state longer than its timeout."""
+        now = self.clock() if now is None else now
+        return [n for n in self.list_nodes() if timeouts.get(NodeState(n.state)) is not None
+                and now - n.state_since > timeouts[NodeState(n.state)]]
+
+    # ------------------------------------------------------------------ internals
+    def _owner(self, s: Session, host: str) -> str | None:
+        row = s.exec(select(MRCluster.name).join(Node, Node.cluster_id == MRCluster.id)
+                     .where(Node.holds_host == host)).first()
+        return row
+
+    def _cluster_cas(self, s: Session, c: MRCluster, to: ClusterState, detail: str, now: float) -> None:
+        old = ClusterState(c.state)
+        check(CLUSTER_TRANSITIONS, "cluster", c.name, old, to)
+        values: dict[str, Any] = {"state": to, "state_since": now}
+        if to in _CLUSTER_STAMP:
+            values[_CLUSTER_STAMP[to]] = now
+        if to == ClusterState.RELEASED:
+            values["live_name"] = None
+        self._cas(s, update(MRCluster).where(MRCluster.id == c.id, MRCluster.state == old).values(**values),
+                  f"cluster {c.name}")
+        s.add(ClusterTransition(cluster_id=c.id, from_state=old, to_state=to, time=now, detail=detail))
+        self._event(s, "cluster", f"{old} -> {to}" + (f" ({detail})" if detail else ""), cluster=c.name)
+        s.refresh(c)
+
+    def _cancel_queued_jobs(self, s: Session, c: MRCluster, why: str, now: float) -> None:
+        s.execute(update(Job).where(Job.cluster_id == c.id, col(Job.state).in_([JobState.QUEUED, JobState.DISPATCHED]))
+                  .values(state=JobState.CANCELLED, ended_at=now, detail=why))
+        # running jobs whose cancel was requested: the teardown stopped their drivers
+        s.execute(update(Job).where(Job.cluster_id == c.id, Job.state == JobState.RUNNING,
+                                    col(Job.cancel_requested_at).is_not(None))
+                  .values(state=JobState.CANCELLED, ended_at=now, detail=f"cancel requested; {why}"))
+
+
+def _role(value: Role | str) -> Role:
+    try:
+        return Role(value)
+    except ValueError:
+        raise FawkesError(f"role: {value!r} is not one of {', '.join(Role)}") from None
+
+
+
+
+_TAKING = HOLDING_STATES - {ClusterState.SAVING}
+
+
+def _may_allocate(cluster: str, cluster_state: str, host: str, host_state: str | None, owner: str | None) -> None:
+    """Refuse giving ``host`` (state ``host_state``, None if unknown; held by cluster ``owner``)
+    to ``cluster`` in ``cluster_state``: the checks of an allocation, in their order."""
+    if ClusterState(cluster_state) not in _TAKING:
+        raise FawkesError(f"cluster {cluster}: cannot take nodes while {cluster_state}")
+    if host_state is None:
+        raise FawkesError(f"host {host}: not in the inventory")
+    if owner is not None:
+        raise FawkesError(f"host {host}: already held by cluster {owner}")
+    if host_state != HostState.FREE:
+        raise FawkesError(f"host {host}: not free ({host_state})")
+
+
+def _node_move(to: NodeState, now: float) -> dict[str, Any]:
+    """The columns a node's move to ``to`` at ``now`` sets (RELEASED drops the hold)."""
+    values: dict[str, Any] = {"state": to, "state_since": now}
+    if to in _NODE_STAMP:
+        values[_NODE_STAMP[to]] = now
+    if to == NodeState.RELEASED:
+        values["holds_host"] = None
+    return values
+
+
+def _node_moved(host: str, old: NodeState, to: NodeState, detail: str) -> str:
+    return f"{host}: {old} -> {to}" + (f" ({detail})" if detail else "")

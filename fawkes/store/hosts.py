@@ -1,0 +1,236 @@
+"""Hosts and frameworks: the pool (synced from the inventory, taken out of service and
+restored by the admin) and the framework installations clusters run on.
+
+A host's ``state`` follows its nodes (free <-> allocated, :mod:`~fawkes.store.clusters`);
+failing and restoring are compare-and-set updates on it, so a race with an allocation has
+one winner.  See :mod:`fawkes.store.base` for the transaction discipline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import func, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from fawkes.errors import FawkesError
+from fawkes.store import validate
+from fawkes.store.base import StoreBase
+from fawkes.store.lifecycle import HostState
+from fawkes.store.schema import Framework, Host, MRCluster, Node
+
+
+class HostsMixin(StoreBase):
+    """Frameworks and pool hosts."""
+
+    # ------------------------------------------------------------------ frameworks
+    def register_framework(self, name: str, kind: str, *, spark_home: str | None = None,
+                           hadoop_home: str | None = None, hdfs_jars: str | None = None,
+                           java_home: str | None = None, replace: bool = False) -> Framework:
+        """Register framework ``name`` (``replace=True`` updates an existing one)."""
+        validate.name("framework", name)
+        validate.name("kind", kind)
+        paths = {k: validate.text(k, v) for k, v in
+                 dict(spark_home=spark_home, hadoop_home=hadoop_home, hdfs_jars=hdfs_jars,
+                      java_home=java_home).items()}
+        with self.session(write=True) as s:
+            fw = s.get(Framework, name)
+            if fw is not None and not replace:
+                raise FawkesError(f"framework {name}: already registered")
+            if fw is None:
+                fw = Framework(name=name, kind=kind, created=self.clock(), **paths)
+            else:
+                fw.kind = kind
+                for k, v in paths.items():
+                    setattr(fw, k, v)
+            s.add(fw)
+            try:
+                s.flush()
+            except IntegrityError:
+                raise FawkesError(f"framework {name}: already registered") from None
+            return fw
+
+    def list_frameworks(self) -> list[Framework]:
+        with self.session() as s:
+            return list(s.exec(select(Framework).order_by(Framework.name)))
+
+    def get_framework(self, name: str) -> Framework:
+        with self.session() as s:
+            fw = s.get(Framework, name)
+            if fw is None:
+                raise FawkesError(f"framework {name}: not registered")
+            return fw
+
+    def remove_framework(self, name: str) -> None:
+        """Remove framework ``name``; refused while a live cluster uses it."""
+        with self.session(write=True) as s:
+            fw = s.exec(select(Framework).where(Framework.name == name).with_for_update()).first()
+            if fw is None:
+                raise FawkesError(f"framework {name}: not registered")
+            users = s.exec(select(MRCluster.name).where(MRCluster.framework == name,
+                                                        col(MRCluster.live_name).is_not(None))).all()
+            if users:
+                raise FawkesError(f"framework {name}: in use by cluster(s) {', '.join(sorted(users))}")
+            s.delete(fw)
+
+    # ------------------------------------------------------------------ hosts
+    def sync_hosts(self, inventory: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+        """Make the hosts table match ``inventory`` (dicts: name, address, cores, memory_mb).
+
+        New hosts are added free; known ones updated (a retired host comes back free);
+        hosts missing from the inventory are marked retired (never deleted: history).
+        A held host cannot be dropped: refused, nothing changed.  Returns the names per
+        outcome: ``added``, ``updated``, ``retired``, ``unchanged``.
+        """
+        specs = _host_specs(inventory)
+        out: dict[str, list[str]] = {"added": [], "updated": [], "retired": [], "unchanged": []}
+        now = self.clock()
+        with self.session(write=True) as s:
+            known = {h.name: h for h in s.exec(select(Host))}
+            gone = [n for n, h in known.items() if n not in specs and h.state != HostState.RETIRED]
+            held = s.exec(select(Node.host, MRCluster.name).join(MRCluster, Node.cluster_id == MRCluster.id)
+                          .where(col(Node.holds_host).in_(gone))).all() if gone else []
+            if held:
+                desc = ", ".join(f"{h} (cluster {c})" for h, c in held)
+                raise FawkesError(f"inventory: cannot drop host(s) still held: {desc}")
+            for pos, (hname, spec) in enumerate(specs.items()):
+                h = known.get(hname)
+                if h is None:
+                    s.add(Host(name=hname, position=pos, added_at=now, state=HostState.FREE, **spec))
+                    out["added"].append(hname)
+                    continue
+                changed = any(getattr(h, k) != v for k, v in spec.items()) or h.position != pos
+                if h.state == HostState.RETIRED:
+                    h.state, changed = HostState.FREE, True
+                if changed:
+                    for k, v in spec.items():
+                        setattr(h, k, v)
+                    h.position = pos
+                    s.add(h)
+                    out["updated"].append(hname)
+                else:
+                    out["unchanged"].append(hname)
+            for hname in gone:
+                known[hname].state = HostState.RETIRED
+                s.add(known[hname])
+                out["retired"].append(hname)
+        return out
+
+    def list_hosts(self, state: HostState | str | None = None) -> list[Host]:
+        """Hosts in placement order, optionally only those in ``state``."""
+        with self.session() as s:
+            q = select(Host).order_by(Host.position, Host.name)
+            if state is not None:
+                q = q.where(Host.state == HostState(state))
+            return list(s.exec(q))
+
+    def free_hosts(self) -> list[str]:
+        """Names of hosts held by nobody and not failed, in placement order."""
+        return [h.name for h in self.list_hosts(HostState.FREE)]
+
+    def capacity(self) -> int:
+        """C: hosts that are not failed or retired."""
+        with self.session() as s:
+            return s.exec(select(func.count()).select_from(Host)
+                          .where(col(Host.state).in_([HostState.FREE, HostState.ALLOCATED]))).one()
+
+    def set_host_state(self, name: str, state: HostState | str, *, detail: str = "") -> Host:
+        """Mark a host failed (or back from failed).  Allocation state follows the nodes."""
+        state = HostState(state)
+        with self.session(write=True) as s:
+            h = s.get(Host, name)
+            if h is None:
+                raise FawkesError(f"host {name}: not in the inventory")
+            held = s.exec(select(Node.id).where(Node.holds_host == name)).first() is not None
+            if state == HostState.FAILED:
+                h.state = state
+            elif state in (HostState.FREE, HostState.ALLOCATED):
+                h.state = HostState.ALLOCATED if held else HostState.FREE
+            else:
+                raise FawkesError(f"host {name}: cannot set state {state} directly (use sync_hosts)")
+            s.add(h)
+            self._event(s, "host", f"host {name} -> {h.state}" + (f": {detail}" if detail else ""),
+                        level="warning" if state == HostState.FAILED else "info", node=name)
+            return h
+
+    def fail_host(self, name: str, reason: str) -> Host:
+        """Take free host ``name`` out of service (FREE -> FAILED), for maintenance or repair.
+
+        Refused (one line, nothing changed) for a host a live node holds, an unknown,
+        retired or already failed host.  The compare-and-set on ``state = free`` decides a
+        race with an allocation: the loser is refused.  Records a warning event.
+        """
+        reason = validate.text("reason", reason, optional=False)
+        with self.session(write=True) as s:
+            h = self._host(s, name)
+            held = self._holder(s, name)
+            if held is not None:
+                raise FawkesError(f"host {name}: held by {held}; only a free host can be taken out of service")
+            if h.state != HostState.FREE:
+                raise FawkesError(f"host {name}: already failed" if h.state == HostState.FAILED
+                                  else f"host {name}: {h.state}, not free")
+            self._cas(s, update(Host).where(Host.name == name, Host.state == HostState.FREE)
+                      .values(state=HostState.FAILED), f"host {name}")
+            self._event(s, "host", f"host {name}: free -> failed (taken out of service: {reason})",
+                        level="warning", node=name)
+            s.refresh(h)
+            return h
+
+    def restore_host(self, name: str, detail: str = "") -> Host:
+        """Return failed host ``name`` to the pool (FAILED -> FREE) after a repair.
+
+        Refused while a live node still holds the host (a failed node is released by the
+        coordinator's cleanup, a failed core node at its cluster's teardown), and for a
+        host that is not failed.  Records an event.
+        """
+        with self.session(write=True) as s:
+            h = self._host(s, name)
+            if h.state != HostState.FAILED:
+                raise FawkesError(f"host {name}: not failed ({h.state}); nothing to restore")
+            held = self._holder(s, name)
+            if held is not None:
+                raise FawkesError(f"host {name}: still held by {held}; restore it once that node is released")
+            self._cas(s, update(Host).where(Host.name == name, Host.state == HostState.FAILED)
+                      .values(state=HostState.FREE), f"host {name}")
+            self._event(s, "host", f"host {name}: failed -> free (restored" + (f" {detail})" if detail else ")"),
+                        node=name)
+            s.refresh(h)
+            return h
+
+    def mark_host_seen(self, name: str, when: float | None = None) -> None:
+        with self.session(write=True) as s:
+            s.execute(update(Host).where(Host.name == name).values(last_seen=when or self.clock()))
+
+    # ------------------------------------------------------------------ internals
+    def _host(self, s: Session, name: str) -> Host:
+        h = s.get(Host, name, populate_existing=True)
+        if h is None:
+            raise FawkesError(f"host {name}: not in the inventory")
+        return h
+
+    def _holder(self, s: Session, host: str) -> str | None:
+        """``cluster C (node N, STATE)`` for the live node holding ``host``, else None."""
+        row = s.exec(select(MRCluster.name, Node.id, Node.state).join(Node, Node.cluster_id == MRCluster.id)
+                     .where(Node.holds_host == host)).first()
+        return None if row is None else f"cluster {row[0]} (node {row[1]}, {row[2]})"
+
+
+def _host_specs(inventory: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    specs: dict[str, dict[str, Any]] = {}
+    for i, item in enumerate(inventory):
+        where = f"inventory[{i}]"
+        if not isinstance(item, Mapping):
+            raise FawkesError(f"{where}: expected a mapping, got {type(item).__name__}")
+        extra = set(item) - {"name", "address", "cores", "memory_mb", "memory"}
+        if extra:
+            raise FawkesError(f"{where}: unknown field(s) {', '.join(sorted(map(str, extra)))}")
+        name = validate.host(f"{where}.name", item.get("name"))
+        if name in specs:
+            raise FawkesError(f"{where}.name: duplicate host {name}")
+        address = validate.text(f"{where}.address", item.get("address", name), optional=False)
+        cores = validate.positive_int(f"{where}.cores", item.get("cores"))
+        memory = validate.positive_int(f"{where}.memory_mb", item.get("memory_mb", item.get("memory", 0)), minimum=0)
+        specs[name] = {"address": address, "cores": cores, "memory_mb": memory}
+    return specs

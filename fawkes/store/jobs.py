@@ -1,0 +1,159 @@
+"""MR-jobs: one FIFO queue per cluster, the job lifecycle, and user cancels.
+
+A job's moves are compare-and-set updates on its state (:data:`~fawkes.store.lifecycle.JOB_TRANSITIONS`);
+a cancel of a started job is a request the coordinator carries out.  See
+:mod:`fawkes.store.base` for the transaction discipline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import func, update
+from sqlmodel import col, select
+
+from fawkes.errors import FawkesError
+from fawkes.mechanism.model import ClusterState
+from fawkes.store import validate
+from fawkes.store.base import StoreBase
+from fawkes.store.lifecycle import CLUSTER_ACCEPTING_JOBS, JOB_FINISHED, JOB_TRANSITIONS, JobState, check
+from fawkes.store.schema import Job, MRCluster
+
+_JOB_STAMP = {JobState.DISPATCHED: "dispatched_at", JobState.RUNNING: "started_at",
+              JobState.SUCCEEDED: "ended_at", JobState.FAILED: "ended_at", JobState.CANCELLED: "ended_at"}
+
+
+class JobsMixin(StoreBase):
+    """MR-jobs."""
+
+    # ------------------------------------------------------------------ jobs
+    def submit_job(self, cluster: str, argv: Sequence[str], *, input_path: str | None = None,
+                   input_bytes: int | None = None, ref_runtime: float | None = None) -> Job:
+        """Append a job to ``cluster``'s FIFO queue (state QUEUED); return it (with its id)."""
+        argv = validate.argv("app", argv)
+        validate.text("input", input_path)
+        if input_bytes is not None:
+            validate.positive_int("input_bytes", input_bytes, minimum=0)
+        validate.optional_number("ref_runtime", ref_runtime)
+        now = self.clock()
+        with self.session(write=True) as s:
+            c = self._cluster(s, cluster, live=True)
+            if ClusterState(c.state) not in CLUSTER_ACCEPTING_JOBS or c.release_requested_at is not None:
+                why = "release requested" if c.release_requested_at is not None else c.state
+                raise FawkesError(f"cluster {cluster}: not accepting jobs ({why})")
+            j = Job(cluster_id=c.id, argv=argv, input_path=input_path, input_bytes=input_bytes,
+                    state=JobState.QUEUED, submitted_at=now, ref_runtime=ref_runtime)
+            s.add(j)
+            s.flush()
+            return j
+
+    def get_job(self, job_id: int) -> Job:
+        with self.session() as s:
+            j = s.get(Job, job_id)
+            if j is None:
+                raise FawkesError(f"job {job_id}: not found")
+            return j
+
+    def list_jobs(self, cluster: str | None = None, *, states: Iterable[JobState | str] | None = None,
+                  limit: int | None = None) -> list[Job]:
+        """Jobs in submission order (the last ``limit`` if given)."""
+        with self.session() as s:
+            q = select(Job)
+            if cluster is not None:
+                q = q.where(Job.cluster_id == self._cluster(s, cluster).id)
+            if states is not None:
+                q = q.where(col(Job.state).in_([JobState(x) for x in states]))
+            if limit is not None:
+                return list(reversed(s.exec(q.order_by(col(Job.id).desc()).limit(limit)).all()))
+            return list(s.exec(q.order_by(Job.id)))
+
+    def next_job(self, cluster: str) -> Job | None:
+        """The head of ``cluster``'s FIFO queue (oldest QUEUED job), or None."""
+        with self.session() as s:
+            c = self._cluster(s, cluster)
+            return s.exec(select(Job).where(Job.cluster_id == c.id, Job.state == JobState.QUEUED)
+                          .order_by(Job.id).limit(1)).first()
+
+    def transition_job(self, job_id: int, to: JobState | str, detail: str = "", *, app_id: str | None = None,
+                       exit_code: int | None = None, output_path: str | None = None) -> Job:
+        """Move job ``job_id`` along an edge of :data:`JOB_TRANSITIONS` (compare-and-set)."""
+        to = JobState(to)
+        now = self.clock()
+        with self.session(write=True) as s:
+            j = s.get(Job, job_id)
+            if j is None:
+                raise FawkesError(f"job {job_id}: not found")
+            old = JobState(j.state)
+            if to is JobState.QUEUED and old is JobState.DISPATCHED and j.cancel_requested_at is not None:
+                to, detail = JobState.CANCELLED, f"cancelled on request instead ({detail})" if detail else \
+                    "cancelled on request"
+            check(JOB_TRANSITIONS, "job", str(job_id), old, to)
+            values: dict[str, Any] = {"state": to}
+            if to in _JOB_STAMP:
+                values[_JOB_STAMP[to]] = now
+            for k, v in dict(app_id=app_id, exit_code=exit_code, output_path=output_path).items():
+                if v is not None:
+                    values[k] = v
+            if detail:
+                values["detail"] = detail
+            self._cas(s, update(Job).where(Job.id == job_id, Job.state == old).values(**values), f"job {job_id}")
+            s.refresh(j)
+            return j
+
+    def cancel_jobs(self, job_ids: Iterable[int]) -> list[tuple[Job, str]]:
+        """Cancel jobs, all or none (one transaction): returns ``(job, outcome)`` per id.
+
+        * QUEUED: CANCELLED at once (outcome ``cancelled``);
+        * DISPATCHED or RUNNING: the request is recorded in ``cancel_requested_at``
+          (outcome ``requested``); the coordinator's dispatcher kills the driver on the
+          master and then marks the job CANCELLED.  Asking again is harmless (``pending``).
+
+        A finished or unknown job refuses the whole call with one line
+        (``job 7: already succeeded``) and nothing changes.  Each change is a compare-and-set
+        on the job's state, so a race with the dispatcher is decided by the database.
+        """
+        ids = list(dict.fromkeys(job_ids))
+        for i in ids:
+            validate.positive_int("job id", i)
+        now = self.clock()
+        out: list[tuple[Job, str]] = []
+        with self.session(write=True) as s:
+            for job_id in ids:
+                for _ in range(3):  # the state may move under us (PostgreSQL): decide again on what is there
+                    j = s.get(Job, job_id, populate_existing=True)
+                    if j is None:
+                        raise FawkesError(f"job {job_id}: not found")
+                    state = JobState(j.state)
+                    if state in JOB_FINISHED:
+                        raise FawkesError(f"job {job_id}: already {state}")
+                    if state is JobState.QUEUED:
+                        if s.execute(update(Job).where(Job.id == job_id, Job.state == JobState.QUEUED).values(
+                                state=JobState.CANCELLED, ended_at=now, detail="cancelled by the user")).rowcount:
+                            outcome = "cancelled"
+                            break
+                    elif j.cancel_requested_at is not None:
+                        outcome = "pending"
+                        break
+                    elif s.execute(update(Job).where(Job.id == job_id, Job.state == state)
+                                   .values(cancel_requested_at=now)).rowcount:
+                        outcome = "requested"
+                        break
+                else:
+                    raise FawkesError(f"job {job_id}: changed concurrently; retry")
+                s.refresh(j)
+                cname = s.get(MRCluster, j.cluster_id).name
+                if outcome != "pending":
+                    self._event(s, "job", f"job {job_id} cancelled (was queued)" if outcome == "cancelled"
+                                else f"job {job_id}: cancel requested ({state}); the coordinator stops its driver",
+                                cluster=cname)
+                out.append((j, outcome))
+        return out
+
+    def queue_lengths(self) -> dict[str, int]:
+        """Queued jobs per live cluster name (zeros included)."""
+        with self.session() as s:
+            rows = s.exec(select(MRCluster.name, func.count(col(Job.id)))
+                          .join(Job, (Job.cluster_id == MRCluster.id) & (Job.state == JobState.QUEUED), isouter=True)
+                          .where(col(MRCluster.live_name).is_not(None)).group_by(MRCluster.name)).all()
+            return {name: n for name, n in rows}

@@ -1,0 +1,119 @@
+"""What the control loop reads and leaves: metric samples, one decision per tick, and the
+controller memory carried from step to step (written with its tick's decision in one
+transaction).  See :mod:`fawkes.store.base` for the transaction discipline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import delete, func
+from sqlmodel import Session, col, select
+
+from fawkes.errors import FawkesError
+from fawkes.mechanism.model import ClusterMetrics
+from fawkes.store import validate
+from fawkes.store.base import StoreBase
+from fawkes.store.schema import ControllerMemory, Decision, Sample
+
+_METRIC_FIELDS = tuple(f.name for f in dataclasses.fields(ClusterMetrics))
+
+
+class SamplesMixin(StoreBase):
+    """Samples, decisions and the controller memory."""
+
+    # ------------------------------------------------------------------ samples
+    def record_sample(self, cluster: str, metrics: ClusterMetrics) -> None:
+        with self.session(write=True) as s:
+            c = self._cluster(s, cluster, live=True)
+            s.add(Sample(cluster_id=c.id, **dataclasses.asdict(metrics)))
+
+    def samples(self, cluster: str, *, since: float | None = None, until: float | None = None) -> list[ClusterMetrics]:
+        """Samples of ``cluster`` with ``since < time <= until``, in time order."""
+        with self.session() as s:
+            c = self._cluster(s, cluster)
+            q = select(Sample).where(Sample.cluster_id == c.id)
+            if since is not None:
+                q = q.where(Sample.time > since)
+            if until is not None:
+                q = q.where(Sample.time <= until)
+            return [ClusterMetrics(**{f: getattr(r, f) for f in _METRIC_FIELDS})
+                    for r in s.exec(q.order_by(Sample.time, Sample.id))]
+
+    # ------------------------------------------------------------------ decisions
+    def record_decision(self, *, policy: str, inputs: Mapping[str, Any], weights: Mapping[str, float],
+                        discriminations: Mapping[str, float], global_factor: float, gate_open: bool,
+                        targets: Mapping[str, int], plan: Mapping[str, Any], reason: str,
+                        time: float | None = None, memory: Mapping[str, Any] | None = None) -> int:
+        """Store one tick's decision (and the controller memory it leaves, in the same
+        transaction); return its tick number (used by ``fawkes explain``)."""
+        d = Decision(time=self.clock() if time is None else time, policy=policy, inputs=dict(inputs),
+                     weights=dict(weights), discriminations=dict(discriminations),
+                     global_factor=float(global_factor), gate_open=bool(gate_open), targets=dict(targets),
+                     plan=dict(plan), reason=reason)
+        with self.session(write=True) as s:
+            s.add(d)
+            s.flush()
+            if memory is not None:
+                self._put_memory(s, "tick", memory, d.time)
+            return d.id
+
+    def save_memory(self, step: str, memory: Mapping[str, Any], time: float | None = None) -> None:
+        """Store the controller memory a step outside a tick left (an admission)."""
+        with self.session(write=True) as s:
+            self._put_memory(s, step, memory, self.clock() if time is None else time)
+
+    def load_memory(self) -> dict[str, Any] | None:
+        """The controller memory last stored (``None`` before the first step)."""
+        with self.session() as s:
+            row = s.get(ControllerMemory, 1)
+            return dict(row.memory) if row is not None else None
+
+    @staticmethod
+    def _put_memory(s: Session, step: str, memory: Mapping[str, Any], when: float) -> None:
+        row = s.get(ControllerMemory, 1)
+        if row is None:
+            s.add(ControllerMemory(id=1, time=when, step=step, memory=dict(memory)))
+        else:
+            row.time, row.step, row.memory = when, step, dict(memory)
+            s.add(row)
+
+    def decision(self, tick: int | None = None) -> Decision:
+        """Decision ``tick`` (the latest if None)."""
+        with self.session() as s:
+            d = s.get(Decision, tick) if tick is not None else \
+                s.exec(select(Decision).order_by(col(Decision.id).desc()).limit(1)).first()
+            if d is None:
+                raise FawkesError(f"tick {tick}: no such decision" if tick is not None
+                                  else "no decision recorded yet (is the coordinator running?)")
+            return d
+
+    def latest_decision(self) -> Decision | None:
+        with self.session() as s:
+            return s.exec(select(Decision).order_by(col(Decision.id).desc()).limit(1)).first()
+
+    def prune_decisions(self, keep: int) -> int:
+        """Delete all but the newest ``keep`` decisions; return how many went."""
+        validate.positive_int("keep", keep)
+        with self.session(write=True) as s:
+            edge = s.exec(select(Decision.id).order_by(col(Decision.id).desc()).offset(keep - 1).limit(1)).first()
+            if edge is None:
+                return 0
+            return s.execute(delete(Decision).where(col(Decision.id) < edge)).rowcount
+
+    def prune_samples(self, before: float, *, dry_run: bool = False, batch: int = 5000) -> int:
+        """Delete samples with ``time < before``; return how many (``dry_run``: only count).
+
+        Deletes in batches of ``batch`` rows, one short transaction each, so other writers
+        never wait long for the lock.  Callers choose ``before`` so that the mechanism's
+        window is kept (:func:`fawkes.coordinator.retention.prune`).
+        """
+        return self._prune(Sample, Sample.time, before, dry_run=dry_run, batch=batch)
+
+    def count_decisions_beyond(self, keep: int) -> int:
+        """How many decisions :meth:`prune_decisions` with ``keep`` would delete."""
+        validate.positive_int("keep", keep)
+        with self.session() as s:
+            return max(0, s.exec(select(func.count()).select_from(Decision)).one() - keep)
