@@ -3,7 +3,8 @@
 Contract for every method:
 
 * each call is one short transaction (writes begin immediately on SQLite); it either
-  commits completely or changes nothing;
+  commits completely or changes nothing (the batch writes, ``allocate_nodes`` and
+  ``transition_nodes``, say how they split a batch and report each step);
 * bad input and refused operations raise :class:`~fawkes.errors.FawkesError` with one
   line naming the field or the record; races between processes end the same way (a
   unique constraint or a compare-and-set on the old state decides the winner);

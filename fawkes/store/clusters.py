@@ -8,17 +8,18 @@ compare-and-set on the old state and recorded as a history row and an event.  Se
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
-from sqlalchemy import func, update
+from sqlalchemy import func, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from fawkes.errors import FawkesError
 from fawkes.mechanism.model import HOLDING_STATES, ClusterState, Role
 from fawkes.store import validate
-from fawkes.store.base import StoreBase
+from fawkes.store.base import StoreBase, gc_paused
+from fawkes.store.db import fetch_tuples, insert_many
 from fawkes.store.lifecycle import (
     CLUSTER_TRANSITIONS,
     NODE_TIMEOUTS,
@@ -29,6 +30,22 @@ from fawkes.store.lifecycle import (
     check,
 )
 from fawkes.store.schema import ClusterTransition, Framework, Host, Job, MRCluster, Node, NodeTransition
+
+class NodeRow(NamedTuple):
+    """A node as a snapshot reads it (:meth:`ClustersMixin.nodes_of_live_clusters`)."""
+
+    id: int
+    host: str
+    holds_host: str | None
+    role: str
+    state: str
+    requested_at: float
+    released_at: float | None
+    running_tasks: int
+    stored_bytes: int
+    host_state: str  # the host's HostState
+    host_cores: int
+
 
 _CLUSTER_STAMP = {ClusterState.DEPLOYING: "admitted_at", ClusterState.ACTIVE: "active_at",
                   ClusterState.SAVING: "saving_at", ClusterState.RELEASED: "released_at"}
@@ -167,6 +184,99 @@ class ClustersMixin(StoreBase):
             self._event(s, "node", f"{host} allocated as {role}", cluster=cluster, node=host)
             return n
 
+    def allocate_nodes(self, grows: Iterable[tuple[str, str, Role | str, str]], *,
+                       batch: int = 1000) -> list[int | FawkesError]:
+        """Many :meth:`allocate_node` calls at once: ``grows`` are ``(cluster, host, role, detail)``
+        steps, taken in order.  Returns, per step, the new node's id or the :class:`FawkesError`
+        that refused it; a refused step does not stop the others.
+
+        The same checks and the same rows as one call per step, in one write transaction per
+        ``batch`` steps: the clusters are read (on PostgreSQL share-locked) once, the hosts taken
+        with one compare-and-set (``UPDATE ... WHERE state = 'free' RETURNING``), the nodes,
+        their history rows and events inserted in bulk.  Should the database refuse the bulk
+        insert (a race no check foresaw), that batch is redone one step per transaction.
+        """
+        validate.positive_int("batch", batch)
+        steps = list(grows)
+        out: list[int | FawkesError] = []
+        for i in range(0, len(steps), batch):
+            chunk = steps[i:i + batch]
+            try:
+                with gc_paused():
+                    out += self._allocate_batch(chunk)
+            except IntegrityError:
+                for cluster, host, role, detail in chunk:
+                    try:
+                        out.append(self.allocate_node(cluster, host, role, detail=detail).id)
+                    except FawkesError as exc:
+                        out.append(exc)
+            except FawkesError as exc:  # the database itself (locked past the busy timeout, gone)
+                out += [exc] * len(chunk)
+        return out
+
+    def _allocate_batch(self, chunk: list[tuple[str, str, Role | str, str]]) -> list[int | FawkesError]:
+        out: list[int | FawkesError | None] = [None] * len(chunk)
+        roles: list[Role | None] = []
+        for k, (_, _, role, _) in enumerate(chunk):
+            try:
+                roles.append(_role(role))
+            except FawkesError as exc:
+                roles.append(None)
+                out[k] = exc
+        now = self.clock()
+        names = {c for c, *_ in chunk}
+        hostnames = {h for _, h, *_ in chunk}
+        with self.session(write=True) as s:
+            live = {c.live_name: c for c in s.exec(select(MRCluster).where(self._in(MRCluster.live_name, names))
+                                                   .with_for_update(read=True))}
+            missing = names - set(live)
+            known = set(s.exec(select(MRCluster.name).where(self._in(MRCluster.name, missing)))) if missing else set()
+            hosts = {h: st for h, st in s.execute(select(Host.name, Host.state).where(self._in(Host.name, hostnames)))}
+            owners = {h: c for h, c in s.execute(
+                select(Node.holds_host, MRCluster.name).join(MRCluster, Node.cluster_id == MRCluster.id)
+                .where(self._in(Node.holds_host, hostnames)))}
+            take: list[int] = []
+            for k, (cluster, host, _, _) in enumerate(chunk):
+                if out[k] is not None:
+                    continue
+                try:
+                    c = live.get(cluster)
+                    if c is None:
+                        raise FawkesError(f"cluster {cluster}: " + ("already released" if cluster in known
+                                                                     else "no such cluster"))
+                    _may_allocate(cluster, c.state, host, hosts.get(host), owners.get(host))
+                except FawkesError as exc:
+                    out[k] = exc
+                    continue
+                hosts[host], owners[host] = HostState.ALLOCATED, cluster  # the next steps see it taken
+                take.append(k)
+            if take:
+                hosts_t = Host.__table__
+                won = set(s.execute(update(hosts_t).where(self._in(hosts_t.c.name, [chunk[k][1] for k in take]),
+                                                          hosts_t.c.state == HostState.FREE)
+                                    .values(state=HostState.ALLOCATED).returning(hosts_t.c.name)).scalars())
+                lost = [k for k in take if chunk[k][1] not in won]
+                for k in lost:
+                    out[k] = FawkesError(f"host {chunk[k][1]}: taken concurrently")
+                take = [k for k in take if chunk[k][1] in won]
+            if take:
+                # one multi-row INSERT; RETURNING order is not guaranteed, the held host names each row
+                held = dict(insert_many(s.connection(), Node.__table__, [
+                    {"cluster_id": live[chunk[k][0]].id, "host": chunk[k][1], "holds_host": chunk[k][1],
+                     "role": roles[k], "state": NodeState.REQUESTED, "requested_at": now, "state_since": now,
+                     "config_hash": None, "stored_bytes": 0, "running_tasks": 0} for k in take],
+                    returning=("holds_host", "id")))
+                ids = [held[chunk[k][1]] for k in take]
+                insert_many(s.connection(), NodeTransition.__table__, [
+                    {"node_id": nid, "from_state": None, "to_state": NodeState.REQUESTED, "time": now,
+                     "detail": chunk[k][3] or f"allocated to {chunk[k][0]} as {roles[k]}"}
+                    for k, nid in zip(take, ids)])
+                self._events(s, [{"kind": "node", "message": f"{chunk[k][1]} allocated as {roles[k]}",
+                                  "cluster": chunk[k][0], "node": chunk[k][1]} for k in take], now)
+                for k, nid in zip(take, ids):
+                    out[k] = nid
+        return out  # type: ignore[return-value]  # every step is decided: a node id or an error
+
     def transition_node(self, node_id: int, to: NodeState | str, detail: str = "", *,
                         stored_bytes: int | None = None, config_hash: str | None = None) -> Node:
         """Move node ``node_id`` along an edge of :data:`NODE_TRANSITIONS` and record it.
@@ -197,6 +307,80 @@ class ClustersMixin(StoreBase):
             s.refresh(n)
             return n
 
+    def transition_nodes(self, moves: Iterable[tuple[int, NodeState | str, str]], *,
+                         batch: int = 1000) -> list[FawkesError | None]:
+        """Many :meth:`transition_node` calls at once: ``moves`` are ``(node_id, to, detail)``
+        steps, taken in order.  Returns, per step, None when done or the :class:`FawkesError`
+        that refused it; a refused step does not stop the others.
+
+        The same checks and rows as one call per step, in one write transaction per ``batch``
+        steps: the nodes are read once, moved with one compare-and-set per (old, new) state pair
+        (``UPDATE ... WHERE state = old RETURNING``: a node another process moved meanwhile is
+        refused alone), their history rows and events inserted in bulk.  A batch naming one node
+        twice is done one step per transaction.
+        """
+        validate.positive_int("batch", batch)
+        steps = [(node_id, NodeState(to), detail) for node_id, to, detail in moves]
+        out: list[FawkesError | None] = []
+        for i in range(0, len(steps), batch):
+            chunk = steps[i:i + batch]
+            if len({m[0] for m in chunk}) < len(chunk):
+                for node_id, to, detail in chunk:
+                    try:
+                        self.transition_node(node_id, to, detail)
+                        out.append(None)
+                    except FawkesError as exc:
+                        out.append(exc)
+                continue
+            try:
+                with gc_paused():
+                    out += self._transition_batch(chunk)
+            except FawkesError as exc:  # the database itself (locked past the busy timeout, gone)
+                out += [exc] * len(chunk)
+        return out
+
+    def _transition_batch(self, chunk: list[tuple[int, NodeState, str]]) -> list[FawkesError | None]:
+        out: list[FawkesError | None] = [None] * len(chunk)
+        now = self.clock()
+        nodes_t = Node.__table__
+        with self.session(write=True) as s:
+            rows = {r.id: r for r in s.execute(
+                select(Node.id, Node.host, Node.state, MRCluster.name).join(MRCluster, Node.cluster_id == MRCluster.id)
+                .where(self._in(Node.id, [m[0] for m in chunk])))}
+            groups: dict[tuple[NodeState, NodeState], list[int]] = {}
+            for k, (node_id, to, _) in enumerate(chunk):
+                r = rows.get(node_id)
+                try:
+                    if r is None:
+                        raise FawkesError(f"node {node_id}: not found")
+                    check(NODE_TRANSITIONS, "node", f"{node_id} ({r.host})", NodeState(r.state), to)
+                except FawkesError as exc:
+                    out[k] = exc
+                    continue
+                groups.setdefault((NodeState(r.state), to), []).append(k)
+            done: list[int] = []
+            for (old, to), ks in groups.items():
+                moved = set(s.execute(update(nodes_t).where(self._in(nodes_t.c.id, [chunk[k][0] for k in ks]),
+                                                            nodes_t.c.state == old)
+                                      .values(**_node_move(to, now)).returning(nodes_t.c.id)).scalars())
+                for k in ks:
+                    if chunk[k][0] in moved:
+                        done.append(k)
+                    else:
+                        out[k] = FawkesError(f"node {chunk[k][0]}: changed concurrently; retry")
+                if to == NodeState.RELEASED and moved:
+                    hosts_t = Host.__table__
+                    s.execute(update(hosts_t).where(self._in(hosts_t.c.name, [rows[i].host for i in moved]),
+                                                    hosts_t.c.state == HostState.ALLOCATED).values(state=HostState.FREE))
+            moves = [(rows[chunk[k][0]], *chunk[k]) for k in sorted(done)]  # history and events in step order
+            insert_many(s.connection(), NodeTransition.__table__, [
+                {"node_id": node_id, "from_state": r.state, "to_state": to, "time": now, "detail": detail}
+                for r, node_id, to, detail in moves])
+            self._events(s, [{"kind": "node", "message": _node_moved(r.host, NodeState(r.state), to, detail),
+                              "level": "warning" if to == NodeState.FAILED else "info", "cluster": r.name,
+                              "node": r.host} for r, node_id, to, detail in moves], now)
+        return out
+
     def update_node(self, node_id: int, *, stored_bytes: int | None = None, config_hash: str | None = None,
                     running_tasks: int | None = None) -> None:
         """Record facts about a node that are not state changes."""
@@ -223,6 +407,40 @@ class ClustersMixin(StoreBase):
             if live:
                 q = q.where(col(Node.holds_host).is_not(None))
             return list(s.exec(q))
+
+    def nodes_of_live_clusters(self, *, released_after: float | None = None) -> dict[str, list[NodeRow]]:
+        """The nodes of every live cluster, by cluster name, oldest first: one query, light
+        :class:`NodeRow` tuples (the node columns a snapshot reads, and its host's state and
+        cores), not ORM objects.  All the nodes each ever
+        had (like ``list_nodes(name, live=False)``), or with ``released_after`` only those that
+        hold a host or were released after that time (an interval's allocation history needs no
+        older ones)."""
+        q = (select(MRCluster.live_name.label("cluster"), Node.id, Node.host, Node.holds_host, Node.role, Node.state,
+                    Node.requested_at, Node.released_at, Node.running_tasks, Node.stored_bytes,
+                    Host.state.label("host_state"), Host.cores.label("host_cores"))
+             .join(MRCluster, Node.cluster_id == MRCluster.id).join(Host, Node.host == Host.name)
+             .where(col(MRCluster.live_name).is_not(None))
+             .order_by(Node.id))  # grouped below: each cluster's nodes oldest first, no sort on SQLite
+        if released_after is not None:
+            q = q.where(or_(col(Node.holds_host).is_not(None), col(Node.released_at).is_(None),
+                            col(Node.released_at) > released_after))
+        out: dict[str, list[NodeRow]] = {}
+        make = NodeRow._make
+        with self.session() as s, gc_paused():
+            for r in fetch_tuples(s.connection(), q):  # numbers and strings: nothing to convert
+                out.setdefault(r[0], []).append(make(r[1:]))
+        return out
+
+    def live_node_ids(self, clusters: Iterable[str]) -> dict[tuple[str, str], int]:
+        """``(cluster, host) -> node id`` of the nodes holding a host in the live ``clusters``
+        (one query; what a plan's shrinks name)."""
+        names = set(clusters)
+        if not names:
+            return {}
+        with self.session() as s:
+            return {(c, h): i for c, h, i in s.execute(
+                select(MRCluster.live_name, Node.host, Node.id).join(MRCluster, Node.cluster_id == MRCluster.id)
+                .where(self._in(MRCluster.live_name, names), col(Node.holds_host).is_not(None)))}
 
     def node_history(self, node_id: int) -> list[NodeTransition]:
         with self.session() as s:

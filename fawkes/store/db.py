@@ -12,14 +12,20 @@ Contract:
   compare-and-set updates for races.
 * :func:`write_engine` is the same engine with the option that makes SQLite sessions
   begin immediately; use it for every session that writes.
+* :func:`fetch_tuples` reads a large result as the driver's plain tuples;
+* :func:`among` is ``column IN (values)`` (PostgreSQL: ``= ANY(:array)``, one parameter);
+  :func:`insert_many` inserts many rows in one statement on either backend (PostgreSQL:
+  ``INSERT ... SELECT FROM unnest(arrays)``, a handful of parameters however many rows).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import ARRAY, Boolean, ColumnElement, Float, Integer, String, Table, TypeDecorator, any_, bindparam, event, insert, text
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlmodel import create_engine
 
@@ -92,3 +98,60 @@ def _tune_sqlite(engine: Engine) -> None:
     def _on_begin(conn):  # noqa: ANN001
         immediate = conn.get_execution_options().get(_BEGIN_OPTION, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+_ARRAY_ELEMENT = ((Boolean, bool), (Integer, int), (Float, float), (String, str))  # Integer covers BigInteger
+
+
+def insert_many(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]],
+                returning: Sequence[str] = ()) -> list[Any]:
+    """Insert ``rows`` (mappings with the same keys) into ``table``; return the ``returning``
+    columns of the new rows, in no particular order.
+
+    SQLite: one ``executemany`` (or multi-row ``INSERT ... RETURNING``).  PostgreSQL: one
+    ``INSERT ... SELECT * FROM unnest(:col1, :col2, ...)`` with one array parameter per column:
+    psycopg converts and sends a handful of parameters instead of one per value (5,000 node rows
+    take ~0.1 s instead of ~1 s).  Columns of other types than booleans, numbers and strings
+    take the generic path.
+    """
+    if not rows:
+        return []
+    keys = list(rows[0])
+    cols = [table.c[k] for k in keys]
+    types = [c.type.impl_instance if isinstance(c.type, TypeDecorator) else c.type for c in cols]  # AutoString
+    casts = [next((py for sa_type, py in _ARRAY_ELEMENT if isinstance(ty, sa_type)), None) for ty in types]
+    if conn.dialect.name != "postgresql" or None in casts:
+        stmt = insert(table)
+        if returning:
+            return conn.execute(stmt.returning(*(table.c[r] for r in returning)), list(rows)).all()
+        conn.execute(stmt, list(rows))
+        return []
+    quote = conn.dialect.identifier_preparer.quote
+    params = {f"a{i}": [None if r[k] is None else cast(r[k]) for r in rows]
+              for i, (k, cast) in enumerate(zip(keys, casts))}
+    arrays = ", ".join(f"CAST(:a{i} AS {c.type.compile(dialect=conn.dialect)}[])" for i, c in enumerate(cols))
+    sql = (f"INSERT INTO {quote(table.name)} ({', '.join(quote(k) for k in keys)}) SELECT * FROM unnest({arrays})"
+           + (f" RETURNING {', '.join(quote(r) for r in returning)}" if returning else ""))
+    result = conn.execute(text(sql), params)
+    return result.all() if returning else []
+
+
+def among(column: Any, values: Sequence[Any], dialect: str) -> ColumnElement[bool]:
+    """``column IN (values)`` for ``dialect`` (an engine's ``dialect.name``).  PostgreSQL gets
+    ``column = ANY(:array)``: one array parameter instead of one per value (psycopg converts a
+    query with a thousand placeholders in ~10 ms, and the batch writes name a thousand hosts)."""
+    values = list(values)
+    if dialect == "postgresql":
+        return column == any_(bindparam(None, values, type_=ARRAY(column.type)))
+    return column.in_(values)
+
+
+def fetch_tuples(conn: Connection, stmt: Any) -> list[tuple]:
+    """All rows of ``stmt`` as the driver's plain tuples: no Row objects, no result processing
+    (half the time of ``execute(stmt).all()`` for 50,000 rows).  Only for columns whose driver
+    values are final: numbers and strings (a boolean is 0/1 on SQLite)."""
+    result = conn.execute(stmt)
+    try:
+        return result.cursor.fetchall()
+    finally:
+        result.close()

@@ -5,6 +5,7 @@ discipline.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import func
@@ -34,6 +35,16 @@ class EventsMixin(StoreBase):
             if cluster is not None:
                 q = q.where(Event.cluster == cluster)
             return list(reversed(s.exec(q.order_by(col(Event.id).desc()).limit(limit)).all()))
+
+    def record_events(self, kind: str, messages: Iterable[str], *, level: str = "info",
+                      time: float | None = None) -> int:
+        """Record several events of one kind in one transaction (a plan's problems, say); return
+        how many."""
+        rows = [{"kind": kind, "message": m, "level": level} for m in messages]
+        if rows:
+            with self.session(write=True) as s:
+                self._events(s, rows, self.clock() if time is None else time)
+        return len(rows)
 
     def prune_events(self, before: float, *, dry_run: bool = False, batch: int = 5000) -> int:
         """Delete events with ``time < before``; return how many (``dry_run``: only count)."""

@@ -126,6 +126,18 @@ class HostsMixin(StoreBase):
                 q = q.where(Host.state == HostState(state))
             return list(s.exec(q))
 
+    def pool_summary(self) -> dict[str, Any]:
+        """The pool as a snapshot sees it, in one read transaction: ``free`` (names of the free
+        hosts in placement order, like :meth:`free_hosts`), ``usable`` (hosts neither failed nor
+        retired, like :meth:`capacity`) and ``min_cores`` (the fewest cores among those, None
+        without any); no ORM objects, no row per allocated host."""
+        usable = [HostState.FREE, HostState.ALLOCATED]
+        with self.session() as s:
+            free = list(s.execute(select(Host.name).where(Host.state == HostState.FREE)
+                                  .order_by(Host.position, Host.name)).scalars())
+            n, least = s.execute(select(func.count(), func.min(Host.cores)).where(col(Host.state).in_(usable))).one()
+        return {"free": free, "usable": n, "min_cores": least}
+
     def free_hosts(self) -> list[str]:
         """Names of hosts held by nobody and not failed, in placement order."""
         return [h.name for h in self.list_hosts(HostState.FREE)]
