@@ -49,8 +49,11 @@ def apply(store: Store, plan: Plan, *, admitted: Iterable[str] = (), deactivate:
           why: str = "") -> list[str]:
     """Turn a plan into intent.  Returns one line per part that could not be applied.
 
-    Every step is its own short transaction guarded by the lifecycle tables, so a race
-    with a CLI call (a release, say) fails that step alone and is reported, not fatal.
+    Every step is guarded by the lifecycle tables, so a race with a CLI call (a release, say)
+    fails that step alone and is reported, not fatal.  Admissions and deactivations are one
+    short transaction each; a plan's many node steps go through the store's batch writes
+    (:meth:`Store.transition_nodes`, :meth:`Store.allocate_nodes`: a few transactions, the
+    same checks per step, each refused step reported on its own).
     """
     problems: list[str] = []
 
@@ -65,19 +68,24 @@ def apply(store: Store, plan: Plan, *, admitted: Iterable[str] = (), deactivate:
     for name in admitted:
         attempt(f"admit {name}", store.transition_cluster, name, ClusterState.DEPLOYING, "admitted: minimum share fits")
     if plan.shrinks:
-        by_cluster: dict[str, dict[str, int]] = {}
-        for s in plan.shrinks:
-            if s.cluster not in by_cluster:
-                by_cluster[s.cluster] = {n.host: n.id for n in store.list_nodes(s.cluster)}
-            node_id = by_cluster[s.cluster].get(s.node)
+        node_ids = store.live_node_ids({s.cluster for s in plan.shrinks})
+        shrunk: list[str | None] = [None] * len(plan.shrinks)
+        moves, where = [], []
+        for k, s in enumerate(plan.shrinks):
+            node_id = node_ids.get((s.cluster, s.node))
             if node_id is None:
-                problems.append(f"shrink {s.cluster}/{s.node}: node not found")
+                shrunk[k] = f"shrink {s.cluster}/{s.node}: node not found"
                 continue
-            attempt(f"shrink {s.cluster}/{s.node}", store.transition_node, node_id, NodeState.DRAINING,
-                    f"{s.mode.value} ({why or 'plan'})")
-    for g in plan.grows:
-        attempt(f"grow {g.cluster}/{g.host}", store.allocate_node, g.cluster, g.host, g.role,
-                detail=f"{g.role.value} for {g.cluster} ({why or 'plan'})")
-    for p in problems:
-        store.record_event("plan", p, level="warning")
+            moves.append((node_id, NodeState.DRAINING, f"{s.mode.value} ({why or 'plan'})"))
+            where.append(k)
+        for k, err in zip(where, store.transition_nodes(moves)):
+            if err is not None:
+                s = plan.shrinks[k]
+                shrunk[k] = f"shrink {s.cluster}/{s.node}: {err}"
+        problems += [p for p in shrunk if p is not None]
+    if plan.grows:
+        done = store.allocate_nodes([(g.cluster, g.host, g.role, f"{g.role.value} for {g.cluster} ({why or 'plan'})")
+                                     for g in plan.grows])
+        problems += [f"grow {g.cluster}/{g.host}: {r}" for g, r in zip(plan.grows, done) if isinstance(r, FawkesError)]
+    store.record_events("plan", problems, level="warning")
     return problems
