@@ -112,5 +112,9 @@ def _build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
             slots_per_node=min(slots, default=pool_cores),
             since=c.requested_at,
         ))
+    # admission order (the mechanism's tie and grow order), not request order: with backfill a later
+    # request can be admitted first
+    admitted = {c.name: (c.admitted_at, c.queue_seq or 0) for c in clusters if c.admitted_at is not None}
+    views.sort(key=lambda v: admitted.get(v.name, (now, 0)))
     return Snapshot(now=now, capacity=pool["usable"] - failed_held, free_hosts=free,
                     clusters=tuple(views), queue=tuple(queue))
