@@ -21,6 +21,7 @@ from fawkes.mechanism.controller import Between
 from fawkes.mechanism.koala_mr import ResizeParams
 from fawkes.mechanism.memory import Memory
 from fawkes.store import Store
+from fawkes.store.base import gc_paused
 
 
 class Control:
@@ -51,7 +52,8 @@ class Control:
         """One decision: (tick number, decision, problems applying its plan).  The decision and
         the memory it leaves are stored in one transaction, before its plan is written as intent."""
         snap = build_snapshot(self.store, self.settings, self.clock())
-        d, memory = self._decide(self.memory(), snap)
+        with gc_paused():  # tens of thousands of small acyclic values: the collector's passes cost 40 ms
+            d, memory = self._decide(self.memory(), snap)
         tick = record_decision(self.store, d, snap, self.settings, memory)
         problems = apply(self.store, d.plan, admitted=d.admission.admitted, deactivate=d.deactivate,
                          why=f"tick {tick}")

@@ -21,7 +21,7 @@ functions, which also carries that memory forward, is :mod:`fawkes.mechanism.con
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from fawkes.mechanism.admission import Admission, admit
@@ -60,7 +60,10 @@ class Decision:
         return any(g.cluster not in admitted for g in self.plan.grows) or bool(self.plan.shrinks)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        # field by field: asdict() would deep-copy the plan's steps only for them to be replaced
+        d: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("plan", "admission")}
+        d = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
+        d["admission"] = asdict(self.admission)
         d["plan"] = {
             "grows": [{"cluster": g.cluster, "host": g.host, "role": g.role.value} for g in self.plan.grows],
             "shrinks": [
