@@ -3,7 +3,7 @@
 
     python3 bench/bench_ssh_fanout.py [--sizes 1,4,16,64] [--repeat 3] [--keep]
 
-Brings up its own lab (prefix "fwb", a free 10.x.0/24) with the largest size, runs each size
+Brings up its own lab (prefix "fwf", a free 10.x.0/24) with the largest size, runs each size
 `--repeat` times through (a) a fresh fawkes Executor (connect + run, like pdsh) and (b)
 `pdsh -R ssh` with the lab's key and strict known_hosts, and prints median wall times, the
 ratio to the 1-host time (target <= 1.5 at the largest size) and the ratio to pdsh (target < 1:
@@ -108,8 +108,8 @@ def main() -> int:
     if subnet is None:
         raise SystemExit("no free 10.x.0.0/24 subnet for the benchmark lab")
     lab_dir = Path(tempfile.mkdtemp(prefix="fawkes-bench-"))
-    Lab.cleanup("fwb", subnet)
-    lab = Lab.up(max(sizes), lab_dir, prefix="fwb", subnet=subnet)
+    Lab.cleanup("fwf", subnet)
+    lab = Lab.up(max(sizes), lab_dir, prefix="fwf", subnet=subnet)
     try:
         rows = []
         for n in sizes:
