@@ -11,7 +11,9 @@ restart leaves behind:
    also past ``timeouts.draining`` (reported once) and after a restart; once the other DataNode
    is back, HDFS finishes and the next step stops and releases the node, file intact;
 3. a TC node DRAINING whose DP had finished, and whose directory was already wiped, when the
-   coordinator "crashed": released on the next start (removal is idempotent).
+   coordinator "crashed": released on the next start (removal is idempotent);
+4. drift: a coordinator restarted with a changed setting re-renders the idle cluster's configs and
+   restarts only the daemon whose files changed (the worker), not the DataNode.
 """
 
 from __future__ import annotations
@@ -168,8 +170,24 @@ def test_reconciler_syncs_from_reality_before_acting(lab, tmp_path):
         run_until("the drained node released", r, lambda: node_of(store, tc2).state == NodeState.RELEASED, 60)
         assert "decommissioned (DP)" in store.node_history(m.id)[-1].detail
 
+        # 4. drift: a coordinator restarted with a changed setting (the worker's memory) re-renders the
+        # idle cluster's configs and restarts only the daemon whose files changed; the DataNode stays
+        spec, _ = fleet.spec(NAME)
+        before = pids(ex, spec, core)
+        changed = Fleet(store, inv, cluster_options={**LAB_OPTIONS, "worker_memory_mb": "640"})
+        r = Reconciler(store, changed)
+        made.append(r)
+        run_until("the drift re-render", r, lambda: any("configs changed, restarted" in e.message
+                                                        for e in store.events(cluster=NAME)), 120)
+        run_until("the worker back", r, lambda: r.idle() and driver.master_state(spec).workers_by_host().get(
+            spec.node(core).address) is not None, 120)
+        after = pids(ex, spec, core)
+        assert after["datanode.pid"] == before["datanode.pid"] and after["worker.pid"] != before["worker.pid"]
+        assert driver.master_state(spec).workers_by_host()[spec.node(core).address].memory_mb == 640
+
         store.request_release(NAME)
         run_until("the cluster released", r, lambda: store.get_cluster(NAME).state == ClusterState.RELEASED, 180)
+        changed.close()
         assert not store.list_nodes(NAME)
     finally:
         if stopped:
