@@ -63,11 +63,14 @@ def _state(path: Path) -> str:
 
 def test_job_tasks_integrates_running_tasks():
     class S:
-        def __init__(self, t, r, c):
-            self.time, self.running_tasks, self.completed_tasks = t, r, c
+        def __init__(self, t, r, c, slots=0.0):
+            self.time, self.running_tasks, self.completed_tasks, self.configured_slots = t, r, c, slots
 
     jt = job_tasks([S(0, 0, 0), S(2, 2, 0), S(4, 2, 1), S(6, 1, 3), S(8, 0, 4)], 0, 10, 2.0)
     assert jt.tasks == 4 and jt.slot_s == pytest.approx(10.0) and jt.span_s == pytest.approx(6.0)
+    # a late sample: the tasks ran until it; never more running than the cluster's slots
+    jt = job_tasks([S(0, 1, 0, 1.0), S(2, 2, 0, 1.0), S(12, 1, 3, 1.0), S(14, 0, 4, 1.0)], 0, 20, 2.0)
+    assert jt.slot_s == pytest.approx(2 + 10 + 2)
     assert job_tasks([], 0, 10, 2.0) is None
 
 

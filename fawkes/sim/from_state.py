@@ -87,8 +87,11 @@ def job_tasks(samples: list, start: float, end: float, period: float) -> JobTask
     busy = [s.time for s in inside if s.running_tasks > 0]
     for k, s in enumerate(inside):
         nxt = inside[k + 1].time if k + 1 < len(inside) else end
-        # the tasks seen run until the next sample (a late sample is a slow coordinator, not idle tasks)
-        slot_s += s.running_tasks * max(0.0, min(nxt, end) - s.time)
+        # the tasks seen run until the next sample (a late sample is a slow coordinator, not idle
+        # tasks); never more than the cluster's slots: the driver's REST API counts a task as
+        # running until it has handled its result, when the next one already runs on that core
+        running = min(s.running_tasks, s.configured_slots) if s.configured_slots > 0 else s.running_tasks
+        slot_s += running * max(0.0, min(nxt, end) - s.time)
     if tasks <= 0 or slot_s <= 0:
         return None
     if not busy:
