@@ -95,8 +95,8 @@ def loop_policy(policy_or_preset: str, **overrides: Any) -> tuple[Settings, Resi
     """What the coordinator's loop runs: FAWKES settings, plus the runner parameters when the
     policy is a chapter-2 one (GS, GG, GGD, static, or such a preset), whose offer period is then
     the loop's period.  ``overrides`` are settings the caller validated (a config's periods)."""
-    if policy_or_preset in CH2_POLICIES or policy_or_preset.lower() in (p.lower() for p in CH2_POLICIES):
-        name = next(p for p in CH2_POLICIES if p.lower() == policy_or_preset.lower())
+    name = next((p for p in CH2_POLICIES if p.lower() == policy_or_preset.lower()), None)
+    if name is not None:
         resize = ResizeParams.for_policy(name)
     else:
         preset = None if _is_policy_name(policy_or_preset) else read_preset(policy_or_preset)

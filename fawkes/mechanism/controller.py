@@ -68,7 +68,7 @@ def tick(memory: Memory, snap: Snapshot, settings: Settings) -> tuple[Decision, 
     d = decide(snap, settings, memory)
     grown = {g.cluster for g in d.plan.grows}
     shrunk = {s.cluster for s in d.plan.shrinks}
-    since = {c.name: c.since for c in snap.allocated} | {r.name: r.requested_at for r in snap.queue}
+    since = _incarnations(snap)
     entries: dict[str, ClusterMemory] = {}
     for name in list(d.weights) + list(d.admission.admitted):
         m = memory.of(name, since[name])
@@ -136,8 +136,7 @@ def between(memory: Memory, snap: Snapshot, settings: Settings) -> Between:
     later refill does not hand the freed hosts back to them (they go to the admitted cluster)."""
     adm, adm_plan = admit_now(snap, settings, memory) if snap.queue else (Admission(), Plan())
     if adm.admitted:
-        queued = {r.name: r.requested_at for r in snap.queue}
-        since = {c.name: c.since for c in snap.allocated} | queued
+        since = _incarnations(snap)
         memory = memory.with_entries(
             {n: replace(memory.of(n, since[n]), target=t) for n, t in adm_plan.targets.items()},
             keep=_live(snap) | set(adm.admitted))
@@ -166,6 +165,11 @@ def project(snap: Snapshot, plan: Plan, admitted: tuple[str, ...] = ()) -> Snaps
     taken = {g.host for g in plan.grows}
     return replace(snap, clusters=tuple(out), free_hosts=tuple(h for h in snap.free_hosts if h not in taken),
                    queue=tuple(r for r in snap.queue if r.name not in set(admitted)))
+
+
+def _incarnations(snap: Snapshot) -> dict[str, float]:
+    """Each allocated or queued cluster's request time: the key of its memory entry."""
+    return {c.name: c.since for c in snap.allocated} | {r.name: r.requested_at for r in snap.queue}
 
 
 def _live(snap: Snapshot) -> set[str]:
