@@ -101,6 +101,7 @@ def _downgrade_to_v1(store: Store) -> None:
     with store.engine.begin() as c:
         c.execute(text("DROP INDEX ix_samples_time"))
         c.execute(text("ALTER TABLE jobs DROP COLUMN cancel_requested_at"))
+        c.execute(text("ALTER TABLE jobs DROP COLUMN tasks_seen"))
         c.execute(text("DROP TABLE controller_memory"))
         c.execute(text("ALTER TABLE nodes DROP COLUMN running_tasks"))
         c.execute(text("ALTER TABLE nodes ADD COLUMN desired_state VARCHAR(16) NOT NULL DEFAULT 'running'"))
@@ -118,7 +119,7 @@ def _shape(engine) -> dict:
 
 def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
     """A real version-1 database with clusters, jobs, nodes and samples opens as the current version
-    (3), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
+    (4), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
     from sqlalchemy import Float, inspect
     from sqlmodel import SQLModel
 
@@ -143,7 +144,7 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
 
     migrated = Store(store_url)
     try:
-        assert migrated.schema_version == SCHEMA_VERSION == 3 == _version(migrated)
+        assert migrated.schema_version == SCHEMA_VERSION == 4 == _version(migrated)
         assert [(j.id, j.argv, j.state, j.app_id, j.cancel_requested_at) for j in migrated.list_jobs()] == [
             (queued, ["wc", "1"], "queued", None, None), (running, ["wc", "2"], "running", "app-1", None)]
         assert [m.pending_tasks for m in migrated.samples("a")] == [3]
@@ -165,6 +166,11 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
         assert migrated.load_memory() is None
         migrated.save_memory("admission", {"format": 1, "ticks": 0, "clusters": {}}, 7.0)
         assert migrated.load_memory() == {"format": 1, "ticks": 0, "clusters": {}}
+        # v4: a job's task count as its driver reported it, raised, never lowered
+        assert migrated.get_job(running).tasks_seen is None
+        migrated.note_job_tasks({running: 15})
+        migrated.note_job_tasks({running: 3})
+        assert migrated.get_job(running).tasks_seen == 15
     finally:
         migrated.close()
 

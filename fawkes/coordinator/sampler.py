@@ -4,8 +4,9 @@ Which metric feeds which policy (see docs/metrics.md): jobs from fawkes' own que
 (JD, DD, JS, JT); tasks from the drivers' REST APIs, queued jobs counted by their input
 splits (TD, TT); cores used / cores from the Spark master (PU); HDFS used above the level
 right after the input load / capacity from the NameNode (DU).  A job that has not started
-counts the tasks an earlier run of the same application had on that cluster (learned while
-it ran), at least one per input split.  DataNode bytes per node
+counts the tasks an earlier run of the same application had on that cluster (stored with each
+job as ``tasks_seen``, so a restart keeps it), at least one per input split; so does a started
+job whose driver lists no stage yet.  DataNode bytes per node
 go to the store for DP's victim order.  Hosts that stop answering SSH for ``grace_s`` are
 marked failed (their nodes too), and the mechanism replaces their capacity.
 """
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from fawkes.coordinator.dispatch import Dispatcher
 from fawkes.coordinator.fleet import Fleet
 from fawkes.errors import FawkesError
+from fawkes.frameworks.metrics import TaskCounts
 from fawkes.mechanism import ClusterState, JobFacts, Settings, sample_cluster
 from fawkes.store import Store
 from fawkes.store.lifecycle import HostState, JobState, NodeState
@@ -39,7 +41,6 @@ class Sampler:
         self.clock = clock
         self.grace_s = grace_s
         self.baseline_used: dict[str, float] = {}  # HDFS used when the cluster became ACTIVE (DU)
-        self.learned_tasks: dict[tuple[str, str], int] = {}  # (cluster, app) -> tasks seen in a run
         self.unreachable_since: dict[str, float] = {}
 
     def step(self) -> None:
@@ -58,21 +59,19 @@ class Sampler:
         fs = driver.metrics(spec, driver_urls=self.dispatcher.driver_urls(name))
         now = self.clock()
         jobs = self.store.list_jobs(name, states=[JobState.QUEUED, JobState.DISPATCHED, JobState.RUNNING])
-        facts = []
+        finished = self.store.list_jobs(name, states=[JobState.SUCCEEDED, JobState.FAILED])
+        learned = _learned(finished + jobs)
+        facts, seen = [], {}
         for j in jobs:
             counts = fs.tasks_by_app.get(j.app_id) if j.app_id else None
-            app = (name, j.argv[0] if j.argv else "")
-            if counts is not None:
-                pending, running = counts.pending, counts.running
-                seen = counts.pending + counts.running + counts.completed
-                self.learned_tasks[app] = max(self.learned_tasks.get(app, 0), seen)
-            else:  # not started yet: what an earlier run of the same app had, at least one task per split
-                splits = max(1, math.ceil((j.input_bytes or 0) / SPLIT_BYTES))
-                pending, running = max(splits, self.learned_tasks.get(app, 0)), 0
+            pending, running, n = job_tasks(j, counts, learned)
+            if n > (j.tasks_seen or 0):
+                seen[j.id] = n
+                learned[_app(j)] = max(learned.get(_app(j), 0), n)
             facts.append(JobFacts(submit_time=j.submitted_at, input_bytes=float(j.input_bytes or 0),
                                   pending_tasks=pending, running_tasks=running, started_at=j.started_at,
                                   ref_runtime=j.ref_runtime))
-        finished = self.store.list_jobs(name, states=[JobState.SUCCEEDED, JobState.FAILED])
+        self.store.note_job_tasks(seen)
         used = fs.stored_bytes
         if not loading and name not in self.baseline_used and fs.hdfs is not None:
             self.baseline_used[name] = used
@@ -118,3 +117,30 @@ class Sampler:
             except FawkesError as exc:
                 log.info("skipped: %s", exc)
             self.unreachable_since.pop(host, None)
+
+
+def job_tasks(job, counts: TaskCounts | None, learned: dict[str, int]) -> tuple[int, int, int]:
+    """``(pending, running, seen)`` of one unfinished job: what its driver reports while a stage is
+    listed (``seen`` = its pending + running + completed tasks); otherwise (not started, or started
+    with no stage listed yet: between the driver registering and its first stage, or between two
+    actions) the most tasks a run of the same application had, at least one per input split, less
+    what this run completed, and at least 1 (a dip to 0 there moved nodes away and back)."""
+    if counts is not None and counts.total:
+        return counts.pending, counts.running, counts.pending + counts.running + counts.completed
+    splits = max(1, math.ceil((job.input_bytes or 0) / SPLIT_BYTES))
+    done = counts.completed if counts is not None else 0
+    return max(1, max(splits, learned.get(_app(job), 0), job.tasks_seen or 0) - done), 0, done
+
+
+def _app(job) -> str:
+    """A job's application: its program (argv[0])."""
+    return job.argv[0] if job.argv else ""
+
+
+def _learned(jobs) -> dict[str, int]:
+    """Per application, the most tasks a run of it reported (stored with the job: survives restarts)."""
+    out: dict[str, int] = {}
+    for j in jobs:
+        if j.tasks_seen:
+            out[_app(j)] = max(out.get(_app(j), 0), j.tasks_seen)
+    return out

@@ -101,6 +101,16 @@ class JobsMixin(StoreBase):
             s.refresh(j)
             return j
 
+    def note_job_tasks(self, seen: dict[int, int]) -> None:
+        """Raise jobs' ``tasks_seen`` to the counts their drivers reported (never lowers it)."""
+        if not seen:
+            return
+        with self.session(write=True) as s:
+            for job_id, n in seen.items():
+                validate.positive_int("tasks_seen", n, minimum=0)
+                s.execute(update(Job).where(Job.id == job_id, func.coalesce(Job.tasks_seen, -1) < n)
+                          .values(tasks_seen=n))
+
     def cancel_jobs(self, job_ids: Iterable[int]) -> list[tuple[Job, str]]:
         """Cancel jobs, all or none (one transaction): returns ``(job, outcome)`` per id.
 

@@ -44,8 +44,14 @@ def _v2_to_v3(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE nodes DROP COLUMN desired_state"))
 
 
+def _v3_to_v4(conn: Connection) -> None:
+    """Version 4: ``jobs.tasks_seen``, the tasks a job's driver reported, so that the sampler's
+    estimate for a job that has not started (or has no stage yet) survives a restart."""
+    conn.execute(text("ALTER TABLE jobs ADD COLUMN tasks_seen INTEGER"))
+
+
 #: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)
-MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3]
+MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4]
 CURRENT = 1 + len(MIGRATIONS)
 
 _PG_LOCK_KEY = 0x46415753  # "FAWS": advisory lock id for schema changes

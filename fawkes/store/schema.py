@@ -129,6 +129,7 @@ class Job(SQLModel, table=True):
     ref_runtime: float | None = None
     detail: str = ""
     cancel_requested_at: float | None = None  # user cancel of a started job, carried out by the coordinator (v2)
+    tasks_seen: int | None = None  # most tasks its driver reported (pending + running + completed) (v4)
 
 
 class Sample(SQLModel, table=True):

@@ -1,0 +1,81 @@
+"""The sampler's task estimate of an unfinished job (TD's input), on a real store and real Spark REST JSON.
+
+A started job whose driver lists no stage yet (between registering and its first stage, or between
+two actions) used to count 0 tasks: its cluster's TD weight dipped to 0 for a sample or two and
+literal TD moved nodes away and back (docs/live.md).  It now counts what runs of the same
+application reported, less what it completed; the counts live in the store (``tasks_seen``), so a
+restarted coordinator keeps them.
+"""
+
+from __future__ import annotations
+
+import json
+
+from store_fixtures import *  # noqa: F401,F403
+
+from fawkes.coordinator.sampler import SPLIT_BYTES, _learned, job_tasks
+from fawkes.frameworks.metrics import parse_stages
+from fawkes.mechanism.model import ClusterState
+from fawkes.store import Store
+from fawkes.store.lifecycle import JobState
+
+
+def _stage(sid: int, status: str, num: int, active: int = 0, complete: int = 0) -> dict:
+    return {"stageId": sid, "attemptId": 0, "status": status, "numTasks": num, "numActiveTasks": active,
+            "numCompleteTasks": complete, "numFailedTasks": 0, "name": f"stage {sid}"}
+
+
+def _cluster(store: Store) -> None:
+    store.register_framework("spark", "spark")
+    store.sync_hosts([{"name": "h1", "cores": 2}])
+    store.request_cluster("etl", framework="spark", min_core=1)
+    store.transition_cluster("etl", ClusterState.DEPLOYING)
+    store.transition_cluster("etl", ClusterState.ACTIVE)
+
+
+def _run(store: Store, argv: list[str], app_id: str) -> int:
+    j = store.submit_job("etl", argv, input_bytes=3 * SPLIT_BYTES).id
+    store.transition_job(j, JobState.DISPATCHED)
+    store.transition_job(j, JobState.RUNNING, app_id=app_id)
+    return j
+
+
+def test_started_job_without_stages_counts_what_earlier_runs_had(store):
+    _cluster(store)
+    first = _run(store, ["burn.py", "12"], "app-1")
+    # nothing learned yet: a job counts one task per 128 MB input split
+    assert job_tasks(store.get_job(first), parse_stages("[]"), _learned(store.list_jobs("etl"))) == (3, 0, 0)
+    # its driver lists its stages: the driver's figures, and the job's total is stored
+    stages = parse_stages(json.dumps([_stage(0, "COMPLETE", 1, complete=1), _stage(1, "ACTIVE", 12, 2, 4),
+                                      _stage(2, "PENDING", 2)]))
+    pending, running, seen = job_tasks(store.get_job(first), stages, {})
+    assert (pending, running, seen) == (8, 2, 15)
+    store.note_job_tasks({first: seen})
+    store.transition_job(first, JobState.SUCCEEDED, exit_code=0)
+
+    # a restarted coordinator reads what was learned from the store
+    second = _run(store, ["burn.py", "12"], "app-2")
+    learned = _learned(store.list_jobs("etl"))
+    assert learned == {"burn.py": 15}
+    # driver registered, no stage listed yet: 15, not 0
+    assert job_tasks(store.get_job(second), parse_stages("[]"), learned) == (15, 0, 0)
+    # between two actions: the first action's 5 tasks are done, none listed as active or pending
+    between = parse_stages(json.dumps([_stage(0, "COMPLETE", 5, complete=5)]))
+    assert job_tasks(store.get_job(second), between, learned) == (10, 0, 5)
+    # every listed task done but the driver still up (writing its output): still 1, never 0
+    done = parse_stages(json.dumps([_stage(0, "COMPLETE", 5, complete=5), _stage(1, "COMPLETE", 10, complete=10)]))
+    assert job_tasks(store.get_job(second), done, learned) == (1, 0, 15)
+    # a queued job of another application knows nothing of burn.py's count
+    other = store.submit_job("etl", ["wordcount.py"], input_bytes=0)
+    assert job_tasks(other, None, learned) == (1, 0, 0)
+
+
+def test_tasks_seen_is_only_raised(store):
+    _cluster(store)
+    j = _run(store, ["burn.py"], "app-1")
+    store.note_job_tasks({j: 7})
+    store.note_job_tasks({j: 4})
+    store.note_job_tasks({})
+    assert store.get_job(j).tasks_seen == 7
+    store.note_job_tasks({j: 9})
+    assert store.get_job(j).tasks_seen == 9
