@@ -2,20 +2,31 @@
 
 Values are read from the store when scraped (a custom collector), so what Prometheus sees
 is what ``fawkes status`` sees.  Bound to 127.0.0.1 unless the config says otherwise.
+The metric names are listed in docs/metrics.md; ops/ holds a Grafana dashboard and alert rules
+that use them (tests/test_ops_rules.py checks that they name only metrics exported here).
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, start_http_server
+import time
+from collections.abc import Callable, Mapping
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from sqlalchemy import func
+from sqlmodel import col, select
 
 from fawkes.store import Store
+from fawkes.store.lifecycle import NodeState
+from fawkes.store.schema import MRCluster, Node
 
 
 class StoreCollector:
-    def __init__(self, store: Store, counters: dict[str, float]):
+    def __init__(self, store: Store, counters: Mapping[str, float | Callable[[], float]],
+                 clock: Callable[[], float] = time.time):
         self.store = store
-        self.counters = counters  # process counters: reconfigurations, ssh_failures, ticks
+        self.counters = counters  # process counters: reconfigurations, ssh_failures, ticks (a value or a getter)
+        self.clock = clock
 
     def collect(self):
         st = self.store.status()
@@ -45,16 +56,40 @@ class StoreCollector:
         global_q = GaugeMetricFamily("fawkes_global_queue", "MR-cluster requests waiting for admission")
         global_q.add_metric([], sum(1 for c in st["clusters"] if c["state"] == "requested"))
         yield global_q
+        last = GaugeMetricFamily("fawkes_last_tick_timestamp_seconds", "time of the latest recorded decision (Unix s)")
+        if st["decided_at"] is not None:
+            last.add_metric([], float(st["decided_at"]))
+        yield last
+        yield self._drains()
         for name, help_ in (("reconfigurations", "ticks that changed an allocation (A-20)"),
                             ("ssh_failures", "failed SSH operations"), ("ticks", "decisions taken")):
             c = CounterMetricFamily(f"fawkes_{name}", help_)
-            c.add_metric([], self.counters.get(name, 0.0))
+            v = self.counters.get(name, 0.0)
+            c.add_metric([], float(v() if callable(v) else v))
             yield c
 
+    def _drains(self) -> GaugeMetricFamily:
+        """Per cluster: how long its oldest DRAINING node has been draining (absent when none is)."""
+        fam = GaugeMetricFamily("fawkes_oldest_drain_seconds",
+                                "seconds the cluster's oldest draining node has been draining", labels=["cluster"])
+        with self.store.session() as s:
+            rows = s.exec(select(MRCluster.live_name, func.min(Node.state_since))
+                          .join(MRCluster, Node.cluster_id == MRCluster.id)
+                          .where(Node.state == NodeState.DRAINING.value, col(Node.holds_host).is_not(None),
+                                 col(MRCluster.live_name).is_not(None))
+                          .group_by(MRCluster.live_name)).all()
+        now = self.clock()
+        for name, since in rows:
+            fam.add_metric([name], max(0.0, now - float(since)))
+        return fam
 
-def serve(store: Store, counters: dict[str, float], bind: str = "127.0.0.1", port: int = 9464):
-    """Start the HTTP endpoint in a daemon thread; returns (server, thread, port)."""
+
+def serve(store: Store, counters: dict[str, float], bind: str = "127.0.0.1", port: int = 9464, *,
+          dashboard: bool = True):
+    """Start the HTTP server in a daemon thread: ``/metrics`` and, unless ``dashboard`` is false,
+    the read-only dashboard (:mod:`fawkes.coordinator.dashboard`).  Returns (server, thread, port)."""
+    from fawkes.coordinator.dashboard import start_server
+
     registry = CollectorRegistry()
     registry.register(StoreCollector(store, counters))
-    server, thread = start_http_server(port, addr=bind, registry=registry)
-    return server, thread, server.server_port
+    return start_server(store, counters, make_wsgi_app(registry), bind, port, dashboard=dashboard)

@@ -75,10 +75,12 @@ class Coordinator:
         self.retention = retention if retention is not None else RetentionConfig()
         self.settings = settings
         self.clock = clock
-        self.counters: dict[str, float] = {"reconfigurations": 0.0, "ssh_failures": 0.0, "ticks": 0.0}
+        # /metrics counters: numbers, or a getter read at scrape time
+        self.counters: dict[str, float | Callable[[], float]] = {"reconfigurations": 0.0, "ticks": 0.0}
         self._sync_inventory(inventory)
         self.fleet = Fleet(store, inventory, executor=executor, progress=self._progress,
                            cluster_options=cluster_options)
+        self.counters["ssh_failures"] = lambda: float(getattr(self.fleet.ex, "failures", 0))
         self.control = Control(store, settings, clock, runner=runner)  # runner: a chapter-2 policy
         self.reconciler = Reconciler(store, self.fleet, workers=workers, clock=clock, timeouts=timeouts)
         self.dispatcher = Dispatcher(store, self.fleet, max_running=max_running_jobs)

@@ -126,6 +126,9 @@ class Executor:
         self._pool: ThreadPoolExecutor | None = None
         self._closed = False
         self.connects = 0  # connections made so far (for tests and stats)
+        #: SSH operations that failed below the command (no connection, no session, timed out,
+        #: upload failed): results with ``exit_code`` None; fawkes_ssh_failures_total on /metrics
+        self.failures = 0
 
     # ------------------------------------------------------------------ public API
     def __enter__(self) -> "Executor":
@@ -197,6 +200,9 @@ class Executor:
             except Exception as exc:  # a bug must not lose the other hosts' results
                 log.exception("internal error on %s", host)
                 res = Result(host, False, None, "", "", f"internal error: {exc!r}", 0.0)
+            if not res.ok and res.exit_code is None:
+                with self._lock:
+                    self.failures += 1
             if on_result:
                 on_result(res)
             return res
