@@ -18,7 +18,10 @@ def test_wheel_ships_data_and_keeps_pyspark_optional(tmp_path):
         names = set(z.namelist())
         meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     for shipped in ("fawkes/_data/templates/spark-hdfs/spark-env.sh.j2", "fawkes/_data/templates/hadoop3/yarn-site.xml.j2",
-                    "fawkes/_data/policies/td-tc.yaml", "fawkes/apps/wordcount.py", "fawkes/mechanism/decide.py"):
+                    "fawkes/_data/policies/td-tc.yaml", "fawkes/apps/wordcount.py", "fawkes/mechanism/decide.py",
+                    "fawkes/coordinator/dashboard_assets/index.html.j2",
+                    "fawkes/coordinator/dashboard_assets/dashboard.js",
+                    "fawkes/coordinator/dashboard_assets/dashboard.css"):
         assert shipped in names, shipped
     requires = [ln for ln in meta.splitlines() if ln.startswith("Requires-Dist:")]
     runtime = [ln for ln in requires if "extra ==" not in ln]

@@ -116,6 +116,15 @@ class SamplesMixin(StoreBase):
         with self.session() as s:
             return s.exec(select(Decision).order_by(col(Decision.id).desc()).limit(1)).first()
 
+    def recent_decisions(self, limit: int = 50, *, since: float | None = None) -> list[Decision]:
+        """The newest ``limit`` decisions (with ``time > since`` if given), oldest first."""
+        validate.positive_int("limit", limit)
+        with self.session() as s:
+            q = select(Decision)
+            if since is not None:
+                q = q.where(Decision.time > since)
+            return list(reversed(s.exec(q.order_by(col(Decision.id).desc()).limit(limit)).all()))
+
     def prune_decisions(self, keep: int) -> int:
         """Delete all but the newest ``keep`` decisions; return how many went."""
         validate.positive_int("keep", keep)

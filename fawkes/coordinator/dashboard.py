@@ -1,0 +1,166 @@
+"""The read-only web dashboard, served next to ``/metrics`` on the same server and bind address.
+
+Routes (``GET`` or ``HEAD``; any other method gets 405, any other path 404):
+
+* ``/`` (and ``/dashboard``): the page (``dashboard_assets/index.html.j2``), which loads
+  ``/static/dashboard.js`` and ``.css`` and fetches ``/api/state`` every few seconds;
+  everything is shipped in the package, nothing comes from the network;
+* ``/api/state``: :func:`state` as JSON: clusters with their nodes by role and state, weights
+  and discrimination of the recent ticks, each cluster's allocation over the window, the
+  decisions with their reasons and plans, the latest jobs and events;
+* ``/metrics``: Prometheus (:mod:`fawkes.coordinator.metrics_http`).
+
+Everything is read through the store API; nothing here writes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from importlib import resources
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from prometheus_client.exposition import ThreadingWSGIServer
+
+from fawkes.coordinator.view import allocation_history
+from fawkes.errors import FawkesError
+from fawkes.store import Store
+
+ASSETS = "dashboard_assets"
+STATIC = {"dashboard.js": "text/javascript; charset=utf-8", "dashboard.css": "text/css; charset=utf-8"}
+REFRESH_S = 3.0
+
+
+def _num(x: Any) -> float | None:
+    """A finite float, else None (NaN and inf are not JSON)."""
+    if x is None or isinstance(x, bool):
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _nums(d: Any) -> dict[str, float | None]:
+    return {str(k): _num(v) for k, v in d.items()} if isinstance(d, dict) else {}
+
+
+def state(store: Store, *, now: float | None = None, window_s: float = 3600.0, decisions: int = 120,
+          jobs: int = 30, events: int = 40, counters: dict[str, float] | None = None) -> dict[str, Any]:
+    """What the page shows, as JSON-ready data (newest first for decisions, jobs and events)."""
+    now = time.time() if now is None else now
+    since = now - window_s
+    st = store.status()
+    nodes = store.nodes_of_live_clusters(released_after=since)
+    clusters = []
+    for c in st["clusters"]:
+        rows = nodes.get(c["name"], [])
+        held = [n for n in rows if n.holds_host is not None]
+        clusters.append({
+            **{k: c[k] for k in ("name", "state", "framework", "min_core", "held", "draining", "queued_jobs",
+                                 "running_jobs", "queue_position", "release_requested", "state_since")},
+            "target": c["target"], "weight": _num(c["weight"]), "discrimination": _num(c["discrimination"]),
+            "by_role": c["nodes"],
+            "nodes": [{"id": n.id, "host": n.host, "role": n.role, "state": n.state} for n in held],
+        })
+    allocation = {}
+    for name, rows in nodes.items():
+        pts = allocation_history(rows, since)
+        allocation[name] = [[t, n] for t, n in pts] + ([[now, pts[-1][1]]] if pts else [])
+    ds = store.recent_decisions(decisions, since=since)
+    names = {c.id: c.name for c in store.list_clusters()}
+    return {
+        "now": now, "window_s": window_s, "refresh_s": REFRESH_S, "state": st["state"],
+        "tick": st["tick"], "decided_at": st["decided_at"], "policy": st["policy"],
+        "global_factor": _num(st["global_factor"]), "gate_open": st["gate_open"],
+        "hosts": {str(k): v for k, v in st["hosts"].items()},
+        "clusters": clusters,
+        "allocation": allocation,
+        "ticks": [{"tick": d.id, "time": d.time, "global_factor": _num(d.global_factor),
+                   "weights": _nums(d.weights), "discriminations": _nums(d.discriminations)} for d in ds],
+        "decisions": [_decision(d) for d in reversed(ds[-20:])],
+        "jobs": [{"id": j.id, "cluster": names.get(j.cluster_id, "?"), "state": j.state,
+                  "submitted_at": j.submitted_at, "started_at": j.started_at, "ended_at": j.ended_at,
+                  "app_id": j.app_id, "detail": j.detail} for j in reversed(store.list_jobs(limit=jobs))],
+        "events": [{"id": e.id, "time": e.time, "level": e.level, "kind": e.kind, "cluster": e.cluster,
+                    "node": e.node, "message": e.message} for e in reversed(store.events(limit=events))],
+        "counters": {k: _num(v() if callable(v) else v) for k, v in (counters or {}).items()},
+    }
+
+
+def _decision(d) -> dict[str, Any]:
+    plan = d.plan if isinstance(d.plan, dict) else {}
+    return {"tick": d.id, "time": d.time, "policy": d.policy, "reason": d.reason, "gate_open": d.gate_open,
+            "global_factor": _num(d.global_factor), "targets": dict(d.targets),
+            "grows": [{k: g.get(k) for k in ("cluster", "host", "role")} for g in plan.get("grows", [])],
+            "shrinks": [{k: s.get(k) for k in ("cluster", "node", "role", "mode")} for s in plan.get("shrinks", [])]}
+
+
+class QuietHandler(WSGIRequestHandler):
+    """No access log on stderr (the coordinator's log is for the coordinator)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def make_app(store: Store, counters: dict[str, float], metrics_app: Callable | None = None, *,
+             dashboard: bool = True) -> Callable:
+    """The WSGI application: the dashboard's routes and ``/metrics``."""
+    env = Environment(loader=PackageLoader("fawkes.coordinator", ASSETS), autoescape=select_autoescape(["j2", "html"]))
+    static = {name: (resources.files("fawkes.coordinator").joinpath(ASSETS, name).read_bytes(), ctype)
+              for name, ctype in STATIC.items()}
+
+    def reply(start_response, status: str, ctype: str, body: bytes, method: str, extra: Iterable = ()) -> list[bytes]:
+        start_response(status, [("Content-Type", ctype), ("Content-Length", str(len(body))),
+                                ("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-store"), *extra])
+        return [b"" if method == "HEAD" else body]
+
+    def app(environ, start_response):
+        method = environ.get("REQUEST_METHOD", "GET")
+        path = environ.get("PATH_INFO", "/")
+        if method not in ("GET", "HEAD"):
+            return reply(start_response, "405 Method Not Allowed", "text/plain; charset=utf-8",
+                         f"{method} not allowed: this server is read-only (GET, HEAD)\n".encode(), method,
+                         [("Allow", "GET, HEAD")])
+        if path == "/metrics" and metrics_app is not None:
+            return metrics_app(environ, start_response)
+        if dashboard and path in ("/", "/dashboard"):
+            html = env.get_template("index.html.j2").render(refresh_s=REFRESH_S, state_url=store.display_url)
+            return reply(start_response, "200 OK", "text/html; charset=utf-8", html.encode(), method,
+                         [("Content-Security-Policy", "default-src 'self'; img-src 'self' data:")])
+        if dashboard and path == "/api/state":
+            try:
+                body = json.dumps(state(store, counters=counters), allow_nan=False).encode()
+            except FawkesError as exc:  # the state is busy or gone: the page says so and tries again
+                return reply(start_response, "503 Service Unavailable", "application/json",
+                             json.dumps({"error": str(exc)}).encode(), method)
+            return reply(start_response, "200 OK", "application/json", body, method)
+        if dashboard and path.startswith("/static/") and path[len("/static/"):] in static:
+            body, ctype = static[path[len("/static/"):]]
+            return reply(start_response, "200 OK", ctype, body, method)
+        return reply(start_response, "404 Not Found", "text/plain; charset=utf-8",
+                     f"not found: {path}\n".encode(errors="replace"), method)
+
+    return app
+
+
+def start_server(store: Store, counters: dict, metrics_app: Callable | None, bind: str, port: int, *,
+                 dashboard: bool = True):
+    """Serve :func:`make_app` on ``bind:port`` (port 0: any free one) from a daemon thread;
+    return (server, thread, port).  Threaded, as prometheus_client's own server."""
+
+    class Server(ThreadingWSGIServer):
+        address_family = socket.getaddrinfo(bind, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+
+    server = make_server(bind, port, make_app(store, counters, metrics_app, dashboard=dashboard), Server,
+                         handler_class=QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, name="fawkes-http", daemon=True)
+    thread.start()
+    return server, thread, server.server_port
