@@ -38,13 +38,19 @@ def lab() -> None:
 @click.option("--memory", default=None, metavar="SIZE|auto",
               help="memory limit per host (a cgroup, no swap), e.g. 2G or 512M (MiB without a unit); auto: "
                    "the machine's memory / hosts; default: unlimited")
-def up(hosts: int, dir_: str | None, prefix: str, subnet: str, cpus: str | None, memory: str | None) -> None:
+@click.option("--slurm", "with_slurm", is_flag=True,
+              help="also start SLURM: munged, slurmctld and a slurmd per host (as `fawkes lab slurm up`)")
+def up(hosts: int, dir_: str | None, prefix: str, subnet: str, cpus: str | None, memory: str | None,
+       with_slurm: bool) -> None:
     """Start (or keep) a lab of N hosts and write its inventory.
 
     With --cpus/--memory every host runs under its own CPU quota and memory limit, and all hosts
     together must fit this machine (docs/lab.md, "What a lab host models").
     """
     from fawkes.lab import Lab
+    if with_slurm:
+        from fawkes.lab.slurm import require
+        require()  # refuse before the lab is created
     lab_ = Lab.up(hosts, _dir(dir_), prefix=prefix, subnet=subnet, cpus=cpus, memory=memory)
     quota = _quota(lab_.cpus, lab_.memory_mb)
     click.echo(f"lab up: {len(lab_.hosts)} hosts in {lab_.dir} "
@@ -52,6 +58,8 @@ def up(hosts: int, dir_: str | None, prefix: str, subnet: str, cpus: str | None,
                f"{f', {quota} each' if quota else ''})")
     click.echo(f"inventory: {lab_.inventory_path}")
     click.echo(f"ssh: ssh -i {lab_.key_file} -o UserKnownHostsFile={lab_.known_hosts} root@{lab_.hosts[0].address}")
+    if with_slurm:
+        _slurm_up(lab_)
 
 
 @lab.command()
@@ -72,8 +80,9 @@ def down(dir_: str | None, prefix: str, subnet: str) -> None:
                        f"--subnet {subnet}", err=True)
         removed = Lab.cleanup(prefix, subnet, _dir(dir_))
     cgroups = f", {removed['cgroups']} cgroups" if removed.get("cgroups") else ""
-    click.echo("lab down: removed {processes} processes, {netns} namespaces, {links} links{c}{r}".format(
-        **removed, c=cgroups, r=", the guard route" if removed["route"] else ""))
+    slurm_ = f", {removed['slurm']} SLURM daemons" if removed.get("slurm") else ""
+    click.echo("lab down: removed {processes} processes, {netns} namespaces, {links} links{c}{r}{s}".format(
+        **removed, c=cgroups, r=", the guard route" if removed["route"] else "", s=slurm_))
 
 
 @lab.command()
@@ -114,3 +123,57 @@ def revive(host: str, dir_: str | None) -> None:
     from fawkes.lab import Lab
     Lab.load(_dir(dir_)).revive(host)
     click.echo(f"revived {host}")
+
+
+@lab.group("slurm")
+def slurm_group() -> None:
+    """Real SLURM on the lab: munged, slurmctld and one slurmd per host (docs/slurm.md)."""
+
+
+def _slurm_up(lab_) -> None:
+    import time
+
+    from fawkes.lab import slurm
+    t0 = time.monotonic()
+    st = slurm.up(lab_)
+    idle = sum(1 for n in st["nodes"] if n["state"])
+    click.echo(f"slurm up: slurmctld {st['controller']} (pid {st['slurmctld']}), {idle}/{len(st['nodes'])} nodes "
+               f"in partition {st['partition']} ({time.monotonic() - t0:.1f} s)")
+    click.echo(f"clients: export SLURM_CONF={st['conf']}")
+
+
+@slurm_group.command("up")
+@click.option("--dir", "dir_", default=None, help=DIR_HELP)
+def slurm_up(dir_: str | None) -> None:
+    """Start (or complete) the lab's SLURM and wait until every live host's node is idle."""
+    from fawkes.lab import Lab
+    from fawkes.lab.slurm import require
+    require()
+    _slurm_up(Lab.load(_dir(dir_)))
+
+
+@slurm_group.command("down")
+@click.option("--dir", "dir_", default=None, help=DIR_HELP)
+def slurm_down(dir_: str | None) -> None:
+    """Stop the lab's slurmds (with their jobs), slurmctld and munged; the hosts stay up."""
+    from fawkes.lab import Lab, slurm
+    n = slurm.down(Lab.load(_dir(dir_)))
+    click.echo(f"slurm down: stopped {n} processes")
+
+
+@slurm_group.command("status")
+@click.option("--dir", "dir_", default=None, help=DIR_HELP)
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def slurm_status(dir_: str | None, as_json: bool) -> None:
+    """Show the lab's SLURM daemons and node states."""
+    from fawkes.lab import Lab, slurm
+    st = slurm.status(Lab.load(_dir(dir_)))
+    if as_json:
+        click.echo(json.dumps(st, indent=2))
+        return
+    ctld = f"pid {st['slurmctld']}" if st["slurmctld"] else "not running"
+    click.echo(f"slurm {st['conf']}: slurmctld {st['controller']} {ctld}, munged "
+               f"{'pid ' + str(st['munged']) if st['munged'] else 'not running'}")
+    for n in st["nodes"]:
+        click.echo(f"  {n['name']:<6} {n['address']:<15} slurmd {'up  ' if n['slurmd'] else 'DOWN'} "
+                   f"{n['state'] or '-'}")

@@ -7,6 +7,7 @@
     lab.down()
 """
 
+from fawkes.lab import slurm
 from fawkes.lab.lab import DEFAULT_DIR, Lab, LabHost, default_dir
 
-__all__ = ["Lab", "LabHost", "DEFAULT_DIR", "default_dir"]
+__all__ = ["Lab", "LabHost", "DEFAULT_DIR", "default_dir", "slurm"]

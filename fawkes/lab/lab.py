@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fawkes.errors import FawkesError
-from fawkes.lab import capacity, cgroup, netns, sshd
+from fawkes.lab import capacity, cgroup, netns, slurm, sshd
 from fawkes.ssh.executor import Executor, Target
 
 DEFAULT_DIR = Path("/tmp/fawkes-lab")
@@ -122,7 +122,8 @@ class Lab:
     def cleanup(cls, prefix: str = "fawkes", subnet: str = "10.200.0", dir: Path | None = None) -> dict:
         """Remove leftovers of any earlier lab with this prefix (processes, netns, links, guard route, cgroups)."""
         netns.require_support()
-        removed = netns.teardown(prefix, subnet)
+        removed = {"slurm": slurm.stop_root_daemons(Path(dir))} if dir is not None else {}
+        removed |= netns.teardown(prefix, subnet)
         removed["cgroups"] = cgroup.remove(prefix)
         if dir is not None:
             (Path(dir) / "lab.json").unlink(missing_ok=True)
@@ -235,8 +236,10 @@ class Lab:
                 "controller": self.controller_address, "inventory": str(self.inventory_path), "hosts": hosts}
 
     def down(self) -> dict:
-        """Remove every process, namespace, link, route and cgroup of this lab (files stay for inspection)."""
-        removed = netns.teardown(self.prefix, self.subnet)
+        """Remove every process, namespace, link, route and cgroup of this lab, and its SLURM daemons
+        (files stay for inspection)."""
+        slurm_daemons = slurm.stop_root_daemons(self.dir)  # slurmctld, munged; slurmd dies with its host
+        removed = netns.teardown(self.prefix, self.subnet) | {"slurm": slurm_daemons}
         sshd.reap()
         removed["cgroups"] = cgroup.remove(self.prefix)
         (self.dir / "lab.json").unlink(missing_ok=True)
