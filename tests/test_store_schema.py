@@ -103,6 +103,7 @@ def _downgrade_to_v1(store: Store) -> None:
         c.execute(text("ALTER TABLE jobs DROP COLUMN cancel_requested_at"))
         c.execute(text("ALTER TABLE jobs DROP COLUMN tasks_seen"))
         c.execute(text("DROP TABLE controller_memory"))
+        c.execute(text("DROP TABLE coordinator_lease"))
         c.execute(text("ALTER TABLE nodes DROP COLUMN running_tasks"))
         c.execute(text("ALTER TABLE nodes ADD COLUMN desired_state VARCHAR(16) NOT NULL DEFAULT 'running'"))
         c.execute(text("UPDATE schema_version SET version = 1"))
@@ -119,7 +120,7 @@ def _shape(engine) -> dict:
 
 def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
     """A real version-1 database with clusters, jobs, nodes and samples opens as the current version
-    (4), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
+    (5), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
     from sqlalchemy import Float, inspect
     from sqlmodel import SQLModel
 
@@ -144,7 +145,7 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
 
     migrated = Store(store_url)
     try:
-        assert migrated.schema_version == SCHEMA_VERSION == 4 == _version(migrated)
+        assert migrated.schema_version == SCHEMA_VERSION == 5 == _version(migrated)
         assert [(j.id, j.argv, j.state, j.app_id, j.cancel_requested_at) for j in migrated.list_jobs()] == [
             (queued, ["wc", "1"], "queued", None, None), (running, ["wc", "2"], "running", "app-1", None)]
         assert [m.pending_tasks for m in migrated.samples("a")] == [3]
@@ -171,6 +172,11 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
         migrated.note_job_tasks({running: 15})
         migrated.note_job_tasks({running: 3})
         assert migrated.get_job(running).tasks_seen == 15
+        # v5: the coordinator lease, taken once, its token raised by a takeover
+        assert migrated.lease() is None
+        assert migrated.take_lease("h:1:x", 60.0, started_at=1.0) == 1
+        assert migrated.take_lease("h:2:y", 60.0, started_at=2.0) is None
+        assert migrated.take_lease("h:2:y", 60.0, started_at=2.0, force=True) == 2
     finally:
         migrated.close()
 

@@ -1,10 +1,12 @@
-"""``fawkes coordinator``: run the coordinator service in the foreground."""
+"""``fawkes coordinator``: run the coordinator service in the foreground; ``status``: is one running."""
 
 from __future__ import annotations
 
+import sys
+
 import click
 
-from fawkes.config import load_config
+from fawkes.config import load_config, resolve_state_url, state_option
 
 
 @click.group()
@@ -22,18 +24,72 @@ def coordinator() -> None:
 def run(config_path: str | None, inventory: str | None, duration: float | None, no_metrics: bool) -> None:
     """Run the control loop in the foreground; SIGTERM stops it cleanly after the current step."""
     from fawkes.coordinator.metrics_http import serve
-    from fawkes.coordinator.service import build, setup_logging
+    from fawkes.coordinator.service import run_service, setup_logging
 
     cfg = load_config(config_path)
     setup_logging(cfg.log_format)
-    coord = build(cfg, inventory_path=inventory)
-    if not no_metrics:
-        _, _, port = serve(coord.store, coord.counters, cfg.metrics.bind, cfg.metrics.port)
-        click.echo(f"metrics: http://{cfg.metrics.bind}:{port}/metrics", err=True)
-    left = coord.run(duration_s=duration)
-    if left:  # worker threads still in driver calls: their intent is recorded, do not wait for them
-        import logging
-        import os
+    served: list[int] = []
 
-        logging.shutdown()
-        os._exit(0)
+    def on_lead(coord) -> None:  # metrics once this process leads (a standby serves none)
+        if not no_metrics and not served:
+            _, _, port = serve(coord.store, coord.counters, cfg.metrics.bind, cfg.metrics.port)
+            served.append(port)
+            click.echo(f"metrics: http://{cfg.metrics.bind}:{port}/metrics", err=True)
+
+    run_service(cfg, inventory_path=inventory, duration_s=duration, on_lead=on_lead)
+
+
+@coordinator.command()
+@click.option("--config", "config_path", metavar="FILE", envvar="FAWKES_CONFIG", default=None,
+              help="coordinator config (its state is read unless --state is given)")
+@state_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def status(config_path: str | None, state: str | None, as_json: bool) -> None:
+    """Is a coordinator running on this state: pid, uptime, lease (which instance leads), last tick
+    and its age.  Read-only.  Exit code 0 when one runs, 3 when none does."""
+    from fawkes.cli.status import emit_json
+    from fawkes.coordinator.leadership import coordinator_status
+
+    st = coordinator_status(resolve_state_url(state, config_path))
+    if as_json:
+        emit_json(st)
+    else:
+        for line in _status_lines(st):
+            click.echo(line)
+    if not st["running"]:
+        sys.exit(3)
+
+
+def _ago(s: float) -> str:
+    s = max(0.0, s)
+    if s < 120:
+        return f"{s:.1f}s"
+    m, sec = divmod(int(s), 60)
+    h, m = divmod(m, 60)
+    d, h = divmod(h, 24)
+    return (f"{d}d {h}h {m}m" if d else f"{h}h {m}m {sec}s" if h else f"{m}m {sec}s")
+
+
+def _status_lines(st: dict) -> list[str]:
+    from fawkes.cli.status import when
+
+    lease = st["lease"]
+    out = [f"state {st['state']}"]
+    if lease is None:
+        out.append("coordinator: never ran on this state")
+    elif st["running"]:
+        out.append(f"coordinator: running, pid {lease['pid']} on {lease['hostname']}, up {_ago(st['uptime_s'])}")
+        out.append(f"leader: {lease['holder']} (token {lease['token']}), leading for {_ago(st['leading_s'])}, "
+                   f"lease renewed {_ago(st['renewed_ago_s'])} ago, expires in {_ago(st['expires_in_s'])}")
+    else:
+        why = "its process is gone" if st["process"] == "gone" else f"its lease expired {_ago(-st['expires_in_s'])} ago"
+        out.append(f"coordinator: not running (last: pid {lease['pid']} on {lease['hostname']}, token {lease['token']}; "
+                   f"{why})")
+    tick = st["last_tick"]
+    if tick is None:
+        out.append("last tick: none yet")
+    else:
+        late = " (overdue)" if st["running"] and tick["period_s"] and tick["age_s"] > 2 * tick["period_s"] else ""
+        out.append(f"last tick: {tick['tick']} at {when(tick['time'])}, {_ago(tick['age_s'])} ago"
+                   + (f" (T = {tick['period_s']:g}s)" if tick["period_s"] else "") + late)
+    return out

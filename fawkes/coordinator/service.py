@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import threading
 import time
@@ -36,6 +37,7 @@ from fawkes.errors import FawkesError
 from fawkes.inventory import Inventory, load_inventory
 from fawkes.mechanism import ClusterState, Role, Settings
 from fawkes.store import Store
+from fawkes.store.lease import LeaseLost
 from fawkes.store.lifecycle import NodeState
 
 log = logging.getLogger("fawkes.coordinator")
@@ -68,7 +70,7 @@ class Coordinator:
     def __init__(self, store: Store, inventory: Inventory, settings: Settings, *, executor=None,
                  clock: Callable[[], float] = time.time, workers: int = 4, max_running_jobs: int = 1,
                  host_grace_s: float = 30.0, cluster_options: dict[str, str] | None = None, retention=None,
-                 timeouts=None, runner=None):
+                 timeouts=None, runner=None, pool=None):
         from fawkes.config import RetentionConfig
 
         self.store = store
@@ -86,6 +88,11 @@ class Coordinator:
         self.dispatcher = Dispatcher(store, self.fleet, max_running=max_running_jobs)
         self.sampler = Sampler(store, self.fleet, self.dispatcher, settings, clock=clock, grace_s=host_grace_s)
         self._lock = threading.Lock()
+        self.pool = pool  # a fawkes.coordinator.pool.SlurmPool, stepped after every sample
+
+    def sync_inventory(self) -> None:
+        """The store's hosts = the inventory's now (a pool provider added or removed some)."""
+        self._sync_inventory(self.fleet.inventory)
 
     def _sync_inventory(self, inv: Inventory) -> None:
         self.store.sync_hosts([{"name": h.name, "address": h.address, "cores": h.cores or 1,
@@ -98,6 +105,11 @@ class Coordinator:
     def sample(self) -> None:
         with self._lock:
             self.sampler.step()
+            if self.pool is not None:
+                try:
+                    self.pool.step(self)
+                except FawkesError as exc:
+                    log.warning("%s", exc)
 
     def tick(self) -> None:
         with self._lock:
@@ -163,18 +175,29 @@ class Coordinator:
         return left
 
     # ------------------------------------------------------------------ the service
-    def run(self, *, fast_s: float = 2.0, duration_s: float | None = None, on_tick=None) -> list[str]:
-        """Run in the foreground until SIGTERM/SIGINT (or ``duration_s``).
+    def first_tick_at(self, start: float) -> float:
+        """When the first tick after a (re)start is due: T after the last recorded decision, at
+        once if that is already past (a restart after more than T); T after ``start`` on a state
+        that has never decided (the first interval's samples come first)."""
+        last = self.store.latest_decision()
+        if last is None:
+            return start + self.settings.period_s
+        return max(start, min(last.time + self.settings.period_s, start + self.settings.period_s))
+
+    def run(self, *, fast_s: float = 2.0, duration_s: float | None = None, on_tick=None,
+            leadership=None) -> list[str]:
+        """Run in the foreground until SIGTERM/SIGINT (or ``duration_s``, or the loss of the
+        lease of ``leadership``, a :class:`~fawkes.coordinator.leadership.Leadership`).
 
         Returns the operations still running at exit (they resume on the next start)."""
         sched = BlockingScheduler(executors={"default": APThreadPool(1)},
                                   job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30})
         start = time.time()
-        sched.add_job(self.sample, "interval", seconds=self.settings.sample_period_s, id="sample",
+        sched.add_job(_fenced("sample", self.sample), "interval", seconds=self.settings.sample_period_s, id="sample",
                       next_run_time=_dt(start))
-        sched.add_job(self._tick_job(on_tick), "interval", seconds=self.settings.period_s, id="tick",
-                      next_run_time=_dt(start + self.settings.period_s))
-        sched.add_job(self.fast, "interval", seconds=fast_s, id="fast", next_run_time=_dt(start))
+        sched.add_job(_fenced("tick", self._tick_job(on_tick)), "interval", seconds=self.settings.period_s, id="tick",
+                      next_run_time=_dt(self.first_tick_at(start)))
+        sched.add_job(_fenced("fast", self.fast), "interval", seconds=fast_s, id="fast", next_run_time=_dt(start))
         sched.add_job(self._prune_job, "interval", seconds=self.retention.every_s, id="prune",
                       next_run_time=_dt(start + min(self.retention.every_s, self.settings.period_s)))
         if duration_s is not None:
@@ -186,7 +209,22 @@ class Coordinator:
             sched.shutdown(wait=False)
 
         old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+        if leadership is not None:
+            def lost() -> None:  # called from the lease thread or from a refused write
+                self.reconciler.cancel.set()
+                try:
+                    sched.shutdown(wait=False)
+                except Exception:  # not running yet, or already stopping
+                    pass
+            leadership.on_lost(lost)
+
+            def check_lease() -> None:  # a loss before the scheduler ran (lost() found nothing to stop)
+                if leadership.lost.is_set():
+                    lost()
+            sched.add_job(check_lease, "interval", seconds=leadership.poll_s, id="lease", next_run_time=_dt(start))
         try:
+            if leadership is not None and leadership.lost.is_set():
+                return []
             self.recover()
             log.info("coordinator running: policy %s, T=%gs, tau=%g, sample every %gs",
                      self.settings.policy, self.settings.period_s, self.settings.tau, self.settings.sample_period_s)
@@ -194,6 +232,8 @@ class Coordinator:
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
+            if self._lock.acquire(timeout=120):  # the step still running (shutdown does not wait for it)
+                self._lock.release()
             left = self.close()
             log.info("coordinator stopped")
         return left
@@ -212,26 +252,80 @@ class Coordinator:
         return job
 
 
+def run_service(cfg, *, inventory_path=None, duration_s: float | None = None,
+                on_lead: Callable[[Coordinator], None] | None = None) -> None:
+    """``fawkes coordinator run``: be the state's one coordinator (:mod:`fawkes.coordinator.leadership`).
+
+    SQLite: the file lock or a one-line refusal, before anything is written.  PostgreSQL: wait
+    as a standby until this process holds the lease, then run; when the lease is lost, step
+    down and wait again.  Returns on SIGTERM/SIGINT or after ``duration_s``."""
+    from fawkes.coordinator.leadership import Leadership
+
+    period = loop_policy(cfg)[0].period_s  # a bad policy or inventory is refused before the lock is taken
+    inv = config_inventory(cfg, inventory_path)
+    end = None if duration_s is None else time.time() + duration_s
+    with Leadership(cfg.state_url(), period) as lead:
+        while lead.wait(until=end):
+            coord = build(cfg, inventory=inv, leadership=lead)
+            if on_lead is not None:
+                on_lead(coord)
+            left = coord.run(duration_s=None if end is None else max(0.0, end - time.time()), leadership=lead)
+            if left:  # worker threads still in driver calls: their intent is recorded, do not wait for them
+                lost = lead.lost.is_set()
+                lead.step_down()
+                logging.shutdown()
+                os._exit(3 if lost else 0)
+            if not lead.lost.is_set():
+                return
+            coord.store.close()
+            lead.step_down()
+            log.warning("standby again: waiting for the lease")
+
+
+def _fenced(name: str, step: Callable[[], None]) -> Callable[[], None]:
+    """A scheduled step whose write was refused for want of the lease ends in one log line (the
+    loss itself stops the scheduler: :meth:`Coordinator.run`)."""
+    def job() -> None:
+        try:
+            step()
+        except LeaseLost as exc:
+            log.warning("%s: refused: %s", name, exc)
+    return job
+
+
 def _dt(t: float):
     from datetime import datetime, timezone
 
     return datetime.fromtimestamp(t, tz=timezone.utc)
 
 
-def build(cfg, *, inventory_path=None) -> Coordinator:
-    """A Coordinator from a config (state URL, inventory, policy preset, periods)."""
+def config_inventory(cfg, inventory_path=None) -> Inventory:
+    """The inventory a coordinator of ``cfg`` runs on (``inventory_path`` overrides the config's)."""
     path = inventory_path or cfg.inventory
     if path is None:
         raise FawkesError(f"{cfg.source or 'config'}: inventory: required to run the coordinator")
-    inv = load_inventory(path)
+    return load_inventory(path)
+
+
+def build(cfg, *, inventory_path=None, leadership=None, inventory: Inventory | None = None) -> Coordinator:
+    """A Coordinator from a config (state URL, inventory, policy preset, periods).  With
+    ``leadership`` (holding the lease), every write of its store checks the lease."""
+    inv = inventory if inventory is not None else config_inventory(cfg, inventory_path)
     store = Store(cfg.state_url())
     try:
+        if leadership is not None:
+            leadership.fence(store)
         settings, runner = loop_policy(cfg)
+        pool = None
+        if cfg.pool is not None:  # provider slurm (the only one): its running allocations join first
+            from fawkes.coordinator.pool import SlurmPool
+            pool = SlurmPool(cfg.pool, inv)
+            pool.adopt()
         return Coordinator(store, inv, settings, runner=runner, cluster_options=dict(cfg.cluster_options),
-                           host_grace_s=cfg.host_grace, retention=cfg.retention, timeouts=cfg.timeouts)
+                           host_grace_s=cfg.host_grace, retention=cfg.retention, timeouts=cfg.timeouts, pool=pool)
     except Exception:
         store.close()
         raise
 
 
-__all__ = ["Coordinator", "build", "setup_logging", "Role"]
+__all__ = ["Coordinator", "build", "run_service", "setup_logging", "Role"]

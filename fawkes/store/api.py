@@ -23,6 +23,7 @@ recent released one.  Nodes and jobs are addressed by their integer ids.
 :class:`~fawkes.store.jobs.JobsMixin`         MR-jobs and their FIFO queues
 :class:`~fawkes.store.samples.SamplesMixin`   samples, decisions, controller memory
 :class:`~fawkes.store.events.EventsMixin`     events, ``status``
+:class:`~fawkes.store.lease.LeaseMixin`       the coordinator lease, the fence on writes
 ========================================  ==============================================
 """
 
@@ -40,11 +41,12 @@ from fawkes.store.db import make_engine, normalize_url, write_engine
 from fawkes.store.events import EventsMixin
 from fawkes.store.hosts import HostsMixin
 from fawkes.store.jobs import JobsMixin
+from fawkes.store.lease import LeaseMixin
 from fawkes.store.migrations import ensure_schema
 from fawkes.store.samples import SamplesMixin
 
 
-class Store(HostsMixin, ClustersMixin, JobsMixin, SamplesMixin, EventsMixin):
+class Store(HostsMixin, ClustersMixin, JobsMixin, SamplesMixin, EventsMixin, LeaseMixin):
     """The coordinator state at ``url`` (SQLite file or PostgreSQL), schema ensured on open."""
 
     def __init__(self, url: str, *, clock: Callable[[], float] = time.time):

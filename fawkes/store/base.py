@@ -42,6 +42,8 @@ class StoreBase:
     clock: Callable[[], float]
     engine: Engine
     _writer: Engine  # write_engine(engine)
+    #: set by :meth:`~fawkes.store.lease.LeaseMixin.set_fence`: every write checks the lease first
+    _fence: tuple | None = None
 
     @contextmanager
     def session(self, *, write: bool = False) -> Iterator[Session]:
@@ -49,6 +51,8 @@ class StoreBase:
         try:
             with Session(self._writer if write else self.engine, expire_on_commit=False) as s:
                 with s.begin():
+                    if write and self._fence is not None:
+                        self._check_fence(s)  # type: ignore[attr-defined]  # LeaseMixin
                     yield s
         except OperationalError as exc:  # locked past the busy timeout, server gone: one line
             raise FawkesError(f"state {self.display_url}: {first_line(exc.orig or exc)}") from None

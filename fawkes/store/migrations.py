@@ -50,8 +50,17 @@ def _v3_to_v4(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE jobs ADD COLUMN tasks_seen INTEGER"))
 
 
+def _v4_to_v5(conn: Connection) -> None:
+    """Version 5: ``coordinator_lease``, which coordinator acts (a lease with a fencing token that
+    every write of the leader checks: ``fawkes.store.lease``)."""
+    conn.execute(text("CREATE TABLE coordinator_lease (id INTEGER NOT NULL PRIMARY KEY, token INTEGER NOT NULL, "
+                      "holder VARCHAR(300) NOT NULL, hostname VARCHAR(253) NOT NULL, pid INTEGER NOT NULL, "
+                      "started_at FLOAT NOT NULL, acquired_at FLOAT NOT NULL, renewed_at FLOAT NOT NULL, "
+                      "expires_at FLOAT NOT NULL)"))
+
+
 #: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)
-MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4]
+MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5]
 CURRENT = 1 + len(MIGRATIONS)
 
 _PG_LOCK_KEY = 0x46415753  # "FAWS": advisory lock id for schema changes

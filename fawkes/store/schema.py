@@ -188,6 +188,26 @@ class ControllerMemory(SQLModel, table=True):
     memory: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
 
 
+class CoordinatorLease(SQLModel, table=True):
+    """Which coordinator acts (v5), one row: a lease with a fencing token.
+
+    The coordinator that holds it renews ``expires_at`` while it runs; another takes it over only
+    once it has expired, and every takeover raises ``token``.  Every write of the leader checks,
+    in its own transaction, that the row still names it with its token (``fawkes.store.lease``),
+    so a leader that was paused past its lease has its writes refused."""
+
+    __tablename__ = "coordinator_lease"
+    id: int = Field(default=1, primary_key=True)
+    token: int  # the fencing token: +1 at every takeover
+    holder: str = Field(max_length=300)  # hostname:pid:random of the leading process
+    hostname: str = Field(max_length=253)
+    pid: int
+    started_at: float  # when that process started
+    acquired_at: float  # when it took the lease
+    renewed_at: float
+    expires_at: float
+
+
 class Event(SQLModel, table=True):
     __tablename__ = "events"
     id: int | None = Field(default=None, primary_key=True)
@@ -200,4 +220,4 @@ class Event(SQLModel, table=True):
 
 
 TABLES = [SchemaVersion, Host, Framework, MRCluster, ClusterTransition, Node, NodeTransition,
-          Job, Sample, Decision, ControllerMemory, Event]
+          Job, Sample, Decision, ControllerMemory, CoordinatorLease, Event]
