@@ -22,6 +22,11 @@ Config file (YAML, every key optional, unknown keys refused)::
       draining: 3600                              # a DP still unfinished is reported (nothing is ever stopped)
       op: 600                                     # the longest one driver operation waits (deploy, add, ...)
       drain: 60                                   # one DP operation's wait before it hands its worker back
+    pool:                                         # grow the pool with SLURM allocations (docs/slurm.md)
+      provider: slurm
+      partition: batch                            # where to allocate
+      max_nodes: 8                                # at most this many nodes held from SLURM at once
+      idle_s: 300                                 # give an allocation back after its hosts are free this long
 
 Where things are found:
 
@@ -110,6 +115,38 @@ class TimeoutsConfig(BaseModel):
                                   "(the node stays DRAINING; every step asks HDFS again)")
 
 
+_SLURM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+
+
+class PoolConfig(BaseModel):
+    """Where the coordinator gets more hosts when every cluster is short (:mod:`fawkes.coordinator.pool`).
+
+    Hosts of an allocation are reached over SSH as ``user`` with ``key_file`` (the inventory's
+    ``known_hosts`` checks their keys) at their SLURM NodeAddr, with ``cores``/``memory`` = the
+    node's CPUs and RealMemory; fawkes works under ``work_dir`` there.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    provider: Literal["slurm"]
+    partition: str = Field(pattern=_SLURM_NAME)
+    max_nodes: int = Field(ge=1, le=10000, strict=True)
+    idle_s: float = Field(default=300.0, gt=0, le=_MAX_TIMEOUT, allow_inf_nan=False)
+    nodes_per_request: int = Field(default=1, ge=1, le=10000, strict=True)
+    time_limit_min: int | None = Field(default=None, ge=1, le=366 * 24 * 60, strict=True)
+    job_name: str = Field(default="fawkes-pool", pattern=_SLURM_NAME)
+    user: str = Field(default="root", pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
+    port: int = Field(default=22, ge=1, le=65535, strict=True)
+    key_file: Path | None = None
+    work_dir: str = Field(default="/var/lib/fawkes", pattern=r"^/[A-Za-z0-9_./+-]*$", max_length=1024)
+
+    @model_validator(mode="after")
+    def _per_request(self) -> PoolConfig:
+        if self.nodes_per_request > self.max_nodes:
+            raise ValueError(f"nodes_per_request ({self.nodes_per_request}) must not exceed max_nodes "
+                             f"({self.max_nodes})")
+        return self
+
+
 class CoordinatorConfig(BaseModel):
     """The validated coordinator config; ``source`` is the file it came from (None: defaults)."""
 
@@ -125,6 +162,7 @@ class CoordinatorConfig(BaseModel):
     host_grace: float = Field(default=30.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)  # seconds without SSH answer before a host is failed
     retention: RetentionConfig = RetentionConfig()
     timeouts: TimeoutsConfig = TimeoutsConfig()
+    pool: PoolConfig | None = None
     source: Path | None = Field(default=None, exclude=True)
 
     @field_validator("cluster_options")
@@ -189,6 +227,8 @@ def load_config(path: str | Path | None = None) -> CoordinatorConfig:
     updates: dict = {"source": p}
     if cfg.inventory is not None and not cfg.inventory.is_absolute():
         updates["inventory"] = base / cfg.inventory.expanduser()
+    if cfg.pool is not None and cfg.pool.key_file is not None and not cfg.pool.key_file.is_absolute():
+        updates["pool"] = cfg.pool.model_copy(update={"key_file": base / cfg.pool.key_file.expanduser()})
     if cfg.state is not None:
         if "://" not in cfg.state and not cfg.state.startswith("sqlite:"):
             updates["state"] = str(base / Path(cfg.state).expanduser())

@@ -163,6 +163,22 @@ class Executor:
         self._names(files)
         return self._fan_out(dict(files), lambda h, fs: self._put_one(h, fs, mode), on_result)
 
+    def add_target(self, target: Target) -> None:
+        """Make ``target`` reachable by name (a host that joined the pool, e.g. from a SLURM allocation)."""
+        with self._lock:
+            old = self.targets.get(target.name)
+            if old is not None and old != target:
+                raise FawkesError(f"host {target.name!r} is already a target with another address or login")
+            self.targets[target.name] = target
+
+    def remove_target(self, name: str) -> None:
+        """Forget host ``name`` (it left the pool) and close its idle connections."""
+        with self._lock:
+            self.targets.pop(name, None)
+            idle = self._idle.pop(name, [])
+        for c in idle:
+            c.close()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
