@@ -138,3 +138,62 @@ def test_cli_from_slurm_env_and_options(tmp_path):
     env_clean = {"SLURM_JOB_NODELIST": "", "SLURM_JOB_CPUS_PER_NODE": ""}
     r = run_cli("inventory", "from-slurm", env=env_clean)
     assert r.returncode == 2 and "--nodelist" in r.stderr
+
+
+def _old_text(nodelist: str, cpus: str | None, **opts) -> str:
+    """What from-slurm wrote before it wrote its YAML by hand: yaml.safe_dump of the same data."""
+    import yaml
+
+    from fawkes.inventory.slurm import inventory_doc
+    return yaml.safe_dump(inventory_doc(nodelist, cpus, **opts), sort_keys=False, default_flow_style=None)
+
+
+@pytest.mark.parametrize("nodelist,cpus,opts", [
+    ("c[01-02]-n[1-2]", "2(x3),1", {}),
+    # names YAML would read as numbers, booleans or null if written plain
+    ("n[1-3],1e3,on,007,10,0x1F,null,yes,1.5,1000,Y,n.0,inf,nan,true,0o7,1-2", None,
+     {"user": "ops", "key_file": "/k/id ed25519", "work_dir": "/srv/f", "known_hosts": "/a b: c #d"}),
+    ("gpu[0001-2000],cpu[1-5]", "64(x2000),8(x5)", {"known_hosts": "'quoted' \"x\""}),
+])
+def test_from_slurm_fast_text_means_what_the_dumper_wrote(nodelist, cpus, opts):
+    import yaml
+
+    from fawkes.inventory.slurm import inventory_text
+    text, n = inventory_text(nodelist, cpus, **opts)
+    assert yaml.safe_load(text) == yaml.safe_load(_old_text(nodelist, cpus, **opts))
+    assert n == len(yaml.safe_load(text)["hosts"])
+    assert text.startswith(f"# SLURM allocation {nodelist}")
+
+
+def test_from_slurm_output_loads_as_an_inventory(tmp_path):
+    from fawkes.inventory import load_inventory
+    out = tmp_path / "alloc.yaml"
+    r = run_cli("inventory", "from-slurm", "--nodelist", "n[1-3],1e3,on,007", "--cpus-per-node", "4(x3),2,1,1",
+                "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    inv = load_inventory(out, check_files=False)
+    assert [(h.name, h.address, h.cores) for h in inv.hosts] == [
+        ("n1", "n1", 4), ("n2", "n2", 4), ("n3", "n3", 4), ("1e3", "1e3", 2), ("on", "on", 1), ("007", "007", 1)]
+    for args, err in ((["--nodelist", "n1,x_y"], "'x_y' is not a DNS name"),
+                      (["--nodelist", "n[1-2]", "--cpus-per-node", "0"], "0 CPUs for n1"),
+                      (["--nodelist", "n[1-2]", "--user", "a;b"], "--user: user 'a;b' is not a safe user name"),
+                      (["--nodelist", "n[1-2]", "--work-dir", "rel"], "--work-dir:")):
+        bad = tmp_path / "bad.yaml"
+        r = run_cli("inventory", "from-slurm", *args, "-o", str(bad))
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and err in r.stderr, r.stderr
+        assert not bad.exists()
+
+
+def test_from_slurm_fast_name_check_accepts_only_valid_addresses():
+    import random
+
+    from fawkes.inventory.schema import SAFE_NAME, check_address
+    from fawkes.inventory.slurm import _DNS_NAME
+    rng = random.Random(7)
+    seen = 0
+    for _ in range(20_000):
+        n = "".join(rng.choice("ab09_.-") for _ in range(rng.randint(1, 9)))
+        if SAFE_NAME.match(n) and _DNS_NAME.match(n):
+            check_address(n)  # raises if the shortcut let a bad address through
+            seen += 1
+    assert seen > 1000

@@ -93,18 +93,14 @@ def from_slurm(nodelist, cpus_per_node, user, key_file, work_dir, known_hosts, o
     """Write an inventory of a SLURM allocation."""
     from fawkes.errors import ConfigError, FawkesError
     from fawkes.inventory.slurm import inventory_text
-    from fawkes.yamlfile import load_yaml_text, validate_data
-    from fawkes.inventory.schema import InventoryFile
 
     nodelist = nodelist or os.environ.get("SLURM_JOB_NODELIST")
     cpus_per_node = cpus_per_node or os.environ.get("SLURM_JOB_CPUS_PER_NODE")
     if not nodelist:
         raise FawkesError("no nodelist: pass --nodelist or run inside a SLURM job ($SLURM_JOB_NODELIST)")
-    text = inventory_text(nodelist, cpus_per_node, user=user, key_file=key_file, work_dir=work_dir,
-                          known_hosts=known_hosts)
-    data, lines = load_yaml_text(text, "<from-slurm>")
     try:  # user, work_dir, ... are checked before anything is written
-        validate_data("<from-slurm>", data, lines, InventoryFile)
+        text, n_hosts = inventory_text(nodelist, cpus_per_node, user=user, key_file=key_file, work_dir=work_dir,
+                                       known_hosts=known_hosts)
     except ConfigError as exc:
         opt = (exc.field or "").rsplit(".", 1)[-1].replace("_", "-")
         raise FawkesError(f"--{opt}: {exc.detail}") from None
@@ -114,4 +110,4 @@ def from_slurm(nodelist, cpus_per_node, user, key_file, work_dir, known_hosts, o
     tmp = output.with_name(output.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(output)
-    click.echo(f"wrote {output} ({len(data['hosts'])} hosts)", err=True)
+    click.echo(f"wrote {output} ({n_hosts} hosts)", err=True)
