@@ -157,14 +157,47 @@ def test_a_second_coordinator_on_a_sqlite_state_is_refused_and_writes_nothing(tm
         with Store(str(db)) as s:
             assert s.lease()["token"] == holder["token"] == 1 and s.lease()["pid"] == first.p.pid
             assert [e.message for e in s.events() if e.kind == "coordinator"][-1].startswith(holder["holder"])
+        # fawkes coordinator status while it runs
+        st = _fawkes("coordinator", "status", "--state", str(db))
+        assert st.returncode == 0, st.stderr
+        assert f"coordinator: running, pid {first.p.pid} on " in st.stdout and "(token 1)" in st.stdout
+        assert "last tick: " in st.stdout and "(T = 2s)" in st.stdout
     finally:
         first.stop()
-    # the lock went with the process: a new coordinator starts, and takes the lease over at once
+    st = _fawkes("coordinator", "status", "--config", str(cfg), "--json")
+    assert st.returncode == 3 and not json.loads(st.stdout)["running"]
+    last = _decisions(str(db))[-1]
+    time.sleep(max(0.0, last[1] + T - time.time()) + 0.2)
+    # the lock went with the process: a new coordinator starts, takes the lease over at once, and
+    # decides at once (the last decision is older than T), well before its first T is over
     r = subprocess.run([sys.executable, "-m", "fawkes", "coordinator", "run", "--config", str(cfg), "--no-metrics",
-                        "--for", "1"], capture_output=True, text=True, cwd=REPO, timeout=60)
+                        "--for", "1.5"], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.returncode == 0, r.stderr
     with Store(str(db)) as s:
         assert s.lease()["token"] == 2
+    led = [json.loads(line)["time"] for line in r.stderr.splitlines() if '"leading: ' in line]
+    after = [t for tick, t in _decisions(str(db)) if tick > last[0]]
+    assert led and after and after[0] - led[0] < T / 2, (after, led)
+
+
+def test_coordinator_status_is_read_only_and_refuses_a_missing_state(tmp_path):
+    for missing in (tmp_path / "typo.db", tmp_path / "sub" / "x.db"):
+        r = _fawkes("coordinator", "status", "--state", str(missing))
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such state file" in r.stderr
+    os.mkfifo(tmp_path / "fifo")
+    r = _fawkes("coordinator", "status", "--state", str(tmp_path / "fifo"))
+    assert r.returncode == 2 and "not a regular file" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]
+    with Store(str(tmp_path / "s.db")):
+        pass
+    r = _fawkes("coordinator", "status", "--state", str(tmp_path / "s.db"))
+    assert r.returncode == 3 and "coordinator: never ran on this state" in r.stdout and "last tick: none yet" in r.stdout
+
+
+def _fawkes(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("FAWKES_STATE", "FAWKES_CONFIG")}
+    return subprocess.run([sys.executable, "-m", "fawkes", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=60, env={**env, "PYTHONPATH": str(REPO)})
 
 
 @pytest.fixture
