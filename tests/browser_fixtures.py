@@ -68,7 +68,9 @@ def wait_until(what: str, fn, timeout: float, poll: float = 0.25):
     while time.monotonic() < deadline:
         try:
             last = fn()
-        except Exception as exc:  # the element is being redrawn: ask again
+        except AssertionError:
+            raise
+        except Exception as exc:  # the element is being redrawn (stale, not there yet): ask again
             last = exc
         else:
             if last:

@@ -16,6 +16,7 @@ Everything is read through the store API; nothing here writes.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import socket
 import threading
@@ -31,6 +32,8 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from fawkes.coordinator.view import allocation_history
 from fawkes.errors import FawkesError
 from fawkes.store import Store
+
+log = logging.getLogger("fawkes.coordinator.http")
 
 ASSETS = "dashboard_assets"
 STATIC = {"dashboard.js": "text/javascript; charset=utf-8", "dashboard.css": "text/css; charset=utf-8"}
@@ -163,4 +166,7 @@ def start_server(store: Store, counters: dict, metrics_app: Callable | None, bin
                          handler_class=QuietHandler)
     thread = threading.Thread(target=server.serve_forever, name="fawkes-http", daemon=True)
     thread.start()
+    host = f"[{bind}]" if ":" in bind else bind
+    log.info("serving http://%s:%d/metrics%s", host, server.server_port,
+             f" and the dashboard at http://{host}:{server.server_port}/" if dashboard else "")
     return server, thread, server.server_port

@@ -112,7 +112,10 @@ function chart(id, series, color, opts) {
     });
     const line = svg("path", { d, fill: "none", stroke: color[name] || "#444", "stroke-width": 2, "data-cluster": name });
     line.append(svg("title", {}, name));
-    kids.push(line);
+    const last = s[s.length - 1];  // a dot at the latest value: a series of one point shows too
+    const dot = svg("circle", { cx: x(last[0]).toFixed(1), cy: y(last[1]).toFixed(1), r: 3, fill: color[name] || "#444" });
+    dot.append(svg("title", {}, `${name}: ${opts.integer ? last[1] : fmt(last[1])}`));
+    kids.push(line, dot);
   }
   box.replaceChildren(...kids);
 }
