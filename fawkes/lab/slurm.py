@@ -167,6 +167,9 @@ def up(lab, *, timeout: float = 60.0) -> dict:
     until every live host's node is idle.  Returns :func:`status`."""
     require()
     d = slurm_dir(lab.dir)
+    if len(str(d / "munge" / "munge.socket").encode()) > 100:  # AF_UNIX paths: 108 bytes at most
+        raise FawkesError(f"lab slurm: the lab directory {lab.dir} is too long for munged's socket path "
+                          "(at most 75 characters)")
     for sub in ("munge", "ctld", "nodes"):
         (d / sub).mkdir(parents=True, exist_ok=True)
     os.chmod(d / "munge", 0o755)  # munged wants its socket directory searchable by all
@@ -186,7 +189,9 @@ def up(lab, *, timeout: float = 60.0) -> dict:
     (d / "plugstack.conf").write_text("")
     if munged_pid(d) is None:
         (d / "munge" / "munged.pid").unlink(missing_ok=True)
-        _run([MUNGED, f"--key-file={key}", f"--socket={d / 'munge' / 'munge.socket'}",
+        # --force: munged wants every directory above its socket searchable by all (a pytest
+        # temporary directory is 0700); the lab's users are root only, so the warning is harmless
+        _run([MUNGED, "--force", f"--key-file={key}", f"--socket={d / 'munge' / 'munge.socket'}",
               f"--pid-file={d / 'munge' / 'munged.pid'}", f"--log-file={d / 'munge' / 'munged.log'}",
               f"--seed-file={d / 'munge' / 'munged.seed'}"], "munged")
         _wait(lambda: munged_pid(d) is not None, 10, "munged did not start", d / "munge" / "munged.log")
