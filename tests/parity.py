@@ -144,6 +144,8 @@ def _follow_state(store: Store, name: str, to: ClusterState) -> None:
         if current is not to:
             raise Mismatch(f"cluster {name} is {current} in the store, {to} in the simulator")
         return
+    if to is ClusterState.RELEASED and current is to:  # a purged request: the decision withdrew it
+        return
     if to is ClusterState.RELEASED:
         for n in store.list_nodes(name):  # the teardown: nodes still held go first
             _release(store, name, n.host)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from fawkes.mechanism import Role, Settings, policy_names
+from fawkes.mechanism import Memory, Role, Settings, controller, policy_names
 from fawkes.mechanism.koala_mr import RUNNER_POLICIES, ResizeParams
 from fawkes.presets import preset_names, read_preset
 from fawkes.sim.costs import cost_model
@@ -66,8 +66,8 @@ def fail_a_host(sim: Simulator, t: float) -> None:
 
 
 def run_both(wl: Workload, settings: Settings | None, url: str, runner: ResizeParams | None = None,
-             failures: tuple[float, ...] = ()) -> tuple[Simulator, int]:
-    rec = Recorder()
+             failures: tuple[float, ...] = (), rec: Recorder | None = None) -> tuple[Simulator, int]:
+    rec = Recorder() if rec is None else rec
     sim = Simulator(wl, settings, recorder=rec, check_invariants=True, ch2=runner)
     for t in failures:
         sim.at(t, fail_a_host)
@@ -119,10 +119,33 @@ def test_chapter2_runner_policies_decide_alike_in_both_drivers(policy, tmp_path)
     {"discrimination_window": "cumulative", "tau": 0.5}, {"grow_type": Role.TR, "fp_victim_order": "newest"},
     {"admission_reclaim": "surplus", "backfill": True}, {"inactivity": "weight_zero"},
     {"policy": "EQ", "eq_gated": True}, {"all_zero": "equal", "policy": "JD"},
+    {"skip_unfittable": True}, {"skip_unfittable": True, "starvation_guard_s": 60.0},
+    {"admission_order": "sjf", "starvation_guard_s": 120.0}, {"admission_order": "utility", "deadline_purge": True},
 ], ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
 def test_settings_decide_alike_in_both_drivers(extra, tmp_path):
     s = Settings(**({"policy": "TD", "period_s": 60.0, "sample_period_s": 10.0, "tau": 1.0} | extra))
     run_both(workload(3, clusters=3, jobs=16), s, f"sqlite:///{tmp_path / 'state.db'}")
+
+
+# --- BIG-C's preemption settings (issue 11): each variant must also exercise its setting
+@pytest.mark.parametrize("extra", [
+    {"regrow_delay_ticks": 2}, {"regrow_delay_ticks": 1, "shrink_after_ticks": 2},
+    {"shrink_amount": "demand_capped"},
+    {"shrink_amount": "demand_capped", "victim_order": "most_discriminated", "regrow_delay_ticks": 1},
+    {"shrink_amount": "demand_capped", "victim_order": "longest_remaining"},
+], ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
+def test_preemption_settings_decide_alike_in_both_drivers(extra, tmp_path):
+    s = Settings(**({"policy": "TD", "period_s": 60.0, "sample_period_s": 10.0, "tau": 1.0} | extra))
+    rec = Recorder()
+    run_both(workload(4, clusters=3, jobs=16), s, f"sqlite:///{tmp_path / 'state.db'}", rec=rec)
+    steps = [ev for ev in rec.events if ev.kind in ("tick", "between")]
+    if s.regrow_delay_ticks:  # some victim waited
+        assert any(any(ev.data[1].regrow_votes.values()) for ev in steps if ev.kind == "tick")
+    if s.shrink_amount == "demand_capped":  # some tick took less than the whole surplus
+        full = Settings(**(s.model_dump() | {"shrink_amount": "full", "victim_order": "largest_surplus"}))
+        before = [Memory()] + [ev.data[2] for ev in steps[:-1]]
+        assert any(controller.tick(m, ev.data[0], full)[0].targets != ev.data[1].targets
+                   for m, ev in zip(before, steps) if ev.kind == "tick")
 
 
 @pytest.mark.parametrize("policy", ["TD", "EQ", "td-damped"])
@@ -157,6 +180,8 @@ def scenarios(draw):
         discrimination_window=draw(st.sampled_from(["interval", "cumulative"])),
         idle_timeout_s=draw(st.sampled_from([None, 30.0])),
         backfill=draw(st.booleans()),
+        regrow_delay_ticks=draw(st.sampled_from([0, 0, 1, 3])),
+        shrink_amount=draw(st.sampled_from(["full", "full", "demand_capped"])),
     )
     wl = workload(draw(st.integers(0, 10**6)), capacity=draw(st.integers(3, 12)),
                   clusters=draw(st.integers(1, 3)), jobs=draw(st.integers(1, 10)),

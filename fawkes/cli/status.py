@@ -56,9 +56,12 @@ def num(v: float | None, fmt: str = ".3f") -> str:
 @state_option
 @json_option
 def status(state: str | None, as_json: bool) -> None:
-    """Clusters, nodes by role, weight, discrimination and queue lengths (latest decision)."""
+    """Clusters, nodes by role, weight, discrimination and queue lengths (latest decision), and a
+    forecast of when hosts free up (the expected-free-time table)."""
+    settings = _loop_settings()  # a bad config is refused before the store is opened
     with open_store(state) as store:
         st = store.status()
+        st["forecast"] = forecast(store, settings, time.time())
     if as_json:
         emit_json(st)
         return
@@ -80,6 +83,42 @@ def status(state: str | None, as_json: bool) -> None:
                      num(c["discrimination"]), c["queued_jobs"], c["running_jobs"]))
     print_table(None, ["cluster", "state", "min", "core", "TC", "TR", "draining", "target", "weight",
                        "discrimination", "queued", "running"], rows)
+    print_forecast(st["forecast"], time.time())
+
+
+def _loop_settings():
+    from fawkes.config import load_config
+    from fawkes.coordinator.control import mechanism_settings
+
+    return mechanism_settings(load_config())
+
+
+def forecast(store, settings, now: float) -> list[dict[str, Any]]:
+    """The expected-free-time table (``fawkes.mechanism.forecast``) on the store's snapshot."""
+    from fawkes.coordinator.view import build_snapshot
+    from fawkes.errors import FawkesError
+    from fawkes.mechanism.forecast import free_times
+    from fawkes.mechanism.memory import Memory
+
+    try:
+        memory = Memory.from_json(store.load_memory())
+    except ValueError as exc:
+        raise FawkesError(f"state: {exc}") from None
+    snap = build_snapshot(store, settings, now)
+    return [{"host": r.host, "cluster": r.cluster, "at": r.at, "why": r.why} for r in free_times(snap, settings, memory)]
+
+
+def print_forecast(rows: list[dict[str, Any]], now: float) -> None:
+    """Hosts grouped by cluster, expected free time and reason, soonest first."""
+    groups: dict[tuple, int] = {}
+    for r in rows:
+        key = (r["at"] is None, r["at"] or 0.0, r["cluster"], r["why"])
+        groups[key] = groups.get(key, 0) + 1
+    out = []
+    for (_, at, cluster, why), n in sorted(groups.items()):
+        eta = "unknown" if _ else ("now" if at <= now else f"in {at - now:.0f} s ({when(at)})")
+        out.append((eta, n, cluster or "(free)", why))
+    print_table("forecast: when hosts free up", ["free", "hosts", "held by", "why"], out)
 
 
 @click.command()
@@ -114,15 +153,44 @@ def explain(tick: int | None, state: str | None, as_json: bool) -> None:
 @click.command()
 @click.option("--cluster", "-c", default=None, help="Only events of this cluster.")
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=50, show_default=True, help="How many (newest).")
+@click.option("--oldest-first", is_flag=True, help="Oldest first (default: newest first).")
+@click.option("--follow", "-f", is_flag=True,
+              help="Print the latest events oldest first, then each new one as it is recorded (one line, or "
+                   "one JSON object, per event) until interrupted.")
 @state_option
 @json_option
-def events(cluster: str | None, limit: int, state: str | None, as_json: bool) -> None:
-    """The latest events, oldest first."""
+def events(cluster: str | None, limit: int, oldest_first: bool, follow: bool, state: str | None,
+           as_json: bool) -> None:
+    """The latest events, newest first (``--oldest-first``, ``--follow``)."""
     with open_store(state) as store:
         evs = store.events(cluster=cluster, limit=limit)
+        if follow:
+            _follow(store, evs, cluster, as_json)
+            return
+    if not oldest_first:
+        evs.reverse()
     if as_json:
         emit_json([record(e) for e in evs])
         return
     print_table(None, ["time", "level", "kind", "cluster", "node", "message"],
                 [(when(e.time), e.level, e.kind, e.cluster, e.node, e.message) for e in evs])
+
+
+def _follow(store, evs: list, cluster: str | None, as_json: bool, every_s: float = 1.0) -> None:
+    """``events --follow``: print ``evs`` (oldest first), then poll for newer ones every ``every_s``."""
+    last = 0
+    try:
+        while True:
+            for e in evs:
+                if as_json:
+                    click.echo(json.dumps(record(e), sort_keys=True, default=str))
+                else:
+                    text = " ".join(str(e.message).split())
+                    click.echo(f"{when(e.time)}  {e.level:<7} {e.kind:<11} {e.cluster or '-'} {e.node or '-'}  {text}")
+                last = e.id
+            sys.stdout.flush()
+            time.sleep(every_s)
+            evs = store.events(cluster=cluster, limit=1000, after=last)
+    except KeyboardInterrupt:  # the normal end of a follow
+        return
 

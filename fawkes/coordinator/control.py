@@ -16,7 +16,7 @@ from collections.abc import Callable
 from fawkes.coordinator.intent import apply, record_decision
 from fawkes.coordinator.view import build_snapshot
 from fawkes.errors import FawkesError
-from fawkes.mechanism import Decision, Settings, Snapshot, controller
+from fawkes.mechanism import ClusterState, Decision, Settings, Snapshot, controller
 from fawkes.mechanism.controller import Between
 from fawkes.mechanism.koala_mr import ResizeParams
 from fawkes.mechanism.memory import Memory
@@ -55,8 +55,9 @@ class Control:
         with gc_paused():  # tens of thousands of small acyclic values: the collector's passes cost 40 ms
             d, memory = self._decide(self.memory(), snap)
         tick = record_decision(self.store, d, snap, self.settings, memory)
-        problems = apply(self.store, d.plan, admitted=d.admission.admitted, deactivate=d.deactivate,
-                         why=f"tick {tick}")
+        problems = purge(self.store, d.admission.purged)
+        problems += apply(self.store, d.plan, admitted=d.admission.admitted, deactivate=d.deactivate,
+                          why=f"tick {tick}")
         return tick, d, problems
 
     def _decide(self, memory: Memory, snap: Snapshot) -> tuple[Decision, Memory]:
@@ -71,13 +72,24 @@ class Control:
         if not snap.queue and not snap.free_hosts:
             return None, []
         b = controller.between(self.memory(), snap, self.settings)
-        problems: list[str] = []
+        problems = purge(self.store, b.admission.purged)
         if b.admission.admitted:
             self.store.save_memory("admission", b.memory.to_json(), snap.now)
             problems += apply(self.store, b.admission_plan, admitted=b.admission.admitted, why="admission")
         if b.refill_plan.grows:
             problems += apply(self.store, b.refill_plan, why="refill")
         return b, problems
+
+
+def purge(store: Store, names) -> list[str]:
+    """Withdraw queued requests that can no longer meet their deadline (``deadline_purge``, P-3)."""
+    problems = []
+    for name in names:
+        try:
+            store.transition_cluster(name, ClusterState.RELEASED, "purged: it can no longer meet its deadline")
+        except FawkesError as exc:
+            problems.append(f"purge {name}: {exc}")
+    return problems
 
 
 def loop_policy(cfg) -> tuple[Settings, ResizeParams | None]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fawkes.mechanism import ClusterRequest, ClusterState, ClusterView, NodeView, Role, Settings, Snapshot
+from fawkes.mechanism.admission import admission_key
 from fawkes.store import Store
 from fawkes.store.base import gc_paused
 from fawkes.store.lifecycle import HostState, NodeState
@@ -112,9 +113,9 @@ def _build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
             slots_per_node=min(slots, default=pool_cores),
             since=c.requested_at,
         ))
-    # admission order (the mechanism's tie and grow order), not request order: with backfill a later
-    # request can be admitted first
-    admitted = {c.name: (c.admitted_at, c.queue_seq or 0) for c in clusters if c.admitted_at is not None}
-    views.sort(key=lambda v: admitted.get(v.name, (now, 0)))
+    # admission order (the mechanism's tie and grow order), not request order: with backfill or another
+    # admission discipline a later request can be admitted first
+    admitted = {c.name: admission_key(c.admitted_at, c.queue_seq or 0) for c in clusters if c.admitted_at is not None}
+    views.sort(key=lambda v: admitted.get(v.name, admission_key(now, 0)))
     return Snapshot(now=now, capacity=pool["usable"] - failed_held, free_hosts=free,
                     clusters=tuple(views), queue=tuple(queue))

@@ -4,6 +4,11 @@ The head is admitted iff the minimum shares fit: Σ m_j (allocated clusters) + m
 What it needs beyond the free hosts is reclaimed from clusters above their minimum, in
 proportion to their current weights and capped at their surplus; the residue is shared
 again among the donors that still have surplus.
+
+Which request is the head is :func:`queue_order` (issue 12, the YARN placement project's P-2/P-3):
+FIFO by default; shortest expected duration or highest utility first; requests that can no longer
+meet their deadline purged; starving requests first.  The snapshot's queue stays in request order:
+this is the one place where the admission order of the queue is decided.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from fawkes.mechanism.model import Snapshot
+from fawkes.mechanism.model import ClusterRequest, Snapshot
 from fawkes.mechanism.settings import Settings
 from fawkes.mechanism.targets import remainder_order
 
@@ -24,6 +29,62 @@ class Admission:
     reclaim: dict[str, int] = field(default_factory=dict)  # nodes to take from each donor
     waiting: tuple[str, ...] = ()
     reason: str = ""
+    purged: tuple[str, ...] = ()  # requests dropped: they can no longer meet their deadline (P-3)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOrder:
+    """The queue as admission reads it: requests in the order they are considered, which of them are
+    starving (never skipped), and which are purged (not considered at all)."""
+
+    requests: tuple[ClusterRequest, ...]
+    starving: frozenset[str] = frozenset()
+    purged: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+
+
+def queue_order(snap: Snapshot, settings: Settings) -> QueueOrder:
+    """The order in which admission considers the queue (``snap.queue`` is in request order).
+
+    * ``deadline_purge``: a request with maxT that has waited longer than maxT − expected duration
+      (0 if unknown) is purged ("to avoid wasting resources to run jobs that will be killed anyways");
+    * ``starvation_guard_s``: a request whose slack U = maxT − duration − waited is below it (without
+      maxT: that has waited at least that long) is *starving*: it comes first, in request order;
+    * then ``admission_order``: ``fifo`` keeps request order; ``sjf`` sorts by expected duration
+      (unknown last); ``utility`` by U, highest first (no maxT last).  Ties keep request order.
+    """
+    now = snap.now
+    purged: list[str] = []
+    reasons: list[str] = []
+    live: list[ClusterRequest] = []
+    for r in snap.queue:
+        u = r.slack(now)
+        if settings.deadline_purge and u is not None and u < 0:
+            purged.append(r.name)
+            reasons.append(f"{r.name} purged: waited {r.waited(now):g} s > maxT {r.deadline_s:g} - "
+                           f"expected {r.expected_duration_s or 0.0:g} s")
+        else:
+            live.append(r)
+    guard = settings.starvation_guard_s
+    starving = frozenset() if guard is None else frozenset(
+        r.name for r in live if (r.slack(now) < guard if r.deadline_s is not None else r.waited(now) >= guard))
+    index = {r.name: i for i, r in enumerate(live)}
+    if settings.admission_order == "sjf":
+        def key(r):
+            d = r.expected_duration_s
+            return (d is None, d or 0.0, index[r.name])
+    elif settings.admission_order == "utility":
+        def key(r):
+            u = r.slack(now)
+            return (u is None, -(u or 0.0), index[r.name])
+    else:
+        def key(r):
+            return index[r.name]
+    first = [r for r in live if r.name in starving]
+    rest = sorted((r for r in live if r.name not in starving), key=key)
+    if starving:
+        reasons.append("starving, first: " + ", ".join(r.name for r in first))
+    return QueueOrder(tuple(first + rest), starving, tuple(purged), tuple(reasons))
 
 
 def admit(snap: Snapshot, weights: Mapping[str, float], settings: Settings, leaving: frozenset[str] = frozenset()) -> Admission:
@@ -40,11 +101,23 @@ def admit(snap: Snapshot, weights: Mapping[str, float], settings: Settings, leav
     minima: dict[str, int] = {}
     reclaim: dict[str, int] = {}
     waiting: list[str] = []
-    reasons: list[str] = []
-    for req in snap.queue:
+    blocked = False  # a request that waits holds the ones behind it (strict FIFO, no backfill)
+    q = queue_order(snap, settings)
+    reasons: list[str] = list(q.reasons)
+    for req in q.requests:
         fits = committed + req.min_core <= snap.capacity
-        if not fits or (waiting and not settings.backfill):
+        if settings.skip_unfittable and req.name not in q.starving:
+            if blocked:  # behind a starving request that waits
+                waiting.append(req.name)
+                reasons.append(f"{req.name} waits behind {waiting[0]} (starving)")
+                continue
+            if not fits or req.min_core > free:
+                waiting.append(req.name)
+                reasons.append(f"{req.name} skipped: minimum {req.min_core} does not fit now ({free} free)")
+                continue
+        elif not fits or (blocked and not settings.backfill):
             waiting.append(req.name)
+            blocked = True
             if not fits:
                 reasons.append(f"{req.name} waits: minima {committed}+{req.min_core} > capacity {snap.capacity}")
             else:
@@ -61,7 +134,18 @@ def admit(snap: Snapshot, weights: Mapping[str, float], settings: Settings, leav
                 reclaim[k] = reclaim.get(k, 0) + v
                 surplus[k] -= v
         reasons.append(f"{req.name} admitted ({req.min_core} core nodes" + (f", {need} reclaimed)" if need > 0 else ")"))
-    return Admission(tuple(admitted), minima, reclaim, tuple(waiting), "; ".join(reasons))
+    # clusters admitted in one step take their places in request order (admission_key), whatever
+    # order the discipline considered them in
+    position = {r.name: i for i, r in enumerate(snap.queue)}
+    admitted.sort(key=position.__getitem__)
+    return Admission(tuple(admitted), minima, reclaim, tuple(waiting), "; ".join(reasons), q.purged)
+
+
+def admission_key(admitted_at: float, request_seq: int) -> tuple[float, int]:
+    """The admission order of allocated clusters (the mechanism's tie and grow order): by admission
+    time, clusters admitted in the same step by request order.  The simulator appends admitted
+    clusters in this order; the coordinator's view sorts by it."""
+    return (admitted_at, request_seq)
 
 
 def reclaim_from(need: int, surplus: Mapping[str, int], weights: Mapping[str, float], settings: Settings) -> dict[str, int]:

@@ -43,7 +43,7 @@ class Between:
 
     @property
     def empty(self) -> bool:
-        return not self.admission.admitted and self.refill_plan.empty
+        return not self.admission.admitted and not self.admission.purged and self.refill_plan.empty
 
 
 def fold_samples(memory: Memory, snap: Snapshot) -> Memory:
@@ -83,9 +83,24 @@ def tick(memory: Memory, snap: Snapshot, settings: Settings) -> tuple[Decision, 
             discrimination=m.discrimination if disc is None else disc,
             last_grow_at=snap.now if name in grown else m.last_grow_at,
             last_shrink_at=snap.now if name in shrunk else m.last_shrink_at,
+            **_victim(m, name, d, shrunk, snap.now, settings),
         )
     keep = (_live(snap) | set(d.admission.admitted)) - set(d.deactivate)
     return d, memory.with_entries(entries, keep=keep, ticks=memory.ticks + 1)
+
+
+def _victim(m: ClusterMemory, name: str, d: Decision, shrunk: set[str], now: float,
+            settings: Settings) -> dict:
+    """BIG-C's delayed regrowth (``regrow_delay_ticks``, mechanism/preemption.py): a cluster this
+    tick's plan shrinks becomes a victim; one still waiting keeps its run of eligible ticks; one
+    the decision no longer lists has waited its D ticks (or was never one)."""
+    if settings.regrow_delay_ticks <= 0:
+        return {"victim_since": None, "regrow_votes": 0} if m.victim_since is not None else {}
+    if name in shrunk:
+        return {"victim_since": now, "regrow_votes": 0}
+    if name in d.regrow_votes:
+        return {"regrow_votes": d.regrow_votes[name]}
+    return {"victim_since": None, "regrow_votes": 0}
 
 
 def offer(memory: Memory, snap: Snapshot, params: ResizeParams) -> tuple[Decision, Memory]:
@@ -141,6 +156,8 @@ def between(memory: Memory, snap: Snapshot, settings: Settings) -> Between:
             {n: replace(memory.of(n, since[n]), target=t) for n, t in adm_plan.targets.items()},
             keep=_live(snap) | set(adm.admitted))
         snap = project(snap, adm_plan, adm.admitted)
+    if adm.purged:
+        snap = replace(snap, queue=tuple(r for r in snap.queue if r.name not in set(adm.purged)))
     plan = refill(snap, settings, memory) if snap.free_hosts else Plan()
     return Between(adm, adm_plan, Plan(grows=plan.grows, targets=plan.targets), memory)
 

@@ -24,6 +24,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from fawkes.mechanism import preemption
 from fawkes.mechanism.admission import Admission, admit
 from fawkes.mechanism.discrimination import global_factor, interval_discrimination
 from fawkes.mechanism.inactivity import is_inactive
@@ -52,6 +53,7 @@ class Decision:
     deactivate: tuple[str, ...] = ()
     reason: str = ""
     shrink_votes: dict[str, int] = field(default_factory=dict)  # carried to the next tick in the memory
+    regrow_votes: dict[str, int] = field(default_factory=dict)  # victims still waiting to regrow (preemption.py)
 
     @property
     def resized(self) -> bool:
@@ -113,6 +115,7 @@ def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Dec
     pool = snap.capacity - sum(c.held for c in snap.clusters if c.state is ClusterState.SAVING or c.name in leaving)
 
     votes: dict[str, int] = {}
+    regrow = preemption.victims(staying, mem, settings)  # a tick that does not rebalance resets their runs
     if not policy.resizes:
         targets = dict(minima)
         why = f"policy {policy.name}: clusters stay at their minima"
@@ -124,7 +127,15 @@ def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Dec
             held, votes = {}, {}  # an admitted cluster's minimum comes first: no waiting this tick
         if held:  # they keep what they hold this tick; the others share the rest
             targets = weighted_targets(pool, names, w, minima | held, caps)
+        # --- BIG-C (preemption.py): regrow hysteresis, then a demand-capped shrink
+        waiting, regrow = preemption.wait_to_regrow(targets, staying, mem, settings)
+        if waiting:  # victims keep what they hold; the others share the rest
+            rest = [n for n in names if n not in waiting]
+            targets = weighted_targets(pool - sum(waiting.values()), rest, w, minima | held, caps) | waiting
+            targets = {n: targets[n] for n in names}
         targets = _damp(targets, staying, mem, snap.now, settings)
+        if settings.shrink_amount == "demand_capped":
+            targets = preemption.demand_capped(targets, staying, pool, d, settings)
         why = (
             f"policy {policy.name} applied every tick"
             if policy.ungated and not settings.eq_gated
@@ -155,6 +166,9 @@ def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Dec
     elif gate and policy.resizes:
         reasons.append("targets already held (minima bound the shares)" if any(
             targets[n] == minima[n] for n in targets) else "targets already held")
+    if any(regrow.values()):
+        reasons.append(f"regrow delayed (regrow_delay_ticks={settings.regrow_delay_ticks}): " + ", ".join(
+            f"{n} {v}/{settings.regrow_delay_ticks}" for n, v in sorted(regrow.items()) if v))
     return Decision(
         time=snap.now,
         policy=policy.name,
@@ -169,6 +183,7 @@ def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Dec
         deactivate=tuple(sorted(leaving)),
         reason="; ".join(reasons),
         shrink_votes=votes,
+        regrow_votes=regrow,
     )
 
 

@@ -12,7 +12,13 @@ field                         set by
 ``discrimination``            a tick: D since admission (the A-5 cumulative window reads it)
 ``idle_since``, ``seen``      a tick, folding the samples newer than ``seen`` (A-12)
 ``last_grow_at/shrink_at``    a tick whose plan grows/shrinks the cluster (the cooldown clock, B.5)
+``victim_since``              a tick whose plan shrinks the cluster, with ``regrow_delay_ticks``;
+                              cleared when the delay is over (BIG-C's D, B-3)
+``regrow_votes``              a tick: a victim's consecutive ticks eligible to grow
 ============================  =================================================================
+
+Fields added later default to the value that changes nothing, so a stored value without them
+(an older coordinator's) reads back as before.
 
 An entry belongs to one incarnation (``since`` = the request time of the cluster as it is now):
 a cluster released and requested again starts from a fresh entry.  The simulator keeps the
@@ -28,6 +34,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 FORMAT = 1
+_NOT_NONE = ("since", "weight", "shrink_votes", "discrimination", "regrow_votes")
+#: fields added after the first stored format, written only when not at their default
+_LATER = {"victim_since": None, "regrow_votes": 0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +50,8 @@ class ClusterMemory:
     seen: float | None = None  # time of the newest sample folded into idle_since
     last_grow_at: float | None = None
     last_shrink_at: float | None = None
+    victim_since: float | None = None  # shrunk by a tick, waiting to regrow (regrow_delay_ticks)
+    regrow_votes: int = 0  # consecutive ticks the victim was eligible to grow
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +85,7 @@ class Memory:
     # ------------------------------------------------------------------ storage
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "ticks": self.ticks,
-                "clusters": {n: asdict(m) for n, m in self.clusters}}
+                "clusters": {n: _entry_json(m) for n, m in self.clusters}}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any] | None) -> Memory:
@@ -94,10 +105,15 @@ class Memory:
             for key, value in entry.items():
                 ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
                                        and math.isfinite(value))
-                if not ok or (value is None and key in ("since", "weight", "shrink_votes", "discrimination")):
+                if not ok or (value is None and key in _NOT_NONE):
                     raise ValueError(f"controller memory: clusters.{name}.{key}: {value!r} is not a number")
             m = ClusterMemory(**entry)
             if m.target is not None:
                 m = replace(m, target=int(m.target))
-            out.append((str(name), replace(m, shrink_votes=int(m.shrink_votes))))
+            out.append((str(name), replace(m, shrink_votes=int(m.shrink_votes), regrow_votes=int(m.regrow_votes))))
         return cls(tuple(sorted(out)), ticks)
+
+
+def _entry_json(m: ClusterMemory) -> dict[str, Any]:
+    """One entry as stored: a field added later is left out at its default (missing = default)."""
+    return {k: v for k, v in asdict(m).items() if k not in _LATER or v != _LATER[k]}

@@ -160,6 +160,19 @@ class ClusterRequest:
     name: str
     min_core: int
     requested_at: float = 0.0
+    # what the requester expects (P-2, P-3): how long its workload runs once admitted, and maxT, the
+    # deadline relative to the request (a request waiting past maxT - expected duration misses it)
+    expected_duration_s: float | None = None
+    deadline_s: float | None = None
+
+    def waited(self, now: float) -> float:
+        return max(0.0, now - self.requested_at)
+
+    def slack(self, now: float) -> float | None:
+        """U = maxT - expected duration - waited (the CMU project's utility), None without maxT."""
+        if self.deadline_s is None:
+            return None
+        return self.deadline_s - (self.expected_duration_s or 0.0) - self.waited(now)
 
 
 @dataclass(frozen=True, slots=True)

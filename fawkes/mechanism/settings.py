@@ -60,6 +60,19 @@ class Settings(BaseModel):
     backfill: bool = Field(False, description="A-10: strict FIFO (False) or admit later requests that fit")
     admission_deadline_s: float | None = Field(None, ge=0, le=MAX_SECONDS, description="A-9: deadline for admission (None = T)")
 
+    # --- admission disciplines (issue 12, the YARN placement project's P-2/P-3); defaults = FIFO as above
+    admission_order: Literal["fifo", "sjf", "utility"] = Field(
+        "fifo", description="order of the queue: fifo (request order), sjf (shortest expected duration first; "
+        "unknown last), utility (highest U = maxT - expected duration - waited first; no maxT last)")
+    skip_unfittable: bool = Field(
+        False, description="a request whose minimum does not fit the free hosts now (or the minima) is "
+        "skipped, not waited for: later ones may go first (the free_machines check)")
+    deadline_purge: bool = Field(
+        False, description="drop queued requests that can no longer meet maxT: waited > maxT - expected duration")
+    starvation_guard_s: float | None = Field(
+        None, ge=0, le=MAX_SECONDS, description="a request whose slack U falls below this (without maxT: that has "
+        "waited this long) goes first and is never skipped (None = off)")
+
     # --- inactivity
     inactivity: Literal["decoupled", "weight_zero"] = Field("decoupled", description="A-12")
     idle_timeout_s: float | None = Field(None, gt=0, le=MAX_SECONDS, description="T_idle (None = T)")
@@ -72,6 +85,22 @@ class Settings(BaseModel):
         1, ge=1, le=10_000, description="shrink a cluster only when this many consecutive rebalancing ticks want it smaller "
         "(1 = at once; fast up, slow down: dask Adaptive's wait_count, the Kubernetes autoscaler's unneeded time)")
 
+    # --- BIG-C (issue 11; spec seeds §000 B-3..B-5, docs/mechanism.md "Preemption settings"):
+    # every default leaves the decision exactly as above
+    regrow_delay_ticks: int = Field(
+        0, ge=0, le=10_000, description="B-3, BIG-C's D: a victim (a cluster a tick's plan shrank) regrows only after "
+        "it has been eligible to grow (a rebalancing tick wants it bigger) for this many consecutive ticks; meanwhile "
+        "it keeps what it holds and the others share the rest (0 = at once)")
+    shrink_amount: Literal["full", "demand_capped"] = Field(
+        "full", description="B-4: an over-share cluster gives its whole surplus (full), or the over-share clusters "
+        "together give at most what the under-share ones need beyond the free hosts: their demand, "
+        "ceil((pending + running tasks) / slots per node), capped at their target (demand_capped)")
+    victim_order: Literal["largest_surplus", "most_discriminated", "longest_remaining"] = Field(
+        "largest_surplus", description="B-5, with shrink_amount=demand_capped: which over-share clusters give first: "
+        "one node at a time from the largest remaining surplus (spreads the loss), or whole surpluses from the most "
+        "discriminated, or from the one with the most tasks left per node (the Capacity Scheduler's "
+        "longest-remaining-time heuristic)")
+
     @field_validator("policy")
     @classmethod
     def _known_policy(cls, v: str) -> str:
@@ -83,6 +112,12 @@ class Settings(BaseModel):
     def _sample_within_period(self) -> "Settings":
         if self.sample_period_s > self.period_s:
             raise ValueError(f"sample_period_s ({self.sample_period_s:g}) must not exceed period_s ({self.period_s:g})")
+        return self
+
+    @model_validator(mode="after")
+    def _victim_order_needs_a_capped_shrink(self) -> "Settings":
+        if self.victim_order != "largest_surplus" and self.shrink_amount != "demand_capped":
+            raise ValueError("victim_order applies only with shrink_amount: demand_capped (a full shrink takes every surplus)")
         return self
 
     @field_validator("grow_type", mode="before")

@@ -305,6 +305,17 @@ class SimCluster:
         self.version += 1
         self.dispatch(now)
 
+    def drop_jobs(self) -> list[Job]:
+        """Take every unfinished job away unstarted (a purged request's workload, P-3)."""
+        gone = list(self.jobs.values())
+        self.jobs.clear()
+        self.mq.clear()
+        self.rq.clear()
+        for job in gone:
+            job.in_rq = False
+        self.version += 1
+        return gone
+
     def dispatch(self, now: float) -> None:
         """Fill free slots FIFO: maps from the oldest job with pending maps, reduces from the
         oldest job with pending reduces past its slow-start."""

@@ -137,6 +137,8 @@ class Stats:
     node_s: float = 0.0  # allocated node-seconds
     invariant_errors: list[str] = field(default_factory=list)
     rerequests: int = 0
+    purged: list[str] = field(default_factory=list)  # requests purged (deadline, P-3), in order
+    purged_jobs: int = 0
 
 
 class Simulator:
@@ -398,6 +400,8 @@ class Simulator:
         self.memory = b.memory
         if self.recorder is not None:
             self.recorder.between(snap, b)
+        if b.admission.purged:
+            self._purged(b.admission.purged, now)
         if b.admission.admitted:
             self._admitted(b.admission.admitted, now)
             self._execute(b.admission_plan, now)
@@ -416,6 +420,26 @@ class Simulator:
             self.order.append(c)
             self.stats.admission_latency.setdefault(name, now - c.requested_at)
             c.record_alloc(now)
+
+    def _purged(self, names, now: float) -> None:
+        """Requests that can no longer meet their deadline leave the queue (P-3): withdrawn, their
+        jobs dropped unstarted (counted in ``stats.purged_jobs``)."""
+        for name in names:
+            c = self.clusters[name]
+            self.queue.remove(c)
+            self._transition(c, ClusterState.RELEASED)
+            self.stats.purged.append(name)
+            for job in c.drop_jobs():
+                self.jobs.pop(job.id, None)
+                self.stats.purged_jobs += 1
+                self.pending_jobs -= 1
+                chain = [job.id]
+                while chain:  # the jobs chained behind a dropped one never run either
+                    for nxt in self.successors.pop(chain.pop(), ()):
+                        self.pending_jobs -= 1
+                        chain.append(nxt.id)
+            if self.pending_jobs <= 0:
+                self.finished = True
 
     def _maybe_deploy(self, c: SimCluster, now: float) -> None:
         if c.state is ClusterState.DEPLOYING and not c.deploy_pending and c.n_core >= c.min_core:
@@ -546,7 +570,7 @@ class Simulator:
     def _steady(self, now: float, dec) -> bool:
         """Idle at the tick at ``now`` (see :meth:`_next_tick`)."""
         if (dec.plan.grows or dec.plan.shrinks or dec.deactivate or dec.admission.admitted or dec.shrink_votes
-                or self.queue or len(self.jobs) != len(self.done_jobs)):
+                or any(dec.regrow_votes.values()) or self.queue or len(self.jobs) != len(self.done_jobs)):
             return False
         start = now - self.settings.period_s
         for c in self.order:
@@ -583,7 +607,8 @@ class Simulator:
             nodes = c.views
             views.append(ClusterView(c.name, c.state, c.min_core, nodes, tuple(c.samples), tuple(alloc),
                                      self.cost.slots_per_node, c.requested_at))
-        queue = tuple(ClusterRequest(c.name, c.min_core, c.requested_at) for c in self.queue)
+        queue = tuple(ClusterRequest(c.name, c.min_core, c.requested_at, c.spec.expected_duration_s,
+                                     c.spec.deadline_s) for c in self.queue)
         return Snapshot(now, self.capacity, tuple(self.free), tuple(views), queue)
 
     def _tick(self, now: float) -> None:
@@ -611,6 +636,8 @@ class Simulator:
             self._check_tick(snap, dec)
         for name in dec.deactivate:
             self._deactivate(self.clusters[name], now)
+        if dec.admission.purged:
+            self._purged(dec.admission.purged, now)
         if dec.admission.admitted:
             self._admitted(dec.admission.admitted, now)
         self._execute(dec.plan, now)
@@ -710,7 +737,9 @@ class Simulator:
                 if v is not None and tgt != v.min_core:
                     err.append(f"t={t}: None target {name}={tgt} != min")
         elif dec.gate_open and targets and not (self.settings.cap_to_demand or self.settings.min_change_nodes
-                                                or self.settings.cooldown_s):  # damping holds some clusters
+                                                or self.settings.cooldown_s  # damping holds some clusters
+                                                or self.settings.regrow_delay_ticks  # victims wait (BIG-C)
+                                                or self.settings.shrink_amount != "full"):
             pool = snap.capacity - saving  # nodes of clusters on their way out are not shared now
             if sum(targets.values()) != pool and sum(dec.admission.minima.values()) + sum(
                     v.min_core for v in snap.allocated if v.name not in leaving) <= pool:

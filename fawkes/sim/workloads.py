@@ -51,6 +51,9 @@ class ClusterSpec:
     dataset_bytes: float = 200 * GB
     preloaded: bool = True  # deployed and loaded at t = 0 (no w^D, l^D)
     static: dict[Role, int] | None = None  # static composition (micro checks, ch. 2)
+    # what the request tells admission (P-2, P-3): expected duration once admitted, deadline maxT
+    expected_duration_s: float | None = None
+    deadline_s: float | None = None
 
 
 @dataclass(frozen=True)
