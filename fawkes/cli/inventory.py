@@ -94,8 +94,9 @@ def from_slurm(nodelist, cpus_per_node, user, key_file, work_dir, known_hosts, o
     from fawkes.errors import ConfigError, FawkesError
     from fawkes.inventory.slurm import inventory_text
 
-    nodelist = nodelist or os.environ.get("SLURM_JOB_NODELIST")
-    cpus_per_node = cpus_per_node or os.environ.get("SLURM_JOB_CPUS_PER_NODE")
+    if not nodelist:  # inside an allocation: both from its environment (never one from each)
+        nodelist = os.environ.get("SLURM_JOB_NODELIST")
+        cpus_per_node = cpus_per_node or os.environ.get("SLURM_JOB_CPUS_PER_NODE")
     if not nodelist:
         raise FawkesError("no nodelist: pass --nodelist or run inside a SLURM job ($SLURM_JOB_NODELIST)")
     try:  # user, work_dir, ... are checked before anything is written

@@ -108,7 +108,11 @@ class Lab:
     @classmethod
     def load(cls, dir: Path | None = None) -> "Lab":
         dir = Path(dir or default_dir()).resolve()
+        if not _SAFE_DIR.match(str(dir)):  # no lab can live there (`up` refuses such a directory)
+            raise FawkesError(f"no lab in {str(dir)!r} (a lab directory contains only letters, digits and ./_+-)")
         try:
+            if not (dir / "lab.json").is_file():  # also a file or FIFO given as the directory
+                raise FileNotFoundError(dir / "lab.json")
             state = json.loads((dir / "lab.json").read_text())
             hosts = [LabHost(**{**h, "root": Path(h["root"])}) for h in state["hosts"]]
             return cls(dir, state["prefix"], state["subnet"], hosts, state.get("cpus"), state.get("memory_mb"))
