@@ -165,6 +165,7 @@ def _port_open(addr: str, port: int) -> bool:
 def up(lab, *, timeout: float = 60.0) -> dict:
     """Start (or complete) this lab's SLURM: munged, slurmctld, a slurmd on every live host; wait
     until every live host's node is idle.  Returns :func:`status`."""
+    netns.require_support()
     require()
     d = slurm_dir(lab.dir)
     if len(str(d / "munge" / "munge.socket").encode()) > 100:  # AF_UNIX paths: 108 bytes at most
