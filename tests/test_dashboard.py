@@ -166,8 +166,10 @@ def test_http_routes_read_only(server, filled: Store):
     assert [c["name"] for c in s["clusters"]] == ["etl", "bi"] and s["counters"] == {"ticks": 3.0}
     status, _, body = get(port, "/metrics")
     assert status == 200 and b'fawkes_cluster_nodes{cluster="etl",role="transient"} 1.0' in body
-    status, h, body = get(port, "/", "HEAD")
-    assert status == 200 and body == b"" and int(h["content-length"]) > 0
+    for path in ("/", "/api/state", "/metrics"):
+        status, h, body = get(port, path, "HEAD")
+        assert status == 200 and body == b"", path
+    assert int(get(port, "/", "HEAD")[1]["content-length"]) > 0
     for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
         for path in ("/", "/api/state", "/metrics"):
             status, h, body = get(port, path, method)

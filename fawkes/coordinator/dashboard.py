@@ -32,6 +32,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from fawkes.coordinator.view import allocation_history
 from fawkes.errors import FawkesError
 from fawkes.store import Store
+from fawkes.store.base import gc_paused
 
 log = logging.getLogger("fawkes.coordinator.http")
 
@@ -40,19 +41,24 @@ STATIC = {"dashboard.js": "text/javascript; charset=utf-8", "dashboard.css": "te
 REFRESH_S = 3.0
 
 
-def _num(x: Any) -> float | None:
-    """A finite float, else None (NaN and inf are not JSON)."""
+def _num(x: Any, digits: int = 6) -> float | None:
+    """A finite float rounded to ``digits`` decimals, else None (NaN and inf are not JSON)."""
     if x is None or isinstance(x, bool):
         return None
     try:
         v = float(x)
     except (TypeError, ValueError):
         return None
-    return v if math.isfinite(v) else None
+    return round(v, digits) if math.isfinite(v) else None
 
 
 def _nums(d: Any) -> dict[str, float | None]:
     return {str(k): _num(v) for k, v in d.items()} if isinstance(d, dict) else {}
+
+
+def _t(t: float | None) -> float | None:
+    """A time to the hundredth of a second (the JSON stays small at thousands of points)."""
+    return None if t is None else round(t, 2)
 
 
 def state(store: Store, *, now: float | None = None, window_s: float = 3600.0, decisions: int = 120,
@@ -62,45 +68,47 @@ def state(store: Store, *, now: float | None = None, window_s: float = 3600.0, d
     since = now - window_s
     st = store.status()
     nodes = store.nodes_of_live_clusters(released_after=since)
-    clusters = []
-    for c in st["clusters"]:
-        rows = nodes.get(c["name"], [])
-        held = [n for n in rows if n.holds_host is not None]
-        clusters.append({
-            **{k: c[k] for k in ("name", "state", "framework", "min_core", "held", "draining", "queued_jobs",
-                                 "running_jobs", "queue_position", "release_requested", "state_since")},
-            "target": c["target"], "weight": _num(c["weight"]), "discrimination": _num(c["discrimination"]),
-            "by_role": c["nodes"],
-            "nodes": [{"id": n.id, "host": n.host, "role": n.role, "state": n.state} for n in held],
-        })
-    allocation = {}
-    for name, rows in nodes.items():
-        pts = allocation_history(rows, since)
-        allocation[name] = [[t, n] for t, n in pts] + ([[now, pts[-1][1]]] if pts else [])
     ds = store.recent_decisions(decisions, since=since)
     names = {c.id: c.name for c in store.list_clusters()}
+    job_rows, event_rows = store.list_jobs(limit=jobs), store.events(limit=events)
+    with gc_paused():  # many small acyclic objects: see fawkes.store.base.gc_paused
+        clusters = []
+        for c in st["clusters"]:
+            clusters.append({
+                **{k: c[k] for k in ("name", "state", "framework", "min_core", "held", "draining", "queued_jobs",
+                                     "running_jobs", "queue_position", "release_requested")},
+                "state_since": _t(c["state_since"]), "target": c["target"], "weight": _num(c["weight"]),
+                "discrimination": _num(c["discrimination"]), "by_role": c["nodes"],
+                "nodes": [{"host": n.host, "role": n.role, "state": n.state}
+                          for n in nodes.get(c["name"], ()) if n.holds_host is not None],
+            })
+        allocation = {}
+        for name, rows in nodes.items():
+            pts = allocation_history(rows, since)
+            allocation[name] = [[_t(t), n] for t, n in pts] + ([[_t(now), pts[-1][1]]] if pts else [])
+        ticks = [{"tick": d.id, "time": _t(d.time), "global_factor": _num(d.global_factor),
+                  "weights": _nums(d.weights), "discriminations": _nums(d.discriminations)} for d in ds]
     return {
-        "now": now, "window_s": window_s, "refresh_s": REFRESH_S, "state": st["state"],
-        "tick": st["tick"], "decided_at": st["decided_at"], "policy": st["policy"],
+        "now": _t(now), "window_s": window_s, "refresh_s": REFRESH_S, "state": st["state"],
+        "tick": st["tick"], "decided_at": _t(st["decided_at"]), "policy": st["policy"],
         "global_factor": _num(st["global_factor"]), "gate_open": st["gate_open"],
         "hosts": {str(k): v for k, v in st["hosts"].items()},
         "clusters": clusters,
         "allocation": allocation,
-        "ticks": [{"tick": d.id, "time": d.time, "global_factor": _num(d.global_factor),
-                   "weights": _nums(d.weights), "discriminations": _nums(d.discriminations)} for d in ds],
+        "ticks": ticks,
         "decisions": [_decision(d) for d in reversed(ds[-20:])],
         "jobs": [{"id": j.id, "cluster": names.get(j.cluster_id, "?"), "state": j.state,
-                  "submitted_at": j.submitted_at, "started_at": j.started_at, "ended_at": j.ended_at,
-                  "app_id": j.app_id, "detail": j.detail} for j in reversed(store.list_jobs(limit=jobs))],
-        "events": [{"id": e.id, "time": e.time, "level": e.level, "kind": e.kind, "cluster": e.cluster,
-                    "node": e.node, "message": e.message} for e in reversed(store.events(limit=events))],
+                  "submitted_at": _t(j.submitted_at), "started_at": _t(j.started_at), "ended_at": _t(j.ended_at),
+                  "app_id": j.app_id, "detail": j.detail} for j in reversed(job_rows)],
+        "events": [{"id": e.id, "time": _t(e.time), "level": e.level, "kind": e.kind, "cluster": e.cluster,
+                    "node": e.node, "message": e.message} for e in reversed(event_rows)],
         "counters": {k: _num(v() if callable(v) else v) for k, v in (counters or {}).items()},
     }
 
 
 def _decision(d) -> dict[str, Any]:
     plan = d.plan if isinstance(d.plan, dict) else {}
-    return {"tick": d.id, "time": d.time, "policy": d.policy, "reason": d.reason, "gate_open": d.gate_open,
+    return {"tick": d.id, "time": _t(d.time), "policy": d.policy, "reason": d.reason, "gate_open": d.gate_open,
             "global_factor": _num(d.global_factor), "targets": dict(d.targets),
             "grows": [{k: g.get(k) for k in ("cluster", "host", "role")} for g in plan.get("grows", [])],
             "shrinks": [{k: s.get(k) for k in ("cluster", "node", "role", "mode")} for s in plan.get("shrinks", [])]}
@@ -133,7 +141,8 @@ def make_app(store: Store, counters: dict[str, float], metrics_app: Callable | N
                          f"{method} not allowed: this server is read-only (GET, HEAD)\n".encode(), method,
                          [("Allow", "GET, HEAD")])
         if path == "/metrics" and metrics_app is not None:
-            return metrics_app(environ, start_response)
+            body = metrics_app({**environ, "REQUEST_METHOD": "GET"}, start_response)  # it refuses HEAD
+            return [b""] if method == "HEAD" else body
         if dashboard and path in ("/", "/dashboard"):
             html = env.get_template("index.html.j2").render(refresh_s=REFRESH_S, state_url=store.display_url)
             return reply(start_response, "200 OK", "text/html; charset=utf-8", html.encode(), method,

@@ -189,8 +189,9 @@ async function refresh() {
   }
 }
 
+// The next fetch starts a refresh period after the last one ended: a slow state never piles up requests.
 document.addEventListener("DOMContentLoaded", () => {
   const every = Math.max(1, Number(document.body.dataset.refreshS) || 3) * 1000;
-  refresh();
-  setInterval(refresh, every);
+  const loop = () => refresh().finally(() => setTimeout(loop, every));
+  loop();
 });
