@@ -6,5 +6,6 @@
 * :mod:`reconcile` converges the hosts to the intent through the framework drivers;
 * :mod:`sampler` turns daemon metrics into policy samples;
 * :mod:`dispatch` runs each cluster's FIFO job queue;
-* :mod:`service` schedules all of it (APScheduler) and serves /metrics.
+* :mod:`service` schedules all of it (APScheduler) and serves /metrics
+  (:mod:`metrics_http`) and the read-only web dashboard (:mod:`dashboard`) on one server.
 """
