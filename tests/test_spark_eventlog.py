@@ -215,3 +215,95 @@ def test_real_spark_submit_event_log_converts(tmp_path):
     assert row.job.startswith("local-") and row.app == "wordcount"
     assert row.maps == 6 and row.reduces == 6 + 4  # textFile(minPartitions=6) -> repartition(6) -> 4 reducers
     assert src.stat().st_size <= row.input_bytes <= src.stat().st_size + row.maps * READ_AHEAD
+
+
+# ---------------------------------------------------------------- Spark 1.x logs (issue 15, 5a and 5c)
+SPARK_TESTS = FIX / "spark-tests"  # reduced copies of Spark's own test logs (README.md)
+
+
+def test_spark_1x_logs_without_parent_ids_find_their_reduce_stages():
+    # Spark <= 1.4 writes no "Parent IDs": a stage whose tasks fetched shuffle blocks is a reduce stage
+    a = read_app([SPARK_TESTS / "local-1422981759269"])  # Spark 1.2: count; map + first; save; count
+    assert (a.maps, a.reduces) == (24, 9)
+    b = read_app([SPARK_TESTS / "local-1430917381534"])  # Spark 1.4: map (100 tasks) + collect (10)
+    assert (b.maps, b.reduces) == (100, 10)
+    assert 0 < b.reduce_s < b.map_s < 1 and b.input_bytes == b.read_bytes > 6_000_000
+    for line in (SPARK_TESTS / "local-1430917381534").read_bytes().splitlines():
+        assert b'"Parent IDs"' not in line
+
+
+def _legacy_dir(root: Path, *, complete: bool = True) -> Path:
+    """Spark 1.0-1.2's layout of one application (as Spark's own local-1425081759268/)."""
+    d = root / "local-1425081759268"
+    d.mkdir(parents=True)
+    lines = (SPARK_TESTS / "local-1422981759269").read_bytes().splitlines(keepends=True)
+    (d / "EVENT_LOG_1").write_bytes(b"".join(lines if complete else lines[:-1]))
+    (d / "SPARK_VERSION_1.2.0").write_bytes(b"")
+    if complete:
+        (d / "APPLICATION_COMPLETE").write_bytes(b"")
+    return d
+
+
+def test_spark_1_2_directory_format(tmp_path):
+    logs = tmp_path / "logs"
+    d = _legacy_dir(logs)
+    shutil.copy(SPARK_TESTS / "local-1430917381534", logs / "local-1430917381534")
+    assert find_apps(d) == [[d / "EVENT_LOG_1"]]  # the directory itself, or the log dir holding it
+    assert sorted(find_apps(logs)) == sorted([[d / "EVENT_LOG_1"], [logs / "local-1430917381534"]])
+    conv = to_trace([("old", logs)])
+    assert [(r.maps, r.reduces) for r in conv.rows] == [(24, 9), (100, 10)]  # submit order
+    r = run_cli("trace", "from-spark", f"old={d}", "-o", str(tmp_path / "t.csv"))
+    assert r.returncode == 0, r.stderr
+    assert ",old,wordcount," in (tmp_path / "t.csv").read_text()
+    # still running: no APPLICATION_COMPLETE, no ApplicationEnd -> skipped and counted
+    running = _legacy_dir(tmp_path / "running", complete=False)
+    assert to_trace([("old", logs), ("old", running.parent)]).skipped_incomplete == ["local-1422981759269"]
+    (d / "COMPRESSION_CODEC_lzf").write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"local-1425081759268: Spark 1.x event log compressed with lzf"):
+        to_trace([("old", logs)])
+
+
+def _zstd_frames(data: bytes, n: int) -> bytes:
+    """``data`` as ``n`` zstd frames (a log written in several flushes)."""
+    step = len(data) // n + 1
+    return b"".join(zstandard.ZstdCompressor().compress(data[i:i + step]) for i in range(0, len(data), step))
+
+
+def test_truncated_zstd_is_reported_as_truncated(tmp_path):
+    plain = (FIX / "bi" / PLAIN_ID).read_bytes()
+    z = _zstd_frames(plain, 4)
+    whole = tmp_path / "whole.zstd"
+    whole.write_bytes(z)
+    assert read_app([whole]) == read_app([FIX / "bi" / PLAIN_ID])
+    for cut in (len(z) - 7, len(z) // 2, 12):
+        p = tmp_path / "app.zstd"
+        p.write_bytes(z[:cut])
+        with pytest.raises(ConfigError, match=r"app\.zstd: truncated zstd stream: the file ends inside a compressed"):
+            read_app([p])
+    r = run_cli("trace", "from-spark", f"c={p}")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "truncated zstd stream" in r.stderr
+    # an application still writing its compressed log: skipped and counted, not an error
+    d = tmp_path / "logs"
+    d.mkdir()
+    (d / "local-1.zstd.inprogress").write_bytes(z[: len(z) // 2])
+    shutil.copy(FIX / "bi" / PLAIN_ID, d / PLAIN_ID)
+    conv = to_trace([("c", d)])
+    assert [r.job for r in conv.rows] == [PLAIN_ID] and conv.skipped_incomplete == ["local-1.zstd.inprogress"]
+
+
+# ---------------------------------------------------------------- input read more than once (issue 15, 5d)
+def test_input_read_again_is_flagged_not_silently_halved(tmp_path):
+    conv = to_trace([("etl", FIX / "etl"), ("bi", FIX / "bi")])
+    # sortBy reads its input in 2 sampling jobs and the sort: input_bytes is the input once, read_bytes 3 times
+    assert [a for a, _ in conv.reread] == [SORT_ID]
+    assert 2.9 < conv.reread[0][1] < 3.1
+    st = read_app(_rolling_files_of(SORT_ID))
+    assert 2.9 * st.input_bytes < st.read_bytes < 3.1 * st.input_bytes
+    r = run_cli("trace", "from-spark", f"etl={FIX / 'etl'}", "-o", str(tmp_path / "t.csv"))
+    assert r.returncode == 0 and "1 application(s) read their input more than once" in r.stderr
+    assert f"{SORT_ID} 3.0x" in r.stderr
+
+
+def _rolling_files_of(app_id: str) -> list[Path]:
+    (files,) = find_apps(FIX / "etl" / f"eventlog_v2_{app_id}")
+    return files

@@ -111,6 +111,11 @@ def from_spark(sources, output, app, quiet) -> None:
             if ids:
                 click.echo(f"skipped {len(ids)} application(s) {what}: {', '.join(ids[:5])}"
                            + (" ..." if len(ids) > 5 else ""), err=True)
+        if conv.reread:  # input_bytes counts each input once: say which applications read theirs again
+            click.echo(f"{len(conv.reread)} application(s) read their input more than once (input_bytes counts "
+                       "it once; see traces/README.md): "
+                       + ", ".join(f"{a} {x:.1f}x" for a, x in conv.reread[:5])
+                       + (" ..." if len(conv.reread) > 5 else ""), err=True)
 
 
 @trace.command("from-state", epilog=STATE_EPILOG)
@@ -270,7 +275,7 @@ class open_existing_store:
             with p.open("rb") as f:
                 if f.read(16) != b"SQLite format 3\x00":
                     raise FawkesError(f"state {p}: not an SQLite database")
-        self.store = Store(url)
+        self.store = Store(url, create=False)
         return self.store
 
     def __exit__(self, *exc) -> None:

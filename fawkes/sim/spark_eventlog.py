@@ -3,20 +3,29 @@
 One trace row per Spark application (the unit an admin submits and fawkes queues):
 
 * ``submit_s``: the application's start, seconds after the earliest application read;
-* ``maps`` / ``reduces``: successful tasks of the stages without / with parent stages (stages
-  that read the input vs. stages that read a shuffle), each task index counted once;
+* ``maps`` / ``reduces``: successful tasks of the stages that do not / do read a shuffle, each task
+  index counted once.  A stage reads a shuffle when it has parent stages ("Parent IDs", Spark >= 1.5)
+  or when one of its tasks fetched shuffle blocks (Task Metrics "Shuffle Read Metrics": what Spark
+  <= 1.4 logs, which have no "Parent IDs", say);
 * ``map_s`` / ``reduce_s``: their mean slot time (finish - launch), so the simulator replays the
   measured task times instead of the DAS-4 cost model's;
-* ``input_bytes``: bytes read by the map-side tasks (Input Metrics), each input RDD counted once
-  (``sortBy`` samples its input in extra jobs that read it again); 0 for an application that reads
-  no input;
+* ``input_bytes``: bytes read by the map-side tasks (Input Metrics), each input RDD counted once:
+  the size of the data the application works on, not the bytes it read (``sortBy`` samples its input
+  in extra jobs that read it again; two actions on one input read it twice).  ``read_bytes`` is what
+  the tasks read, every read counted; :func:`to_trace` lists the applications that read their input
+  more than once (``reread``), and ``fawkes trace from-spark`` says so.  Spark <= 1.4 logs name no RDD
+  parents, so there each map stage's input counts as its own; 0 for an application that reads no
+  input;
 * ``app``: the cost-model profile that gives the node-type penalty and the output volume (the DP
   cost): ``sort`` (I/O-bound) when the application wrote at least half as many bytes as it read,
   else ``wordcount`` (compute-bound); or the one the caller names.
 
 Readable logs: Spark's defaults since 3.x/4.x (a rolling directory ``eventlog_v2_<app>`` of
-``events_<n>_<app>[.zstd]`` files, zstd-compressed) and single-file logs, plain or ``.zstd``.
-Logs compressed with lz4, lzf or snappy are refused with the setting that avoids them.
+``events_<n>_<app>[.zstd]`` files, zstd-compressed), single-file logs, plain or ``.zstd``, and Spark
+1.0-1.2's directory per application (``<app>/EVENT_LOG_<n>`` beside ``SPARK_VERSION_<v>`` and, once the
+application ended, ``APPLICATION_COMPLETE``).  Logs compressed with lz4, lzf or snappy are refused
+with the setting that avoids them; a ``.zstd`` file that ends inside a compressed frame is reported
+as truncated.
 Applications without an ApplicationEnd event (still running or crashed) and applications that
 ran no task are skipped and counted.  Files are streamed: memory grows with stages, not tasks.
 """
@@ -34,6 +43,8 @@ from fawkes.errors import ConfigError
 from fawkes.sim.trace import TraceRow
 
 ROLLING_PREFIX = "eventlog_v2_"
+_LEGACY_FILE = re.compile(r"^EVENT_LOG_(\d+)$")  # Spark <= 1.2: one directory per application
+_LEGACY_CODEC = "COMPRESSION_CODEC_"
 _ROLLING_FILE = re.compile(r"^events_(\d+)_")
 _UNSUPPORTED = {".lz4": "lz4", ".lzf": "lzf", ".snappy": "snappy"}
 # the events read; every other line (most of a log: TaskStart, metrics updates, ...) is not parsed
@@ -41,11 +52,15 @@ _WANTED = tuple(f'{{"Event":"SparkListener{e}"'.encode() for e in
                 ("TaskEnd", "StageSubmitted", "StageCompleted", "ApplicationStart", "ApplicationEnd"))
 #: output/input ratio from which an application counts as I/O-bound (the Sort profile)
 SORT_SELECTIVITY = 0.5
+# Shuffle Read Metrics that show a task read shuffle data (Spark 1.x-4.x names; zeros in map stages)
+_SHUFFLE_READ = ("Remote Blocks Fetched", "Local Blocks Fetched", "Remote Bytes Read", "Local Bytes Read",
+                 "Total Records Read")
 
 
 @dataclass
 class _Stage:
     has_parents: bool = False
+    shuffle_read: bool = False  # a task fetched shuffle blocks (how Spark <= 1.4 logs show a reduce stage)
     sources: tuple[int, ...] = ()  # ids of the RDDs without parents it reads: same ids = the same input
     done: set[int] = field(default_factory=set)  # task indexes that succeeded (speculative copies once)
     slot_ms: int = 0
@@ -66,6 +81,7 @@ class AppSummary:
     reduce_s: float | None
     input_bytes: int
     output_bytes: int
+    read_bytes: int = 0  # Input Metrics of the map-side tasks, every read counted (input_bytes: each input once)
 
     @property
     def complete(self) -> bool:
@@ -84,12 +100,16 @@ def find_apps(path: Path) -> list[list[Path]]:
         raise ConfigError(str(path), "no such file or directory")
     if path.resolve().name.startswith(ROLLING_PREFIX):  # resolved: "." may be one
         return [_rolling_files(path)]
+    if (legacy := _legacy_files(path)) is not None:
+        return [legacy]
     apps = []
     for p in sorted(path.iterdir()):
         if p.name.startswith(".") or p.name.endswith(".crc"):
             continue
         if p.is_dir() and p.name.startswith(ROLLING_PREFIX):
             apps.append(_rolling_files(p))
+        elif p.is_dir() and (legacy := _legacy_files(p)) is not None:
+            apps.append(legacy)
         elif p.is_file():
             apps.append([p])
     return apps
@@ -99,6 +119,20 @@ def _rolling_files(d: Path) -> list[Path]:
     parts = [(int(m.group(1)), p) for p in d.iterdir() if (m := _ROLLING_FILE.match(p.name)) and p.is_file()]
     if not parts:
         raise ConfigError(str(d), "rolling event log directory without events_<n>_<app> files")
+    return [p for _, p in sorted(parts)]
+
+
+def _legacy_files(d: Path) -> list[Path] | None:
+    """Spark 1.0-1.2's log directory of one application: its ``EVENT_LOG_<n>`` files in order (None:
+    not such a directory).  Its ``APPLICATION_COMPLETE`` marker is not needed: the log's
+    ApplicationEnd event says the same."""
+    parts = [(int(m.group(1)), p) for p in d.iterdir() if (m := _LEGACY_FILE.match(p.name)) and p.is_file()]
+    if not parts:
+        return None
+    codec = next((p.name[len(_LEGACY_CODEC):] for p in d.iterdir() if p.name.startswith(_LEGACY_CODEC)), None)
+    if codec is not None:
+        raise ConfigError(str(d), f"Spark 1.x event log compressed with {codec}: not readable here; "
+                          "write logs with spark.eventLog.compress=false")
     return [p for _, p in sorted(parts)]
 
 
@@ -112,19 +146,43 @@ def _open(path: Path):
         raw = path.open("rb")
     except OSError as exc:
         raise ConfigError(str(path), f"cannot read: {exc.strerror or exc}") from None
-    if suffix == ".zstd":
-        import zstandard
-
-        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
     return raw
+
+
+def _zstd_lines(path: Path, raw) -> Iterator[bytes]:
+    """The lines of a zstd stream of one or more frames; a stream that ends inside a frame is an error
+    (zstandard's stream reader returns the part before the cut as if it were the whole file)."""
+    import zstandard
+
+    dctx = zstandard.ZstdDecompressor()
+    dobj, inside, rest = dctx.decompressobj(), False, b""
+    while chunk := raw.read(1 << 20):
+        while chunk:
+            try:
+                out = dobj.decompress(chunk)
+            except zstandard.ZstdError as exc:
+                raise ConfigError(str(path), f"cannot decompress: {exc}") from None
+            inside = not dobj.eof
+            chunk = dobj.unused_data if dobj.eof else b""
+            if dobj.eof:
+                dobj = dctx.decompressobj()
+            if out:
+                *lines, rest = (rest + out).split(b"\n")
+                for ln in lines:
+                    yield ln + b"\n"
+    if inside:
+        raise ConfigError(str(path), "truncated zstd stream: the file ends inside a compressed frame "
+                          "(cut short while being written or copied)")
+    if rest:
+        yield rest
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
     with _open(path) as f:
-        try:
-            yield from enumerate(io.BufferedReader(f, 1 << 20) if not isinstance(f, io.BufferedReader) else f, 1)
-        except Exception as exc:  # zstandard.ZstdError: a corrupt or truncated frame
-            raise ConfigError(str(path), f"cannot decompress: {exc}") from None
+        if path.suffix == ".zstd" or path.name.endswith(".zstd.inprogress"):
+            yield from enumerate(_zstd_lines(path, f), 1)
+        else:
+            yield from enumerate(f if isinstance(f, io.BufferedReader) else io.BufferedReader(f, 1 << 20), 1)
 
 
 def read_app(files: list[Path]) -> AppSummary:
@@ -161,6 +219,9 @@ def read_app(files: list[Path]) -> AppSummary:
                 written += int((metrics.get("Output Metrics") or {}).get("Bytes Written", 0))
                 st.slot_ms += max(0, int(info.get("Finish Time", 0)) - int(info.get("Launch Time", 0)))
                 st.bytes_read += int((metrics.get("Input Metrics") or {}).get("Bytes Read", 0))
+                if not st.shuffle_read:
+                    sr = metrics.get("Shuffle Read Metrics") or {}
+                    st.shuffle_read = any(int(sr.get(k, 0) or 0) > 0 for k in _SHUFFLE_READ)
             elif kind in ("StageSubmitted", "StageCompleted"):
                 si = e.get("Stage Info") or {}
                 st = stages.setdefault(int(si.get("Stage ID", -1)), _Stage())
@@ -173,8 +234,8 @@ def read_app(files: list[Path]) -> AppSummary:
                 end = int(e["Timestamp"])
     if start is None:
         raise ConfigError(str(files[0]), "no SparkListenerApplicationStart event: not a Spark event log")
-    maps = [s for s in stages.values() if not s.has_parents and s.done]
-    reds = [s for s in stages.values() if s.has_parents and s.done]
+    maps = [s for s in stages.values() if not (s.has_parents or s.shuffle_read) and s.done]
+    reds = [s for s in stages.values() if (s.has_parents or s.shuffle_read) and s.done]
     n_m, n_r = sum(len(s.done) for s in maps), sum(len(s.done) for s in reds)
     read: dict[tuple[int, ...], int] = {}  # per input: the most any stage read of it
     for s in maps:
@@ -183,7 +244,7 @@ def read_app(files: list[Path]) -> AppSummary:
         app_id=app_id or files[0].name, name=name, start_ms=start, end_ms=end, maps=n_m, reduces=n_r,
         map_s=sum(s.slot_ms for s in maps) / n_m / 1000 if n_m else None,
         reduce_s=sum(s.slot_ms for s in reds) / n_r / 1000 if n_r else None,
-        input_bytes=sum(read.values()), output_bytes=written,
+        input_bytes=sum(read.values()), output_bytes=written, read_bytes=sum(s.bytes_read for s in maps),
     )
 
 
@@ -199,6 +260,9 @@ class Conversion:
     rows: list[TraceRow]
     skipped_incomplete: list[str] = field(default_factory=list)
     skipped_no_tasks: list[str] = field(default_factory=list)
+    #: (application, read_bytes / input_bytes) of the converted applications that read their input
+    #: more than once; their input_bytes counts it once
+    reread: list[tuple[str, float]] = field(default_factory=list)
 
 
 def to_trace(sources: list[tuple[str, Path]], *, app: str | None = None,
@@ -228,6 +292,8 @@ def to_trace(sources: list[tuple[str, Path]], *, app: str | None = None,
             out.skipped_no_tasks.append(s.app_id)
         else:
             apps.append((cluster, s))
+            if s.read_bytes > 1.01 * s.input_bytes > 0:
+                out.reread.append((s.app_id, s.read_bytes / s.input_bytes))
         if progress:
             progress(k, len(found))
     if apps:
