@@ -176,6 +176,7 @@ def test_from_slurm_output_loads_as_an_inventory(tmp_path):
         ("n1", "n1", 4), ("n2", "n2", 4), ("n3", "n3", 4), ("1e3", "1e3", 2), ("on", "on", 1), ("007", "007", 1)]
     for args, err in ((["--nodelist", "n1,x_y"], "'x_y' is not a DNS name"),
                       (["--nodelist", "n[1-2]", "--cpus-per-node", "0"], "0 CPUs for n1"),
+                      (["--nodelist", "n1", "--cpus-per-node", str(10**30)], "CPUs for n1 (expected 1 to 1048576)"),
                       (["--nodelist", "n[1-2]", "--user", "a;b"], "--user: user 'a;b' is not a safe user name"),
                       (["--nodelist", "n[1-2]", "--work-dir", "rel"], "--work-dir:")):
         bad = tmp_path / "bad.yaml"
@@ -197,3 +198,12 @@ def test_from_slurm_fast_name_check_accepts_only_valid_addresses():
             check_address(n)  # raises if the shortcut let a bad address through
             seen += 1
     assert seen > 1000
+
+
+def test_from_slurm_expressions_with_newlines_stay_in_their_comment():
+    import yaml
+
+    from fawkes.inventory.slurm import inventory_text
+    text, n = inventory_text("n1\nn2", "4(x2)\n")  # whitespace-separated hostlist, a stray newline
+    assert text.splitlines()[0] == "# SLURM allocation n1\\nn2 (cpus per node 4(x2)\\n)"
+    assert [h["name"] for h in yaml.safe_load(text)["hosts"]] == ["n1", "n2"] and n == 2

@@ -60,7 +60,14 @@ def inventory_doc(nodelist: str, cpus_per_node: str | None = None, *, user: str 
     return doc
 
 
+#: the most CPUs one node may declare (a sanity bound: 10**30 is a typo, not a node)
+MAX_CPUS = 1 << 20
 _STR_TAG = "tag:yaml.org,2002:str"
+
+
+def _comment(text: str) -> str:
+    """``text`` for a one-line YAML comment: control characters (a newline would end the comment) escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 # a host name of DNS labels: what check_address accepts for a safe name (an IPv4 address matches too);
 # one regex, as check_address's ip_address() attempt costs ~20 us a name
 _DNS_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
@@ -96,11 +103,13 @@ def inventory_text(nodelist: str, cpus_per_node: str | None = None, *, user: str
         except ValueError:
             raise HostlistError(f"nodelist {nodelist!r}: host name {name!r} is not a DNS name "
                                 "(the inventory's address)") from None
-        if cpus is not None and cpus < 1:
-            raise HostlistError(f"cpus-per-node {cpus_per_node!r}: {cpus} CPUs for {name}")
+        if cpus is not None and not 1 <= cpus <= MAX_CPUS:
+            raise HostlistError(f"cpus-per-node {cpus_per_node!r}: {cpus} CPUs for {name} "
+                                f"(expected 1 to {MAX_CPUS})")
     resolve = yaml.resolver.Resolver().resolve
     names = [_plain(resolve, n) for n, _ in hosts]
-    out = [f"# SLURM allocation {nodelist}" + (f" (cpus per node {cpus_per_node})" if cpus_per_node else ""),
+    out = [f"# SLURM allocation {_comment(nodelist)}"
+           + (f" (cpus per node {_comment(cpus_per_node)})" if cpus_per_node else ""),
            yaml.safe_dump(head, sort_keys=False, default_flow_style=None).rstrip("\n"), "groups:", "  slurm:"]
     out += [f"  - {n}" for n in names]
     out.append("hosts:")
