@@ -27,6 +27,7 @@ Config file (YAML, every key optional, unknown keys refused)::
       partition: batch                            # where to allocate
       max_nodes: 8                                # at most this many nodes held from SLURM at once
       idle_s: 300                                 # give an allocation back after its hosts are free this long
+      slurm_conf: /etc/slurm/slurm.conf           # optional: SLURM_CONF for the SLURM commands
 
 Where things are found:
 
@@ -138,6 +139,7 @@ class PoolConfig(BaseModel):
     port: int = Field(default=22, ge=1, le=65535, strict=True)
     key_file: Path | None = None
     work_dir: str = Field(default="/var/lib/fawkes", pattern=r"^/[A-Za-z0-9_./+-]*$", max_length=1024)
+    slurm_conf: Path | None = None  # SLURM_CONF for sbatch/squeue/sinfo/scancel (default: theirs)
 
     @model_validator(mode="after")
     def _per_request(self) -> PoolConfig:
@@ -227,8 +229,15 @@ def load_config(path: str | Path | None = None) -> CoordinatorConfig:
     updates: dict = {"source": p}
     if cfg.inventory is not None and not cfg.inventory.is_absolute():
         updates["inventory"] = base / cfg.inventory.expanduser()
-    if cfg.pool is not None and cfg.pool.key_file is not None and not cfg.pool.key_file.is_absolute():
-        updates["pool"] = cfg.pool.model_copy(update={"key_file": base / cfg.pool.key_file.expanduser()})
+    if cfg.pool is not None:
+        rel = {k: base / v.expanduser() for k in ("key_file", "slurm_conf")
+               if (v := getattr(cfg.pool, k)) is not None and not v.is_absolute()}
+        if rel:
+            updates["pool"] = cfg.pool.model_copy(update=rel)
+        conf = rel.get("slurm_conf", cfg.pool.slurm_conf)
+        if conf is not None and not conf.is_file():
+            raise ConfigError(str(p), f"{conf} is not a file", line=lines.get(("pool", "slurm_conf")),
+                              field="pool.slurm_conf")
     if cfg.state is not None:
         if "://" not in cfg.state and not cfg.state.startswith("sqlite:"):
             updates["state"] = str(base / Path(cfg.state).expanduser())
@@ -251,8 +260,11 @@ def state_option(f: F) -> F:
                              "$FAWKES_HOME/fawkes.db or ~/.local/share/fawkes/fawkes.db).")(f)
 
 
-def open_store(state: str | None):
-    """Open the :class:`fawkes.store.Store` a command should use (see :func:`resolve_state_url`)."""
+def open_store(state: str | None, config_path: str | Path | None = None, *, create: bool = False):
+    """Open the :class:`fawkes.store.Store` a command should use (see :func:`resolve_state_url`).
+
+    Only commands that may start a state (``framework add``) pass ``create=True``: every other
+    command needs an existing state and, without one, fails in one line creating nothing."""
     from fawkes.store import Store
 
-    return Store(resolve_state_url(state))
+    return Store(resolve_state_url(state, config_path), create=create)

@@ -103,3 +103,16 @@ def test_pool_config_ok_and_key_file_relative_to_the_config(tmp_path):
     assert (pool.partition, pool.max_nodes, pool.idle_s, pool.nodes_per_request) == ("lab", 4, 60.0, 1)
     assert pool.key_file == tmp_path / "id_ed25519"
     assert load_config(tmp_path / "config.yaml").pool.job_name == "fawkes-pool"
+
+
+def test_pool_slurm_conf_relative_to_the_config_and_must_exist(tmp_path):
+    p = tmp_path / "config.yaml"
+    p.write_text("pool:\n  provider: slurm\n  partition: lab\n  max_nodes: 1\n  slurm_conf: slurm.conf\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    assert str(err.value) == f"{p}:5: pool.slurm_conf: {tmp_path / 'slurm.conf'} is not a file"
+    (tmp_path / "slurm.conf").write_text("ClusterName=x\n")
+    assert load_config(p).pool.slurm_conf == tmp_path / "slurm.conf"
+    p.write_text("pool: {provider: slurm, partition: lab, max_nodes: 1, slurm_conf: /dev/null}\n")
+    with pytest.raises(ConfigError, match="pool.slurm_conf: /dev/null is not a file"):
+        load_config(p)

@@ -148,6 +148,11 @@ class SlurmPool:
         # the inventory's own hosts (never ours to drop); hosts we added carry the label LABEL
         self.base = {h.name for h in inventory.hosts if LABEL not in h.labels}
         self.env = dict(env if env is not None else os.environ)
+        if cfg.slurm_conf is not None:
+            if not cfg.slurm_conf.is_file():
+                raise FawkesError(f"pool.slurm_conf: {cfg.slurm_conf} is not a file")
+            self.env["SLURM_CONF"] = str(cfg.slurm_conf)
+        self._failing: str | None = None  # the last SLURM error logged (logged once, not every sample)
         self._run = run
         self.clock = clock
         self.timeout = timeout
@@ -269,8 +274,14 @@ class SlurmPool:
         try:
             allocs = self.allocations()
         except FawkesError as exc:
-            log.warning("%s", exc)
+            if str(exc) != self._failing:
+                log.warning("%s (logged once until it changes)", exc)
+                coord.store.record_event("pool", str(exc), level="warning")
+                self._failing = str(exc)
             return None
+        if self._failing is not None:
+            log.info("pool: SLURM answers again")
+            self._failing = None
         store, ex = coord.store, coord.fleet.ex
         added = self._add(allocs)
         held = {h.name for h in store.list_hosts(HostState.ALLOCATED)}
