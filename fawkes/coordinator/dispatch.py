@@ -179,19 +179,28 @@ class Dispatcher:
     def job_dir(self, spec, job_id: int) -> str:
         return f"{spec.cluster_dir(spec.master)}/jobs/{job_id}"
 
-    def _launch(self, spec, driver, job) -> None:
-        d = self.job_dir(spec, job.id)
+    def driver_argv(self, spec, driver, job) -> list[str]:
+        """The ``spark-submit`` command line of ``job`` on ``spec``'s master.  Its processes carry
+        the cluster and the job id, so ``ps`` tells them apart: the application is named
+        ``fawkes-<cluster>-<job>`` and the driver's and executors' JVMs get
+        ``-Dfawkes.job=<cluster>/<job>`` (``ps -ef | grep fawkes.job=etl/7``)."""
+        tag = f"-Dfawkes.job={spec.name}/{job.id}"
         conf = dict(driver.submit_conf(spec))
         conf.update({
             "spark.driver.host": spec.master.address, "spark.driver.bindAddress": spec.master.address,
             "spark.ui.port": str(ui_port(job.id)), "spark.port.maxRetries": "0",
             "spark.driver.memory": self.driver_memory, "spark.pyspark.python": self.python,
             "spark.pyspark.driver.python": self.python,
+            "spark.driver.extraJavaOptions": tag, "spark.executor.extraJavaOptions": tag,
         })
         argv = [f"{spec.framework.spark_home}/bin/spark-submit", "--name", f"fawkes-{spec.name}-{job.id}"]
         for k, v in conf.items():
             argv += ["--conf", f"{k}={v}"]
-        argv += [expand(a, job) for a in job.argv]
+        return argv + [expand(a, job) for a in job.argv]
+
+    def _launch(self, spec, driver, job) -> None:
+        d = self.job_dir(spec, job.id)
+        argv = self.driver_argv(spec, driver, job)
         env = f"JAVA_HOME={shlex.quote(spec.framework.java_home)} " if spec.framework.java_home else ""
         inner = f"{env}SPARK_HOME={shlex.quote(spec.framework.spark_home)} {shlex.join(argv)}; echo $? > {shlex.quote(d + '/rc')}"
         script = Script(

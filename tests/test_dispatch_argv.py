@@ -1,0 +1,55 @@
+"""A job's driver command line names its cluster and job (``ps`` tells drivers and executors apart).
+
+The command is built from real store rows, a real inventory and the real spark-hdfs driver (no
+host is contacted), then run through ``sh -c`` as the dispatcher runs it, with a stand-in
+``spark-submit`` that prints its arguments: what ``ps`` shows of the processes it starts.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+from fawkes.coordinator.dispatch import Dispatcher
+from fawkes.coordinator.fleet import Fleet
+from fawkes.inventory import load_inventory
+from fawkes.mechanism import ClusterState, Role
+from fawkes.store import Store
+
+
+def test_driver_argv_carries_the_cluster_and_job_id(tmp_path):
+    inv_file = tmp_path / "inventory.yaml"
+    inv_file.write_text("hosts:\n  - {name: m1, address: 192.0.2.10, cores: 2, memory: 2GiB}\n"
+                        "  - {name: m2, address: 192.0.2.11, cores: 2, memory: 2GiB}\n")
+    inv = load_inventory(inv_file)
+    spark = tmp_path / "spark"
+    (spark / "bin").mkdir(parents=True)
+    (spark / "bin" / "spark-submit").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    (spark / "bin" / "spark-submit").chmod(0o755)
+    with Store(str(tmp_path / "state.db")) as store:
+        store.register_framework("spark", "spark-hdfs", spark_home=str(spark), hdfs_jars="/opt/hdfs")
+        store.sync_hosts([{"name": h.name, "address": h.address, "cores": 2, "memory_mb": 2048} for h in inv.hosts])
+        fleet = Fleet(store, inv)
+        try:
+            for name in ("etl", "ml"):
+                store.request_cluster(name, framework="spark", min_core=1)
+                store.transition_cluster(name, ClusterState.DEPLOYING)
+                store.allocate_node(name, "m1" if name == "etl" else "m2", Role.CORE)
+            jobs = [store.submit_job("etl", ["app.py", "{input}", "x y"], input_path="/in"),
+                    store.submit_job("ml", ["app.py"])]
+            dispatcher = Dispatcher(store, fleet)
+            seen = []
+            for job, cluster in zip(jobs, ("etl", "ml")):
+                spec, driver = fleet.spec(cluster)
+                argv = dispatcher.driver_argv(spec, driver, job)
+                out = subprocess.run(["sh", "-c", shlex.join(argv)], capture_output=True, text=True, check=True)
+                args = out.stdout.splitlines()
+                tag = f"-Dfawkes.job={cluster}/{job.id}"
+                assert args[args.index("--name") + 1] == f"fawkes-{cluster}-{job.id}"
+                assert f"spark.driver.extraJavaOptions={tag}" in args
+                assert f"spark.executor.extraJavaOptions={tag}" in args
+                assert args[-3:] == ["app.py", "hdfs:///in", "x y"] if cluster == "etl" else args[-1:] == ["app.py"]
+                seen.append(tag)
+            assert seen == [f"-Dfawkes.job=etl/{jobs[0].id}", f"-Dfawkes.job=ml/{jobs[1].id}"]
+        finally:
+            fleet.close()
