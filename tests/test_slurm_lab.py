@@ -7,7 +7,6 @@ lab or SLURM cannot start the tests are skipped, or fail under ``$CI``.
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import sys
@@ -207,6 +206,21 @@ def test_lab_down_stops_slurm(tmp_path):
     finally:
         removed = lab.down()
     assert removed["slurm"] == 2
-    assert not [p for p in pids if os.path.exists(f"/proc/{p}") and
-                open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert not [p for p in pids if _alive(p)]
     assert not slurm.running(lab.dir)
+    # its state lost (an interrupted run): the clean-up by prefix finds slurmctld and munged too
+    lab = Lab.up(1, tmp_path / "lab", prefix=prefix, subnet=subnet)
+    try:
+        st = slurm.up(lab)
+        (lab.dir / "lab.json").unlink()
+    finally:
+        removed = Lab.cleanup(prefix, subnet)
+    assert removed["slurm"] == 2 and removed["netns"] == 1
+    assert not _alive(st["slurmctld"]) and not _alive(st["munged"])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -126,7 +126,8 @@ class Lab:
     def cleanup(cls, prefix: str = "fawkes", subnet: str = "10.200.0", dir: Path | None = None) -> dict:
         """Remove leftovers of any earlier lab with this prefix (processes, netns, links, guard route, cgroups)."""
         netns.require_support()
-        removed = {"slurm": slurm.stop_root_daemons(Path(dir))} if dir is not None else {}
+        removed = {"slurm": (slurm.stop_root_daemons(Path(dir)) if dir is not None else 0)
+                   + slurm.stop_by_prefix(prefix)}
         removed |= netns.teardown(prefix, subnet)
         removed["cgroups"] = cgroup.remove(prefix)
         if dir is not None:

@@ -267,6 +267,27 @@ def down(lab) -> int:
     return len(pids)
 
 
+def stop_by_prefix(prefix: str) -> int:
+    """Stop the slurmctld and munged of any lab with this prefix, wherever its directory (the
+    clean-up of a lab whose state is lost): a slurmctld started by :func:`up` runs ``-f
+    <dir>/slurm/slurm.conf`` of a file this module wrote with ``ClusterName=<prefix>``."""
+    dirs = set()
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        cmd = _cmdline(int(p.name))
+        if not cmd or os.path.basename(cmd[0]) != "slurmctld" or "-f" not in cmd[:-1]:
+            continue
+        conf = Path(cmd[cmd.index("-f") + 1])
+        try:
+            text = conf.read_text()
+        except OSError:
+            continue
+        if text.startswith("# written by `fawkes lab slurm up`") and f"\nClusterName={prefix}\n" in text:
+            dirs.add(conf.parent.parent)
+    return sum(stop_root_daemons(d) for d in dirs)
+
+
 def stop_root_daemons(lab_dir: Path) -> int:
     """Stop slurmctld and munged of the lab in ``lab_dir`` (the hosts' slurmds die with the hosts)."""
     d = slurm_dir(lab_dir)
