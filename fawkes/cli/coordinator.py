@@ -26,17 +26,51 @@ def run(config_path: str | None, inventory: str | None, duration: float | None, 
     from fawkes.coordinator.metrics_http import serve
     from fawkes.coordinator.service import run_service, setup_logging
 
+    from fawkes import faults
+    from fawkes.errors import FawkesError
+
+    try:
+        faults.check()  # a test hook (docs/reliability.md): a malformed value is refused before anything
+    except ValueError as exc:
+        raise FawkesError(str(exc)) from None
     cfg = load_config(config_path)
     setup_logging(cfg.log_format)
+    reserved = None if no_metrics else _reserve_port(cfg)  # the port is taken before anything is written
     served: list[int] = []
 
     def on_lead(coord) -> None:  # metrics once this process leads (a standby serves none)
         if not no_metrics and not served:
-            _, _, port = serve(coord.store, coord.counters, cfg.metrics.bind, cfg.metrics.port)
+            _, _, port = serve(coord.store, coord.counters, cfg.metrics.bind, cfg.metrics.port, server=reserved)
             served.append(port)
             click.echo(f"metrics: http://{cfg.metrics.bind}:{port}/metrics", err=True)
 
     run_service(cfg, inventory_path=inventory, duration_s=duration, on_lead=on_lead)
+
+
+def _reserve_port(cfg):
+    """Bind the metrics/dashboard address now (served once this process leads): a port in use or an
+    address not on this machine is one line naming the config's ``metrics``, before any write.  An
+    address other than loopback gets a warning: the pages have no authentication."""
+    import ipaddress
+    import logging
+
+    from fawkes.coordinator.dashboard import reserve_server
+    from fawkes.errors import ConfigError
+
+    import errno
+
+    bind, port = cfg.metrics.bind, cfg.metrics.port
+    try:
+        server = reserve_server(bind, port)
+    except OSError as exc:
+        field = "metrics.port" if exc.errno in (errno.EADDRINUSE, errno.EACCES) else "metrics.bind"
+        raise ConfigError(str(cfg.source) if cfg.source else None,
+                          f"cannot listen on {bind}:{port}: {exc.strerror or exc}", field=field) from None
+    if bind != "localhost" and not ipaddress.ip_address(bind).is_loopback:
+        logging.getLogger("fawkes.coordinator").warning(
+            "metrics.bind %s: /metrics and the dashboard are reachable from other machines, without "
+            "authentication (bind 127.0.0.1 unless that is wanted)", bind)
+    return server
 
 
 @coordinator.command()

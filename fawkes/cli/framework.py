@@ -93,7 +93,7 @@ def add(name, kind, spark_home, hadoop_home, hdfs_jars, java_home, inventory_pat
             raise FawkesError(f"framework {name}: {len(bad)} of {len(problems)} host(s) fail the check; "
                               f"{first[0]}: {'; '.join(first[1])}")
         click.echo(f"[framework] {name}: ok on {len(problems)} host(s)", err=True)
-    with open_store(state) as store:
+    with open_store(state, create=True) as store:
         store.register_framework(name, kind, spark_home=spark_home, hadoop_home=hadoop_home, hdfs_jars=hdfs_jars,
                                  java_home=java_home, replace=replace)
     click.echo(f"framework {name} ({kind}) registered")

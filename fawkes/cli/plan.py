@@ -22,7 +22,7 @@ def plan(config_path: str | None, policy: str | None, state: str | None, as_json
 
     cfg = load_config(config_path)
     settings, runner = policy_loop(policy) if policy else loop_policy(cfg)
-    with open_store(state) as store:
+    with open_store(state, config_path) as store:
         d = Control(store, settings, runner=runner).preview()
     if as_json:
         click.echo(json.dumps(d.to_dict(), indent=2, default=str))

@@ -34,7 +34,7 @@ def prune(config_path: str | None, samples_s: float | None, events_s: float | No
                  if v is not None}
     retention = cfg.retention.model_copy(update=overrides)
     settings = mechanism_settings(cfg)
-    with Store(resolve_state_url(state, config_path)) as store:
+    with Store(resolve_state_url(state, config_path), create=False) as store:
         r = prune_state(store, retention, settings, time.time(), dry_run=dry_run)
     if as_json:
         emit_json(r.to_dict())

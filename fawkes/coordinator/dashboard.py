@@ -163,16 +163,25 @@ def make_app(store: Store, counters: dict[str, float], metrics_app: Callable | N
     return app
 
 
-def start_server(store: Store, counters: dict, metrics_app: Callable | None, bind: str, port: int, *,
-                 dashboard: bool = True):
-    """Serve :func:`make_app` on ``bind:port`` (port 0: any free one) from a daemon thread;
-    return (server, thread, port).  Threaded, as prometheus_client's own server."""
+def reserve_server(bind: str, port: int):
+    """The HTTP server bound to ``bind:port`` (port 0: any free one), not serving yet: the
+    coordinator takes its port before it writes anything (a port in use is refused first).
+    Raises OSError when the address cannot be bound."""
 
     class Server(ThreadingWSGIServer):
         address_family = socket.getaddrinfo(bind, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
 
-    server = make_server(bind, port, make_app(store, counters, metrics_app, dashboard=dashboard), Server,
-                         handler_class=QuietHandler)
+    return make_server(bind, port, None, Server, handler_class=QuietHandler)
+
+
+def start_server(store: Store, counters: dict, metrics_app: Callable | None, bind: str, port: int, *,
+                 dashboard: bool = True, server=None):
+    """Serve :func:`make_app` on ``bind:port`` (port 0: any free one), or on the ``server`` of
+    :func:`reserve_server`, from a daemon thread; return (server, thread, port).  Threaded, as
+    prometheus_client's own server."""
+    if server is None:
+        server = reserve_server(bind, port)
+    server.set_app(make_app(store, counters, metrics_app, dashboard=dashboard))
     thread = threading.Thread(target=server.serve_forever, name="fawkes-http", daemon=True)
     thread.start()
     host = f"[{bind}]" if ":" in bind else bind

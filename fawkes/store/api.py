@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+from sqlalchemy import inspect
 from sqlalchemy.engine import make_url
 
 from fawkes.errors import FawkesError
@@ -49,16 +51,23 @@ from fawkes.store.samples import SamplesMixin
 class Store(HostsMixin, ClustersMixin, JobsMixin, SamplesMixin, EventsMixin, LeaseMixin):
     """The coordinator state at ``url`` (SQLite file or PostgreSQL), schema ensured on open."""
 
-    def __init__(self, url: str, *, clock: Callable[[], float] = time.time):
+    def __init__(self, url: str, *, clock: Callable[[], float] = time.time, create: bool = True):
+        """``create=False``: the state must exist already (a SQLite file, or a database holding fawkes'
+        tables); else one line and nothing is created (read-only commands and commands that change
+        existing records open the state this way)."""
         self.url = normalize_url(url)
         self.display_url = make_url(self.url).render_as_string(hide_password=True)
         self.clock = clock
+        if not create:
+            _require_sqlite_file(self.url, self.display_url)
         try:
             self.engine = make_engine(self.url)
         except OSError as exc:
             raise FawkesError(f"state {self.display_url}: cannot open: {exc}") from None
         self._writer = write_engine(self.engine)
         try:
+            if not create:
+                _require_schema(self.engine, self.display_url)
             self.schema_version = ensure_schema(self.engine, where=self.display_url)
         except FawkesError:
             self.engine.dispose()
@@ -75,3 +84,24 @@ class Store(HostsMixin, ClustersMixin, JobsMixin, SamplesMixin, EventsMixin, Lea
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_NO_STATE = ("no such state {what} (nothing has been recorded there; 'fawkes framework add' or "
+             "'fawkes coordinator run' creates one; check --state/FAWKES_STATE or the config's state)")
+
+
+def _require_sqlite_file(url: str, display: str) -> None:
+    sa_url = make_url(url)
+    if sa_url.get_backend_name() != "sqlite" or sa_url.database in (None, "", ":memory:"):
+        return
+    db = Path(sa_url.database)
+    if not db.is_file():
+        what = "file" if not db.exists() else "file (not a regular file)"
+        raise FawkesError(f"state {display}: " + _NO_STATE.format(what=what))
+
+
+def _require_schema(engine, display: str) -> None:
+    with engine.connect() as conn:
+        found = inspect(conn).has_table("schema_version")
+    if not found:
+        raise FawkesError(f"state {display}: " + _NO_STATE.format(what="database (no fawkes tables)"))

@@ -20,6 +20,8 @@ Contract:
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,10 +49,17 @@ def normalize_url(value: str, *, source: str | None = None) -> str:
         raise ConfigError(source, "empty state URL", field="state")
     if "://" not in text and not text.startswith("sqlite:"):
         return "sqlite:///" + str(Path(text).expanduser().resolve())
+    if any(c in text for c in "\0\n\r"):
+        raise ConfigError(source, f"invalid state URL {redact_url(text)!r}: control characters", field="state")
     try:
         url = make_url(text)
-    except ArgumentError as exc:
-        raise ConfigError(source, f"invalid state URL {text!r}: {exc}", field="state") from None
+        port = url.port
+    except (ArgumentError, ValueError) as exc:  # '[::1/db', 'host:notaport': never echo a password
+        why = "bad port" if isinstance(exc, ValueError) else "not a URL"
+        raise ConfigError(source, f"invalid state URL {redact_url(text)!r}: {why}", field="state") from None
+    if port is not None and not 1 <= port <= 65535:
+        raise ConfigError(source, f"invalid state URL {redact_url(text)!r}: port {port} not in 1..65535",
+                          field="state")
     backend = url.get_backend_name()
     if backend == "postgresql":
         if url.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
@@ -59,6 +68,14 @@ def normalize_url(value: str, *, source: str | None = None) -> str:
         raise ConfigError(source, f"unsupported state URL scheme {url.drivername!r} (use sqlite:/// or postgresql://)",
                           field="state")
     return url.render_as_string(hide_password=False)
+
+
+_PASSWORD = re.compile(r"(://[^/@:]*:)[^/]*@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of a ``scheme://user:password@host`` URL replaced by ``***``."""
+    return _PASSWORD.sub(r"\1***@", text)
 
 
 def is_sqlite(engine: Engine) -> bool:
@@ -71,11 +88,22 @@ def make_engine(url: str) -> Engine:
     if sa_url.get_backend_name() == "sqlite":
         db = sa_url.database
         if db and db != ":memory:":
-            Path(db).parent.mkdir(parents=True, exist_ok=True)
+            _private_file(Path(db))
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False})
         _tune_sqlite(engine)
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2)
+
+
+def _private_file(db: Path) -> None:
+    """Create the SQLite file ``db`` mode 0600 and the directories it needs 0700 (job command lines
+    and host names are nobody else's business); an existing file or directory is left as it is.
+    SQLite gives its -wal and -shm files the database file's mode."""
+    db.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        pass
 
 
 def write_engine(engine: Engine) -> Engine:

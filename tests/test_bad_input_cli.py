@@ -1,0 +1,145 @@
+"""Hostile and mistaken input on the command line and in the state URL (issue 16, item 5): one line
+naming the option or field, exit 2, and no state file created or changed.  Real processes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from fawkes.store import Store
+
+try:
+    from store_fixtures import pg_server, store_url  # noqa: F401  (fixtures)
+    from test_cli_store import fawkes, ok, refused
+except ImportError:
+    from tests.store_fixtures import pg_server, store_url  # noqa: F401
+    from tests.test_cli_store import fawkes, ok, refused
+
+
+def tree(d: Path) -> dict[str, bytes]:
+    """Every file under ``d`` with its content (to assert that nothing was created or changed)."""
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def hosts_of(url: str) -> list[tuple]:
+    with Store(url) as s, s.engine.connect() as c:
+        return c.execute(text("SELECT name, state FROM hosts ORDER BY name")).all()
+
+
+@pytest.fixture
+def pool(tmp_path):
+    """A state holding hosts h1..h4 and a config whose inventory names other hosts (u1..u3)."""
+    url = f"sqlite:///{tmp_path}/state.db"
+    with Store(url) as s:
+        s.sync_hosts([{"name": f"h{i}", "address": f"10.0.0.{i}", "cores": 2} for i in range(1, 5)])
+    (tmp_path / "known_hosts").write_text("")
+    (tmp_path / "inv.yaml").write_text(
+        f"version: 1\nknown_hosts: {tmp_path}/known_hosts\nhosts:\n"
+        + "".join(f"  - {{name: u{i}, address: 10.9.0.{i}}}\n" for i in range(1, 4)))
+    return tmp_path, url
+
+
+def coordinator_run(d: Path, config: str, *args: str):
+    (d / "cfg.yaml").write_text("state: state.db\ninventory: inv.yaml\n" + config)
+    return fawkes("coordinator", "run", "--config", str(d / "cfg.yaml"), "--for", "1", *args)
+
+
+# ------------------------------------------------------------------ a: no write before every resource is held
+def test_coordinator_port_in_use_is_refused_before_the_state_changes(pool):
+    d, url = pool
+    before, files = hosts_of(url), tree(d)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        r = coordinator_run(d, f"metrics: {{port: {port}}}\n")
+    refused(r, f"cfg.yaml: metrics.port: cannot listen on 127.0.0.1:{port}: Address already in use")
+    assert hosts_of(url) == before == [(f"h{i}", "free") for i in range(1, 5)]
+    assert tree(d) == {**files, "cfg.yaml": (d / "cfg.yaml").read_bytes()}  # not even the lock file
+
+
+def test_coordinator_foreign_bind_address_is_refused_before_the_state_changes(pool):
+    d, url = pool
+    before = hosts_of(url)
+    r = coordinator_run(d, "metrics: {bind: 192.0.2.1, port: 0}\n")
+    refused(r, "cfg.yaml: metrics.bind: cannot listen on 192.0.2.1:0")
+    assert hosts_of(url) == before and not (d / "state.db.lock").exists()
+
+
+def test_coordinator_public_bind_address_is_warned_about(pool):
+    d, url = pool
+    r = coordinator_run(d, "metrics: {bind: 0.0.0.0, port: 0}\n")
+    assert r.returncode == 0, r.stderr
+    warning = [ln for ln in r.stderr.splitlines() if "WARNING" in ln and "metrics.bind 0.0.0.0" in ln]
+    assert len(warning) == 1 and "without authentication" in warning[0]
+    assert [h for h, _ in hosts_of(url) if h.startswith("u")] == ["u1", "u2", "u3"]  # it did run
+
+
+# ------------------------------------------------------------------ b: a refused or read-only command creates no state
+@pytest.mark.parametrize("cmd", [
+    ["status"], ["jobs"], ["jobs", "cancel", "1"], ["events"], ["explain"], ["host", "list"], ["cluster", "list"],
+    ["plan"], ["prune", "--dry-run"], ["cluster", "request", "a b", "-f", "x", "-m", "1"],
+    ["submit", "c1", "--", "app"]])
+def test_commands_on_a_missing_state_create_nothing(tmp_path, cmd):
+    state = tmp_path / "new" / "sub" / "typo.db"
+    r = fawkes(*cmd, state=str(state))  # FAWKES_STATE
+    refused(r, f"state sqlite:///{state}: no such state file")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plan_reads_the_state_its_config_names(tmp_path):
+    (tmp_path / "cfg.yaml").write_text("state: s.db\npolicy: EQ\n")
+    refused(fawkes("plan", "--config", str(tmp_path / "cfg.yaml")), f"state sqlite:///{tmp_path}/s.db: no such state")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.yaml"]
+
+
+def test_an_empty_postgres_database_is_no_state(store_url):
+    if not store_url.startswith("postgresql"):
+        pytest.skip("the SQLite case is the missing file above")
+    with Store(store_url) as s, s._writer.begin() as c:  # an empty database: drop fawkes' tables
+        c.execute(text("DROP SCHEMA public CASCADE"))
+        c.execute(text("CREATE SCHEMA public"))
+    refused(fawkes("status", state=store_url), "no such state database (no fawkes tables)")
+    from sqlalchemy import create_engine, inspect
+
+    engine = create_engine(store_url)
+    with engine.connect() as c:
+        assert inspect(c).get_table_names() == []
+    engine.dispose()
+
+
+# ------------------------------------------------------------------ h: URLs, passwords, file modes
+@pytest.mark.parametrize("url, message", [
+    ("postgresql://fawkes:s3cret@[::1/db", "invalid state URL 'postgresql://fawkes:***@[::1/db': bad port"),
+    ("postgresql://fawkes:s3cret@db:notaport/x", "invalid state URL 'postgresql://fawkes:***@db:notaport/x': bad port"),
+    ("postgresql://fawkes:s3cret@db:99999/x", "port 99999 not in 1..65535"),
+    ("sqlite://[::1/db", "invalid state URL 'sqlite://[::1/db': bad port"),
+    ("postgresql://fawkes:s3cret@127.0.0.1:1/x", "state postgresql+psycopg://fawkes:***@127.0.0.1:1/x: cannot open"),
+])
+def test_malformed_state_urls_are_one_line_without_the_password(tmp_path, url, message):
+    r = fawkes("status", "--state", url, env={"HOME": str(tmp_path)})
+    refused(r, message)
+    assert "s3cret" not in r.stderr + r.stdout and list(tmp_path.iterdir()) == []
+
+
+def test_malformed_url_in_a_config_names_the_file(tmp_path):
+    (tmp_path / "cfg.yaml").write_text("state: postgresql://u:pw@h:x/db\n")
+    r = fawkes("plan", "--config", str(tmp_path / "cfg.yaml"))
+    refused(r, "cfg.yaml:1: state: invalid state URL 'postgresql://u:***@h:x/db': bad port")
+
+
+def test_new_state_file_is_private(tmp_path):
+    state = tmp_path / "a" / "b" / "s.db"
+    ok(fawkes("framework", "add", "spark", "--kind", "spark-hdfs", "--spark-home", "/opt/spark", "--hdfs-jars",
+              "/opt/hdfs", "--no-check", "--state", str(state)))
+    assert stat.S_IMODE(state.stat().st_mode) == 0o600
+    assert stat.S_IMODE(state.parent.stat().st_mode) == 0o700
+    ok(fawkes("cluster", "request", "etl", "-f", "spark", "-m", "1", "--state", str(state)))
+    for f in state.parent.iterdir():  # -wal, -shm while open: never readable by others
+        assert stat.S_IMODE(f.stat().st_mode) & 0o077 == 0, f
+    assert os.stat(state).st_size > 0
