@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from fawkes import faults
 from fawkes.coordinator.intent import apply, record_decision
 from fawkes.coordinator.view import build_snapshot
 from fawkes.errors import FawkesError
@@ -55,6 +56,7 @@ class Control:
         with gc_paused():  # tens of thousands of small acyclic values: the collector's passes cost 40 ms
             d, memory = self._decide(self.memory(), snap)
         tick = record_decision(self.store, d, snap, self.settings, memory)
+        faults.point("decision-recorded")
         problems = purge(self.store, d.admission.purged)
         problems += apply(self.store, d.plan, admitted=d.admission.admitted, deactivate=d.deactivate,
                           why=f"tick {tick}")

@@ -25,6 +25,7 @@ import logging
 import shlex
 import sys
 
+from fawkes import faults
 from fawkes.coordinator.fleet import Fleet
 from fawkes.coordinator.reconcile import OUTPUT_DIR
 from fawkes.errors import FawkesError
@@ -173,7 +174,9 @@ class Dispatcher:
             if job is None:
                 return
             self.store.transition_job(job.id, JobState.DISPATCHED, "head of the queue")  # intent first
+            faults.point("job-dispatched")
             self._launch(spec, driver, job)
+            faults.point("job-launched")
             live.append(job)
 
     def job_dir(self, spec, job_id: int) -> str:
@@ -248,6 +251,7 @@ class Dispatcher:
             to = JobState.SUCCEEDED if code == 0 else JobState.FAILED
             self.store.transition_job(job.id, to, f"exit code {code}", exit_code=code,
                                       output_path=f"{OUTPUT_DIR}/{job.id}")
+            faults.point("job-finished")
         elif status == "vanished":
             if state is JobState.DISPATCHED:
                 self.store.transition_job(job.id, JobState.FAILED, "driver process vanished before starting")

@@ -12,6 +12,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from fawkes import faults
 from fawkes.errors import FawkesError
 from fawkes.mechanism import ClusterState, Decision, Plan, Settings, Snapshot
 from fawkes.mechanism.memory import Memory
@@ -83,9 +84,12 @@ def apply(store: Store, plan: Plan, *, admitted: Iterable[str] = (), deactivate:
                 s = plan.shrinks[k]
                 shrunk[k] = f"shrink {s.cluster}/{s.node}: {err}"
         problems += [p for p in shrunk if p is not None]
+        if moves:
+            faults.point("drain-requested")
     if plan.grows:
         done = store.allocate_nodes([(g.cluster, g.host, g.role, f"{g.role.value} for {g.cluster} ({why or 'plan'})")
                                      for g in plan.grows])
         problems += [f"grow {g.cluster}/{g.host}: {r}" for g, r in zip(plan.grows, done) if isinstance(r, FawkesError)]
+        faults.point("node-requested")
     store.record_events("plan", problems, level="warning")
     return problems

@@ -45,6 +45,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from fawkes import faults
 from fawkes.config import TimeoutsConfig
 from fawkes.coordinator.fleet import Fleet
 from fawkes.errors import FawkesError
@@ -244,6 +245,7 @@ class Reconciler:
         timeout = max(1.0, min(self.timeouts.op, left))
         for n in nodes:
             self._advance(n.id, NodeState.PROVISIONING, "starting daemons")
+        faults.point("node-provisioning")
         spec, driver = self.fleet.spec(name)
         added = [spec.node(n.host) for n in nodes]
         try:
@@ -255,6 +257,7 @@ class Reconciler:
         for n in nodes:
             if self.store.get_node(n.id).state == NodeState.PROVISIONING:  # a tick may have marked it DRAINING
                 self._advance(n.id, NodeState.RUNNING, f"{n.role} node registered")
+        faults.point("node-running")
 
     def _shrink(self, name: str, node_ids: list[int]) -> None:
         """TR nodes by FP (stop now), then TC nodes by DP: start the decommission (or find it done) and
@@ -280,6 +283,7 @@ class Reconciler:
             for n in group:
                 self._advance(n.id, NodeState.RELEASED,
                               "removed (FP)" if Role(n.role) is Role.TR else "decommissioned (DP)")
+            faults.point("node-released")
 
     def _cleanup(self, name: str, node_ids: list[int]) -> None:
         """Failed nodes: stop what may still run (TR by FP; TC by DP: a DataNode HDFS has not

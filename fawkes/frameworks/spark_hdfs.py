@@ -29,6 +29,7 @@ import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePosixPath
 
+from fawkes import faults
 from fawkes.errors import FawkesError
 from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import (DecommissionInterrupted, DecommissionTimeout, FrameworkDriver, Health,
@@ -224,7 +225,9 @@ class SparkHdfsDriver(FrameworkDriver):
         """Write the exclude file and make the NameNode re-read it (refreshNodes)."""
         m = cluster.master
         self.write_files({m.name: [(self._exclude_path(cluster), render_exclude(addresses))]}, "writing the exclude file")
+        faults.point("exclude-written")
         self._ctl_each(cluster, {m.name: [("hdfs", DFSADMIN, "-refreshNodes")]}, "DFSAdmin -refreshNodes", 120)
+        faults.point("exclude-refreshed")
 
     # ================================================================== deploy
     def deploy(self, cluster: ClusterSpec, *, timeout: float = 180.0) -> OpResult:
@@ -333,6 +336,7 @@ class SparkHdfsDriver(FrameworkDriver):
                                   s=Script(" && ".join("{c%d}" % i for i in range(len(ds))),
                                            **{f"c{i}": self._ctl(new, n, "start", d) for i, d in enumerate(ds)}))
         self._run(cmds, "writing configs and starting daemons", 120)
+        faults.point("daemons-started")
         phases["start"] = time.monotonic() - t  # configs written and daemons started: one round
         self.emit(new, "start", f"configs written and daemons started on {len(nodes)} node(s)", t0=t0)
         if held:  # their workers start meanwhile; their DataNodes once the NameNode re-read the file
@@ -393,6 +397,7 @@ class SparkHdfsDriver(FrameworkDriver):
 
         self._wait(cluster, "removed workers to leave the master", not_alive, 60, t0)
         self._ctl_each(cluster, {h: [("wipe",)] for h in gone}, "wiping removed nodes", if_present=True)
+        faults.point("node-wiped")
         phases["cleanup"] = time.monotonic() - t
         phases["total"] = time.monotonic() - t0
         new = cluster
@@ -409,6 +414,7 @@ class SparkHdfsDriver(FrameworkDriver):
         self.emit(cluster, "dp", f"decommissioning Spark workers on {names}", t0=t0)
         self._run({n.name: Script("{c} || true", c=self._ctl_if_present(cluster, n, "signal", "worker", "PWR"))
                    for n in dp}, "decommissioning workers", 60)
+        faults.point("worker-decommissioned")
         # 2. HDFS: exclude file + refreshNodes, then wait for Decommissioned
         with_dn = [n for n in dp if "datanode" in self.role_daemons[n.role]]
         addrs = {n.address for n in with_dn}
@@ -468,6 +474,7 @@ class SparkHdfsDriver(FrameworkDriver):
                       "(their tasks are re-run)", t0=t0)
         self._ctl_each(cluster, {n.name: [("stop", "worker"), *([("stop", "datanode")] if n in with_dn else [])]
                                  for n in dp}, "stopping decommissioned nodes", if_present=True)
+        faults.point("datanode-stopped")
         phases["dp_stop"] = time.monotonic() - t
 
     def recommission(self, cluster: ClusterSpec, names: Sequence[str], *, timeout: float = 180.0) -> OpResult:
