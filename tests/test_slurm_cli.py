@@ -11,8 +11,7 @@ import yaml
 from tests.conftest import run_cli
 
 
-@pytest.mark.parametrize("sub", [("lab", "slurm", "status"), ("lab", "slurm", "up"), ("lab", "slurm", "down"),
-                                 ("lab", "status")])
+@pytest.mark.parametrize("sub", [("lab", "slurm", "status"), ("lab", "slurm", "up")])
 def test_lab_slurm_bad_dirs_one_line_exit_2(tmp_path, sub):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

@@ -94,9 +94,12 @@ def test_from_slurm_inside_salloc(slab):
 def test_from_slurm_inside_sbatch(slab, tmp_path):
     out = tmp_path / "inventory.yaml"
     wrap = f"cd /tmp && {shlex.quote(sys.executable)} -m fawkes inventory from-slurm -o {out}"
-    r = sl(slab, "sbatch", "--wait", "-N", "2", "--job-name=fws-sbatch", f"--output={tmp_path}/job.out",
-           "--chdir=/tmp", "--wrap", wrap, timeout=120)
-    assert "Submitted batch job" in r.stdout
+    job = sl(slab, "sbatch", "--parsable", "-N", "2", "--job-name=fws-sbatch", f"--output={tmp_path}/job.out",
+             "--chdir=/tmp", "--wrap", wrap).stdout.strip()
+    assert job.isdigit()
+    # sbatch --wait polls every 10 s: poll squeue instead until the job has left the queue
+    _wait(lambda: not sl(slab, "squeue", "--noheader", f"--jobs={job}", check=False).stdout.strip(), 60,
+          f"job {job} to finish")
     inv = yaml.safe_load(out.read_text())
     assert len(inv["hosts"]) == 2 and all(h["cores"] == 1 for h in inv["hosts"])
     assert f"wrote {out} (2 hosts)" in (tmp_path / "job.out").read_text()
