@@ -85,6 +85,10 @@ def test_cancel_of_a_running_spark_job_ends_driver_application_and_executors(lab
                     j=f"fawkes-{name}-{job}")
         before = fleet.ex.run([HOST], ps, timeout=20)[HOST].stdout
         assert "CoarseGrainedExecutorBackend" in before and "SparkSubmit" in before, before
+        # ps tells this job's processes apart: the driver's and the executor's JVMs name cluster and job
+        tagged = [line for line in before.splitlines() if f"-Dfawkes.job={name}/{job} " in line + " "]
+        assert any("SparkSubmit" in line for line in tagged) and any(
+            "CoarseGrainedExecutorBackend" in line for line in tagged), before
 
         # the user's cancel: only intent, the job keeps running until the coordinator acts
         r = run_cli("jobs", "cancel", str(job), "--state", url)
