@@ -167,15 +167,19 @@ class CoordinatorConfig(BaseModel):
     pool: PoolConfig | None = None
     source: Path | None = Field(default=None, exclude=True)
 
-    @field_validator("cluster_options")
+    @field_validator("cluster_options", mode="before")
     @classmethod
-    def _known_options(cls, v: dict[str, str]) -> dict[str, str]:
-        from fawkes.frameworks.render import DEFAULT_OPTIONS
+    def _known_options(cls, v: object) -> object:
+        """Every option typed and checked when the config is read (fawkes.frameworks.render.check_option):
+        a newline, a shell character or 'abc' for a number is refused here, not at render time."""
+        from fawkes.frameworks.render import DEFAULT_OPTIONS, check_option
 
-        unknown = sorted(set(v) - set(DEFAULT_OPTIONS))
+        if not isinstance(v, dict):
+            return v
+        unknown = sorted(str(k) for k in v if k not in DEFAULT_OPTIONS)
         if unknown:
             raise ValueError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(DEFAULT_OPTIONS))}")
-        return v
+        return {k: check_option(k, x) for k, x in v.items()}
 
     @model_validator(mode="after")
     def _sample_within_period(self) -> CoordinatorConfig:

@@ -131,8 +131,10 @@ def test_shell_values_are_quoted():
 def test_bad_options_rejected():
     with pytest.raises(FawkesError, match="unknown option"):
         render_cluster(cluster(no_such_option="1"))
-    with pytest.raises(FawkesError, match="JVM flag"):
+    with pytest.raises(FawkesError, match="nn_heap: expected a size"):
         render_cluster(cluster(nn_heap="1g; rm -rf /"))
+    with pytest.raises(FawkesError, match="daemon_jvm_opts: expected JVM flags"):
+        render_cluster(cluster(daemon_jvm_opts="-Xss1m\n-javaagent:/x.jar"))
     with pytest.raises(FawkesError, match="without spaces"):
         NodeSpec("h", "10.0.0.1", Role.CORE, "/a b")
     with pytest.raises(FawkesError, match="exactly one"):

@@ -15,6 +15,7 @@ Template sets (``templates/<set>/``):
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -90,8 +91,58 @@ DEFAULT_OPTIONS: dict[str, str] = {
     "reduce_slowstart": "0.05",
     "max_am_resource_percent": "0.5",
 }
-#: options that get into a JVM or shell command line unquoted: restrict their characters
-_TOKEN_OPTS = ("spark_daemon_memory", "nn_heap", "dn_heap", "tool_heap", "executor_memory", "daemon_jvm_opts")
+_INT_MAX = 2**31 - 1  # a Java int: every integer option ends up in a Java config
+_SIZE = re.compile(r"[1-9][0-9]{0,12}[kKmMgGtT]?")  # a JVM memory size / HDFS block size: 512m, 1g, 134217728
+_JVM_FLAGS = re.compile(r"(-[A-Za-z0-9:+=._/-]+)( -[A-Za-z0-9:+=._/-]+)*")
+_SIZE_OPTS = ("blocksize", "spark_daemon_memory", "nn_heap", "dn_heap", "tool_heap", "executor_memory")
+_INT_OPTS = ("replication", "worker_timeout_s", "heartbeat_s", "recheck_ms", "decommission_interval_s",
+             "replication_max_streams", "replication_max_streams_hard", "replication_work_multiplier",
+             "yarn_min_allocation_mb", "graceful_decommission_timeout_s", "nm_expiry_ms")
+_FRACTION_OPTS = ("reduce_slowstart", "max_am_resource_percent")
+_CHOICES = {"decommission_allow_mode": ("ALLOW", "LOCAL", "DENY"),  # spark.master.ui.decommission.allow.mode
+            "spark_log_level": ("off", "fatal", "error", "warn", "info", "debug", "trace", "all")}
+
+
+def check_option(key: str, value: object) -> str:
+    """``value`` of the framework option ``key`` as the templates write it, or ValueError saying why.
+
+    Every option is typed: integers (1 .. 2^31-1), sizes (``512m``, ``1g``), fractions (0..1), a
+    choice, or JVM flags (``-Xss1m -XX:+UseSerialGC``); so no value can add a line to a config file
+    or a word to a command line (a newline, ``;``, a quote)."""
+    if key not in DEFAULT_OPTIONS:
+        raise ValueError(f"unknown option {key!r}; known: {', '.join(sorted(DEFAULT_OPTIONS))}")
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError(f"{key}: expected a string or a number, got {type(value).__name__}")
+    text = str(value)
+    if key in _INT_OPTS or key == "worker_memory_mb":
+        if key == "worker_memory_mb" and text == "":
+            return text  # the node's memory
+        if not re.fullmatch(r"[0-9]{1,10}", text) or not 1 <= int(text) <= _INT_MAX:
+            raise ValueError(f"{key}: expected an integer 1..{_INT_MAX}, got {text!r}")
+        return str(int(text))
+    if key in _SIZE_OPTS:
+        if not _SIZE.fullmatch(text):
+            raise ValueError(f"{key}: expected a size such as 512m, 1g or 134217728, got {text!r}")
+        return text
+    if key in _FRACTION_OPTS:
+        try:
+            f = float(text)
+        except ValueError:
+            f = float("nan")
+        if not 0 <= f <= 1:  # NaN fails too
+            raise ValueError(f"{key}: expected a number 0..1, got {text!r}")
+        return text
+    if key in _CHOICES:
+        match = next((c for c in _CHOICES[key] if c.lower() == text.lower()), None)
+        if match is None:
+            raise ValueError(f"{key}: expected one of {', '.join(_CHOICES[key])}, got {text!r}")
+        return match
+    if key == "daemon_jvm_opts":
+        if text and not _JVM_FLAGS.fullmatch(text):
+            raise ValueError(f"{key}: expected JVM flags such as '-XX:+UseSerialGC -Xss1m' (letters, digits "
+                             f"and :+=._/- only), got {text!r}")
+        return text
+    raise ValueError(f"{key}: no rule for this option")  # a new option needs its rule above
 
 
 def ports_for(hdfs_major: int) -> dict[str, int]:
@@ -141,12 +192,12 @@ def _options(cluster: ClusterSpec) -> dict[str, str]:
     unknown = set(cluster.options) - set(DEFAULT_OPTIONS)
     if unknown:
         raise FawkesError(f"cluster {cluster.name}: unknown option(s) {', '.join(sorted(unknown))}")
-    opt = {**DEFAULT_OPTIONS, **{k: str(v) for k, v in cluster.options.items()}}
-    import re
-
-    for k in _TOKEN_OPTS:
-        if not re.fullmatch(r"[A-Za-z0-9 :+=._/-]*", opt[k]):
-            raise FawkesError(f"cluster {cluster.name}: option {k}={opt[k]!r} has characters a JVM flag cannot have")
+    opt = dict(DEFAULT_OPTIONS)
+    for k, v in cluster.options.items():
+        try:
+            opt[k] = check_option(k, v)
+        except ValueError as exc:
+            raise FawkesError(f"cluster {cluster.name}: option {exc}") from None
     return opt
 
 
