@@ -1,0 +1,68 @@
+"""A short seeded fault campaign (bench/fault_campaign.py) on the session lab: kill -9 at named points.
+
+The real coordinator runs 3 MR-clusters (1 core node each) on 6 of the lab's hosts with a stream of
+real word counts; it is killed with SIGKILL at 10 points (the fault hook ``FAWKES_FAULT_POINT`` at
+named steps of grows, DP shrinks and dispatches, and seeded random times), restarted each time, and
+after every kill: no host held twice or leaked (store and the daemons on the hosts), no core node
+removed, no job lost; after every restart HDFS fsck HEALTHY and checksums unchanged; at the end every
+job succeeded once with exact output and nothing is left after release.  The long run (100+ kills)
+is ``python3 bench/fault_campaign.py`` (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from bench.fault_campaign import RANDOM, Campaign, print_table, schedule
+from fawkes import faults
+from fawkes.frameworks import dists
+from tests.conftest import REPO, cluster_dirs_marker, pids_with_cmdline
+
+pytestmark = [pytest.mark.lab, pytest.mark.spark]
+
+
+def test_fault_hook_refuses_a_malformed_point(tmp_path):
+    for bad, why in (("nope", "unknown point 'nope'"), ("job-dispatched:0", "N must be a whole number"),
+                     ("job-dispatched:1e3", "N must be a whole number"), ("job-dispatched:\n2", "not '\\n2'")):
+        r = subprocess.run([sys.executable, "-m", "fawkes", "coordinator", "run", "--config",
+                            str(tmp_path / "none.yaml")], capture_output=True, text=True, cwd=REPO,
+                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "FAWKES_FAULT_POINT": bad})
+        assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and why in r.stderr, (bad, r.stderr)
+    assert not list(tmp_path.iterdir())
+    assert faults.parse("node-released:3") == ("node-released", 3) and faults.parse("") is None
+
+
+def test_short_seeded_campaign(lab, tmp_path):
+    d = dists.ensure_lab_dists()
+    inv = yaml.safe_load(lab.inventory_path.read_text())
+    inv["hosts"] = inv["hosts"][:6]
+    kept = {h["name"] for h in inv["hosts"]}
+    inv["groups"] = {g: [h for h in members if h in kept] for g, members in (inv.get("groups") or {}).items()}
+    inventory = lab.inventory_path.parent / "inventory-campaign.yaml"  # its relative key paths stay valid
+    inventory.write_text(yaml.safe_dump(inv))
+    plan = schedule(10, seed=3, random_share=0.2)
+    assert plan == schedule(10, seed=3, random_share=0.2) and sum(p == RANDOM for p, _ in plan) >= 1
+    lines: list[str] = []
+    camp = Campaign(inventory, lab.node_dir, (str(d.spark_home), str(d.hdfs_home)), tmp_path, seed=3,
+                    point_timeout=60, lines=200, log=lines.append)
+    try:
+        camp.setup()
+        for point, delay in plan:
+            camp.kill(point, delay)
+        exact = camp.finish()
+    finally:
+        camp.close()
+        inventory.unlink(missing_ok=True)
+    rows = camp.table(exact)
+    print_table(rows, lines.append)
+    print("\n".join(lines))
+    assert not camp.violations, camp.violations
+    named = [r for r in rows if r["point"] not in (RANDOM, "final")]
+    assert sum(r["killed_at_point"] for r in named) >= 3, "named points must be reached"
+    assert len(camp.jobs) >= 4 and all(exact.values()) and len(exact) == len(camp.jobs)
+    assert camp.hdfs_checks >= 5
+    assert not pids_with_cmdline(cluster_dirs_marker(lab)), "daemons left running"
