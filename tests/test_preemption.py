@@ -1,5 +1,5 @@
 """BIG-C's preemption settings (issue 11, deliverable 3; fawkes/mechanism/preemption.py): regrow
-hysteresis D, the demand-capped shrink and the victim order, each with a default that changes nothing."""
+hysteresis D (a victim: a cluster that lost nodes running tasks), the demand-capped shrink and the victim order, each with a default that changes nothing."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import math
 import subprocess
 import sys
 
+from dataclasses import replace
+
 import pytest
 
 from fawkes.mechanism import ClusterMemory, Memory, Settings, Snapshot, controller, decide
@@ -15,11 +17,16 @@ from fawkes.mechanism.preemption import take_order
 from tests.mechanism_helpers import cluster, demand, memory
 
 
-def _flip(now, a_tr, b_tr, a_demand, b_demand):
-    """Two clusters of minimum 5 on 20 nodes; a and b hold 5 core + ``*_tr`` transient nodes."""
+def _busy(view, busy=True):
+    return replace(view, nodes=tuple(replace(n, running_tasks=int(busy)) for n in view.nodes))
+
+
+def _flip(now, a_tr, b_tr, a_demand, b_demand, busy=True):
+    """Two clusters of minimum 5 on 20 nodes; a and b hold 5 core + ``*_tr`` transient nodes,
+    each running a task (``busy``) or idle."""
     ts = (now - 40, now - 20, now)
-    a = cluster("a", 5, tr=a_tr, samples=[demand(t, a_demand) for t in ts])
-    b = cluster("b", 5, tr=b_tr, samples=[demand(t, b_demand) for t in ts])
+    a = _busy(cluster("a", 5, tr=a_tr, samples=[demand(t, a_demand) for t in ts]), busy)
+    b = _busy(cluster("b", 5, tr=b_tr, samples=[demand(t, b_demand) for t in ts]), busy)
     free = tuple(f"f{i}" for i in range(20 - 10 - a_tr - b_tr))
     return Snapshot(now=now, capacity=20, free_hosts=free, clusters=(a, b))
 
@@ -46,6 +53,14 @@ def test_a_victim_regrows_only_after_D_consecutive_eligible_ticks(D):
     assert waited == D
     assert {x.cluster for x in d.plan.shrinks} == {"a"} and d.targets["b"] > 5
     assert mem.of("b", 0.0).victim_since is None and mem.of("b", 0.0).regrow_votes == 0
+
+
+def test_a_shrink_of_idle_nodes_preempts_nothing_and_makes_no_victim():
+    s = Settings(policy="TD", period_s=60, tau=0.0, regrow_delay_ticks=3)
+    d, mem = controller.tick(Memory(), _flip(60, 5, 5, 500, 10, busy=False), s)
+    assert {x.cluster for x in d.plan.shrinks} == {"b"} and mem.of("b", 0.0).victim_since is None
+    d, mem = controller.tick(mem, _flip(120, 10, 0, 10, 500), s)
+    assert d.regrow_votes == {} and {x.cluster for x in d.plan.shrinks} == {"a"}  # b regrows at once
 
 
 def test_a_tick_that_does_not_want_the_victim_bigger_restarts_its_count():

@@ -68,6 +68,7 @@ def tick(memory: Memory, snap: Snapshot, settings: Settings) -> tuple[Decision, 
     d = decide(snap, settings, memory)
     grown = {g.cluster for g in d.plan.grows}
     shrunk = {s.cluster for s in d.plan.shrinks}
+    preempted = _preempted(snap, d) if settings.regrow_delay_ticks > 0 else set()
     since = _incarnations(snap)
     entries: dict[str, ClusterMemory] = {}
     for name in list(d.weights) + list(d.admission.admitted):
@@ -83,20 +84,27 @@ def tick(memory: Memory, snap: Snapshot, settings: Settings) -> tuple[Decision, 
             discrimination=m.discrimination if disc is None else disc,
             last_grow_at=snap.now if name in grown else m.last_grow_at,
             last_shrink_at=snap.now if name in shrunk else m.last_shrink_at,
-            **_victim(m, name, d, shrunk, snap.now, settings),
+            **_victim(m, name, d, preempted, snap.now, settings),
         )
     keep = (_live(snap) | set(d.admission.admitted)) - set(d.deactivate)
     return d, memory.with_entries(entries, keep=keep, ticks=memory.ticks + 1)
 
 
-def _victim(m: ClusterMemory, name: str, d: Decision, shrunk: set[str], now: float,
+def _preempted(snap: Snapshot, d: Decision) -> set[str]:
+    """Clusters this tick's plan takes a node from that runs tasks: their work is preempted."""
+    busy = {(c.name, n.id) for c in snap.clusters for n in c.nodes if n.running_tasks > 0}
+    return {s.cluster for s in d.plan.shrinks if (s.cluster, s.node) in busy}
+
+
+def _victim(m: ClusterMemory, name: str, d: Decision, preempted: set[str], now: float,
             settings: Settings) -> dict:
     """BIG-C's delayed regrowth (``regrow_delay_ticks``, mechanism/preemption.py): a cluster this
-    tick's plan shrinks becomes a victim; one still waiting keeps its run of eligible ticks; one
-    the decision no longer lists has waited its D ticks (or was never one)."""
+    tick's plan preempts (takes a node running tasks from) becomes a victim; one still waiting
+    keeps its run of eligible ticks; one the decision no longer lists has waited its D ticks (or
+    was never one)."""
     if settings.regrow_delay_ticks <= 0:
         return {"victim_since": None, "regrow_votes": 0} if m.victim_since is not None else {}
-    if name in shrunk:
+    if name in preempted:
         return {"victim_since": now, "regrow_votes": 0}
     if name in d.regrow_votes:
         return {"regrow_votes": d.regrow_votes[name]}

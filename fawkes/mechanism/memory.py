@@ -12,7 +12,7 @@ field                         set by
 ``discrimination``            a tick: D since admission (the A-5 cumulative window reads it)
 ``idle_since``, ``seen``      a tick, folding the samples newer than ``seen`` (A-12)
 ``last_grow_at/shrink_at``    a tick whose plan grows/shrinks the cluster (the cooldown clock, B.5)
-``victim_since``              a tick whose plan shrinks the cluster, with ``regrow_delay_ticks``;
+``victim_since``              a tick whose plan takes a busy node from it, with ``regrow_delay_ticks``;
                               cleared when the delay is over (BIG-C's D, B-3)
 ``regrow_votes``              a tick: a victim's consecutive ticks eligible to grow
 ============================  =================================================================

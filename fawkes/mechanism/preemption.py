@@ -4,7 +4,7 @@ Three refinements of a rebalancing tick's targets, each a setting whose default 
 (``docs/mechanism.md``, "Preemption settings"):
 
 * :func:`wait_to_regrow` (``regrow_delay_ticks``, BIG-C's delayed resumption D): a *victim*, a
-  cluster a tick's plan shrank, regrows only after it has been eligible to grow for D
+  cluster from which a tick's plan took a node running tasks, regrows only after it has been eligible to grow for D
   consecutive rebalancing ticks; until then it keeps what it holds.
 * :func:`demand_capped` (``shrink_amount: demand_capped``, BIG-C's Algorithm 1): the over-share
   clusters together give at most what the under-share ones need beyond the hosts that are free

@@ -88,7 +88,7 @@ class Settings(BaseModel):
     # --- BIG-C (issue 11; spec seeds §000 B-3..B-5, docs/mechanism.md "Preemption settings"):
     # every default leaves the decision exactly as above
     regrow_delay_ticks: int = Field(
-        0, ge=0, le=10_000, description="B-3, BIG-C's D: a victim (a cluster a tick's plan shrank) regrows only after "
+        0, ge=0, le=10_000, description="B-3, BIG-C's D: a victim (a cluster from which a tick's plan took a node running tasks) regrows only after "
         "it has been eligible to grow (a rebalancing tick wants it bigger) for this many consecutive ticks; meanwhile "
         "it keeps what it holds and the others share the rest (0 = at once)")
     shrink_amount: Literal["full", "demand_capped"] = Field(
