@@ -73,6 +73,9 @@ class MetricsConfig(BaseModel):
         return v
 
 
+_MAX_KEEP_S = 100 * 365 * 86400.0  # fawkes.cli.params.MAX_KEEP_S
+
+
 class RetentionConfig(BaseModel):
     """How long the state keeps samples, events and decisions (``None``: forever).
 
@@ -81,10 +84,10 @@ class RetentionConfig(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    samples_s: float | None = Field(default=7 * 86400.0, gt=0)
-    events_s: float | None = Field(default=30 * 86400.0, gt=0)
-    decisions_keep: int | None = Field(default=10080, ge=1)
-    every_s: float = Field(default=3600.0, gt=0)
+    samples_s: float | None = Field(default=7 * 86400.0, gt=0, le=_MAX_KEEP_S, allow_inf_nan=False)
+    events_s: float | None = Field(default=30 * 86400.0, gt=0, le=_MAX_KEEP_S, allow_inf_nan=False)
+    decisions_keep: int | None = Field(default=10080, ge=1, le=2**63 - 1)
+    every_s: float = Field(default=3600.0, ge=1, le=MAX_SECONDS, allow_inf_nan=False)
 
 
 _MAX_TIMEOUT = 30 * 86400.0

@@ -143,3 +143,54 @@ def test_new_state_file_is_private(tmp_path):
     for f in state.parent.iterdir():  # -wal, -shm while open: never readable by others
         assert stat.S_IMODE(f.stat().st_mode) & 0o077 == 0, f
     assert os.stat(state).st_size > 0
+
+
+# ------------------------------------------------------------------ d, g: numbers out of range, never a traceback
+@pytest.fixture
+def queue(tmp_path):
+    url = f"sqlite:///{tmp_path}/state.db"
+    with Store(url) as s:
+        s.register_framework("spark", "spark", spark_home="/opt/spark")
+        s.request_cluster("c1", framework="spark", min_core=1)
+        s.submit_job("c1", ["app"])
+    return tmp_path, url
+
+
+@pytest.mark.parametrize("args, message", [
+    (["submit", "c1", "--input-bytes", str(2**63), "--", "app"],
+     "fawkes submit: Invalid value for '--input-bytes': 9223372036854775808 is not in the range 0<=x<=9223372036854775807"),
+    (["jobs", "cancel", str(2**63)], "fawkes jobs cancel: Invalid value for 'ID...': 9223372036854775808 is not in"),
+    (["jobs", "--limit", str(10**30)], "Invalid value for '--limit'"),
+    (["events", "-n", str(10**30)], "Invalid value for '--limit'"),
+    (["explain", str(2**64)], "Invalid value for '[TICK]'"),
+    (["submit", "c1", "--ref-runtime", "inf", "--", "app"], "'--ref-runtime': inf is not in the range 0.0<=x<=31536000.0"),
+    (["submit", "c1", "--ref-runtime", "nan", "--", "app"], "'--ref-runtime': 'nan' is not a finite number"),
+    (["prune", "--samples-s", "nan"], "'--samples-s': 'nan' is not a finite number"),
+    (["prune", "--events-s", "1e300"], "'--events-s': 1e+300 is not in the range"),
+    (["cluster", "request", "big", "-f", "spark", "-m", str(2**63)], "min_core: must be an integer >= 1 (at most"),
+    (["cluster", "request"], "fawkes cluster request: Missing argument 'NAME'. (see 'fawkes cluster request --help')"),
+    (["status", "--bogus"], "fawkes status: No such option '--bogus'"),
+])
+def test_out_of_range_numbers_and_usage_errors_are_one_line(queue, args, message):
+    d, url = queue
+    before = tree(d)
+    refused(fawkes(*args, state=url), message)
+    assert tree(d) == before
+
+
+def test_coordinator_for_must_be_finite(tmp_path):
+    refused(fawkes("coordinator", "run", "--for", "inf"), "'--for': inf is not in the range 1<=x<=31536000.0")
+    refused(fawkes("coordinator", "run", "--for", "nan"), "'--for': 'nan' is not a finite number")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_jobs_json_never_prints_infinity(queue):
+    """A non-finite value stored before it was refused (or by another tool) is JSON null."""
+    d, url = queue
+    with Store(url) as s, s._writer.begin() as c:
+        c.execute(text("UPDATE jobs SET ref_runtime = 9e999"))  # SQLite reads this as +Infinity
+    out = ok(fawkes("jobs", "--json", state=url))
+    assert "Infinity" not in out and "NaN" not in out
+    import json
+
+    assert json.loads(out)[0]["ref_runtime"] is None

@@ -70,3 +70,33 @@ def test_coordinator_with_a_bad_option_creates_no_state(tmp_path):
     refused(fawkes("coordinator", "run", "--config", str(tmp_path / "cfg.yaml"), "--for", "1"),
             "cfg.yaml:3: cluster_options: executor_memory: expected a size")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.yaml", "inv.yaml"]
+
+
+# ------------------------------------------------------------------ d, g: integers and seconds the state and the loop can hold
+@pytest.mark.parametrize("text, message", [
+    ("retention: {samples_s: .inf}\n", ":1: retention.samples_s: Input should be a finite number"),
+    ("retention: {events_s: 1.0e300}\n", ":1: retention.events_s: Input should be less than or equal to 3153600000"),
+    ("retention: {decisions_keep: 99999999999999999999}\n", "retention.decisions_keep: Input should be less than"),
+    ("retention: {every_s: 1.0e-9}\n", "retention.every_s: Input should be greater than or equal to 1"),
+])
+def test_retention_bounds(tmp_path, text, message):
+    assert message in config_error(tmp_path, text)
+
+
+def inventory(tmp_path: Path, host: str) -> Path:
+    p = tmp_path / "inv.yaml"
+    p.write_text(f"version: 1\nhosts:\n  - {{name: u1, address: 10.9.0.1, {host}}}\n")
+    return p
+
+
+@pytest.mark.parametrize("host, message", [
+    ("cores: 1000000000000000000000000000000", ":3: hosts[0].cores: Input should be less than or equal to 1048576"),
+    ("memory: 99999999999999TiB", ":3: hosts[0].memory: memory '99999999999999TiB': more than 1 EiB"),
+    ("memory: 1" + "0" * 400 + "MiB", "more than 1 EiB"),
+    ("memory: 99999999999999999999", "hosts[0].memory: Input should be less than or equal to 1099511627776"),
+    ("disks: [{path: /d, size_gb: .inf}]", "hosts[0].disks[0].size_gb: Input should be a finite number"),
+])
+def test_inventory_host_sizes_are_bounded(tmp_path, host, message):
+    """``inventory check`` refuses what would overflow the state's integers when the coordinator syncs it."""
+    r = fawkes("inventory", "check", "--no-files", str(inventory(tmp_path, host)))
+    refused(r, message)

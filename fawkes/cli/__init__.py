@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("fawkes: aborted", err=True)
         return 130
-    except click.ClickException as exc:
-        exc.show()
+    except click.ClickException as exc:  # usage errors too: one line (click's own is three)
+        click.echo(f"fawkes: error: {_usage_line(exc)}", err=True)
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
@@ -82,6 +82,15 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("fawkes: interrupted", err=True)
         return 130
     return 0
+
+
+def _usage_line(exc: click.ClickException) -> str:
+    """Click's error as one line: the command, the message, where help is."""
+    message = " ".join(exc.format_message().split())
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click.UsageError) and ctx is not None:
+        return f"{ctx.command_path}: {message} (see '{ctx.command_path} --help')"
+    return message
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from fawkes.cli.params import seconds
 from fawkes.config import load_config, resolve_state_url, state_option
 
 
@@ -18,7 +19,7 @@ def coordinator() -> None:
 @click.option("--config", "config_path", metavar="FILE", envvar="FAWKES_CONFIG", default=None,
               help="coordinator config (state, inventory, policy, period, metrics)")
 @click.option("--inventory", metavar="FILE", default=None, help="inventory file (overrides the config's)")
-@click.option("--for", "duration", type=click.FloatRange(min=1), default=None, metavar="SECONDS",
+@click.option("--for", "duration", type=seconds(1), default=None, metavar="SECONDS",
               help="stop after this long (default: until SIGTERM)")
 @click.option("--no-metrics", is_flag=True, help="do not serve Prometheus /metrics")
 def run(config_path: str | None, inventory: str | None, duration: float | None, no_metrics: bool) -> None:

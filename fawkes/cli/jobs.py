@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from fawkes.cli.params import count, seconds
 from fawkes.cli.status import emit_json, json_option, print_table, record, when
 from fawkes.config import open_store, state_option
 from fawkes.store import JobState
@@ -12,8 +13,8 @@ from fawkes.store import JobState
 @click.command()
 @click.argument("cluster")
 @click.option("--input", "input_path", default=None, help="Input path of the job (for data-driven policies).")
-@click.option("--input-bytes", type=click.IntRange(min=0), default=None, help="Size of the input in bytes.")
-@click.option("--ref-runtime", type=click.FloatRange(min=0), default=None,
+@click.option("--input-bytes", type=count(0), default=None, help="Size of the input in bytes.")
+@click.option("--ref-runtime", type=seconds(), default=None,
               help="Runtime on the reference static cluster, seconds (job slowdown policy).")
 @state_option
 @json_option
@@ -48,7 +49,7 @@ def jobs() -> None:
 @click.argument("cluster", required=False)
 @click.option("--state-filter", "--status", "states", multiple=True, type=click.Choice([s.value for s in JobState]),
               help="Only jobs in this state (repeatable).")
-@click.option("--limit", "-n", type=click.IntRange(min=1), default=None, help="Only the newest N.")
+@click.option("--limit", "-n", type=count(1), default=None, help="Only the newest N.")
 @state_option
 @json_option
 def list_(cluster: str | None, states: tuple[str, ...], limit: int | None, state: str | None, as_json: bool) -> None:
@@ -68,7 +69,7 @@ def list_(cluster: str | None, states: tuple[str, ...], limit: int | None, state
 
 
 @jobs.command()
-@click.argument("job_ids", metavar="ID...", nargs=-1, required=True, type=click.IntRange(min=1))
+@click.argument("job_ids", metavar="ID...", nargs=-1, required=True, type=count(1))
 @state_option
 @json_option
 def cancel(job_ids: tuple[int, ...], state: str | None, as_json: bool) -> None:

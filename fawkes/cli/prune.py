@@ -6,17 +6,18 @@ import time
 
 import click
 
+from fawkes.cli.params import MAX_KEEP_S, count, seconds
 from fawkes.config import load_config, resolve_state_url, state_option
 
 
 @click.command()
 @click.option("--config", "config_path", metavar="FILE", envvar="FAWKES_CONFIG", default=None,
               help="coordinator config (retention, policy preset, period, state)")
-@click.option("--samples-s", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+@click.option("--samples-s", type=seconds(0, MAX_KEEP_S, min_open=True), default=None, metavar="SECONDS",
               help="keep samples this long (overrides retention.samples_s; never below the mechanism's window)")
-@click.option("--events-s", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+@click.option("--events-s", type=seconds(0, MAX_KEEP_S, min_open=True), default=None, metavar="SECONDS",
               help="keep events this long (overrides retention.events_s)")
-@click.option("--decisions-keep", type=click.IntRange(min=1), default=None, metavar="N",
+@click.option("--decisions-keep", type=count(1), default=None, metavar="N",
               help="keep the newest N decisions (overrides retention.decisions_keep)")
 @click.option("--dry-run", is_flag=True, help="count what would go, delete nothing")
 @state_option

@@ -16,6 +16,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from fawkes.cli.params import count
 from fawkes.config import open_store, state_option
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
@@ -27,7 +28,20 @@ def record(obj: Any) -> dict[str, Any]:
 
 
 def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    """``data`` as JSON: a NaN or an infinity (a value stored before it was refused) is ``null``,
+    never ``NaN``/``Infinity``, which are not JSON."""
+    click.echo(json.dumps(finite_json(data), indent=2, sort_keys=True, default=str, allow_nan=False))
+
+
+def finite_json(obj: Any) -> Any:
+    """``obj`` with every non-finite float replaced by None (in dicts, lists and tuples)."""
+    if isinstance(obj, float):
+        return obj if obj - obj == 0 else None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
 
 
 def console() -> Console:
@@ -122,7 +136,7 @@ def print_forecast(rows: list[dict[str, Any]], now: float) -> None:
 
 
 @click.command()
-@click.argument("tick", type=int, required=False)
+@click.argument("tick", type=count(1), required=False)
 @state_option
 @json_option
 def explain(tick: int | None, state: str | None, as_json: bool) -> None:
@@ -152,7 +166,7 @@ def explain(tick: int | None, state: str | None, as_json: bool) -> None:
 
 @click.command()
 @click.option("--cluster", "-c", default=None, help="Only events of this cluster.")
-@click.option("--limit", "-n", type=click.IntRange(min=1), default=50, show_default=True, help="How many (newest).")
+@click.option("--limit", "-n", type=count(1), default=50, show_default=True, help="How many (newest).")
 @click.option("--oldest-first", is_flag=True, help="Oldest first (default: newest first).")
 @click.option("--follow", "-f", is_flag=True,
               help="Print the latest events oldest first, then each new one as it is recorded (one line, or "

@@ -54,7 +54,10 @@ def parse_memory_mb(value: object) -> object:
     if isinstance(value, str):
         m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", value)
         if m and m.group(2).lower() in _UNITS:
-            return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+            mib = float(m.group(1)) * _UNITS[m.group(2).lower()]
+            if not mib <= MAX_MEMORY_MIB:  # 1e400 is inf: no int of it
+                raise ValueError(f"memory {value!r}: more than 1 EiB ({MAX_MEMORY_MIB} MiB)")
+            return int(mib)
         raise ValueError(f"memory {value!r}: expected MiB or a size like '4GiB', '512MiB', '1TiB'")
     return value
 
@@ -69,14 +72,18 @@ Name = Annotated[str, BeforeValidator(safe_name)]
 Label = Annotated[str, BeforeValidator(safe_label)]
 Address = Annotated[str, BeforeValidator(check_address)]
 Port = Annotated[int, Field(ge=1, le=65535, strict=True)]
-MemoryMiB = Annotated[int, BeforeValidator(parse_memory_mb), Field(ge=1)]
+#: the largest host an inventory may describe: 2^20 cores, 2^40 MiB (1 EiB) of memory, 2^30 GB of disk
+MAX_CORES = 2**20
+MAX_MEMORY_MIB = 2**40
+MAX_DISK_GB = 2.0**30
+MemoryMiB = Annotated[int, BeforeValidator(parse_memory_mb), Field(ge=1, le=MAX_MEMORY_MIB)]
 AbsPath = Annotated[str, BeforeValidator(_abs_path)]
 
 
 class Disk(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     path: AbsPath
-    size_gb: float | None = Field(default=None, gt=0)
+    size_gb: float | None = Field(default=None, gt=0, le=MAX_DISK_GB, allow_inf_nan=False)
 
 
 def _disk(value: object) -> object:
@@ -91,7 +98,7 @@ class _HostFields(BaseModel):
     port: Port | None = None
     user: str | None = None
     key_file: str | None = None
-    cores: int | None = Field(default=None, ge=1, strict=True)
+    cores: int | None = Field(default=None, ge=1, le=MAX_CORES, strict=True)
     memory: MemoryMiB | None = None
     disks: list[DiskItem] | None = None
     rack: Name | None = None

@@ -35,7 +35,7 @@ class JobsMixin(StoreBase):
         validate.text("input", input_path)
         if input_bytes is not None:
             validate.positive_int("input_bytes", input_bytes, minimum=0)
-        validate.optional_number("ref_runtime", ref_runtime)
+        validate.optional_number("ref_runtime", ref_runtime, finite=True)
         now = self.clock()
         with self.session(write=True) as s:
             c = self._cluster(s, cluster, live=True)

@@ -28,17 +28,33 @@ def host(field: str, value: object) -> str:
     return value
 
 
-def positive_int(field: str, value: object, *, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise FawkesError(f"{field}: must be an integer >= {minimum}, got {value!r}")
+#: the largest integer a database column holds (SQLite INTEGER, PostgreSQL BIGINT)
+INT64_MAX = 2**63 - 1
+
+
+def positive_int(field: str, value: object, *, minimum: int = 1, maximum: int = INT64_MAX) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise FawkesError(f"{field}: must be an integer >= {minimum} (at most {maximum}), got {value!r}")
     return value
 
 
-def optional_number(field: str, value: object, *, minimum: float = 0.0) -> float | None:
+def optional_number(field: str, value: object, *, minimum: float = 0.0, finite: bool = False) -> float | None:
+    """``value`` if None or a number >= ``minimum`` (never NaN; with ``finite``, never infinite)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum or value != value:
-        raise FawkesError(f"{field}: must be a number >= {minimum:g}, got {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum or value != value
+            or (finite and value in (float("inf"), float("-inf")))):
+        raise FawkesError(f"{field}: must be a number >= {minimum:g}{' and finite' if finite else ''}, got {value!r}")
+    return value
+
+
+def seconds(field: str, value: object) -> float | None:
+    """An optional duration: a finite number of seconds > 0, at most a year."""
+    if value is None:
+        return None
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or value != value
+            or not 0 < value <= 365 * 86400):
+        raise FawkesError(f"{field}: must be a number of seconds in (0, 31536000], got {value!r}")
     return value
 
 
