@@ -21,6 +21,8 @@ Examples:
   fawkes simulate B --compare None,EQ,TD --grow tr
   fawkes simulate --trace traces/sample.csv --capacity 48 --min-core 10 --period 120 --compare TD,EQ,None
   fawkes simulate A --plot a.png
+  fawkes simulate SIM-P3
+  fawkes simulate SIM-U1 --json
   fawkes simulate --trace week.csv --capacity 16 --min-core 4 --period 60 --cost map_slots=12 --cost reduce_slots=4
   fawkes simulate --trace live.csv --cost-file live-costs.yaml --clusters live-clusters.csv --capacity 8 \\
       --min-core 1 --period 10 --compare None,TD
@@ -59,7 +61,8 @@ Examples:
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, idle_timeout, policy, compare_,
              grow, seeds, first_seed, sets, costs, cost_file, scale, workers, check, as_json, plot_file, quiet) -> None:
-    """Simulate EXPERIMENT (ch2, A, B, C, D, E) or a --trace with the FAWKES mechanism.
+    """Simulate EXPERIMENT (ch2, A, B, C, D, E) or a --trace with the FAWKES mechanism; or run a
+    supporting seed's check (SIM-P1, SIM-P2, SIM-P3, SIM-U1 .. SIM-U4: docs/reproduction.md).
 
     Prints per-cluster mean slowdowns (against each job alone on a static 10-core-node
     cluster), p95/p50, reconfigurations, discrimination, makespan and utilisation; with
@@ -70,6 +73,13 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
 
     if seeds < 1:
         raise FawkesError("--seeds must be at least 1")
+    if experiment and not trace_file:
+        from fawkes.sim.seed_checks import check_name
+
+        seed_check = check_name(experiment)
+        if seed_check is not None:
+            _seed_check(seed_check, list(range(first_seed, first_seed + seeds)), as_json, locals())
+            return
     if scale < 1:
         raise FawkesError("--scale must be at least 1")
     if workers is not None and workers < 1:
@@ -108,8 +118,8 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
         try:
             exp = experiment_name(experiment)
         except KeyError:
-            raise FawkesError(f"unknown experiment {experiment!r}; choose one of {', '.join(EXPERIMENTS)} "
-                              "or use --trace FILE") from None
+            raise FawkesError(f"unknown experiment {experiment!r}; choose one of {', '.join(EXPERIMENTS)}, "
+                              "SIM-P1..P3, SIM-U1..U4 or use --trace FILE") from None
         if exp == "ch2" and (grow or sets):
             raise FawkesError("ch2 uses the chapter-2 policies; --grow and --set do not apply")
     if compare_:
@@ -156,6 +166,41 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
         click.echo(json.dumps(_clean(out), indent=2))
         return
     _print_table(rows, exp, seed_list, baseline=_baseline(rows))
+
+
+def _seed_check(name: str, seeds: list[int], as_json: bool, given: dict) -> None:
+    """A supporting seed's check (SIM-P1..P3, SIM-U1..U4): its own model and figures beside the paper's."""
+    from fawkes.sim.seed_checks import run_check
+
+    unused = {"--clusters": "clusters_file", "--capacity": "capacity", "--min-core": "min_core", "--period": "period",
+              "--idle-timeout": "idle_timeout", "--policy": "policy", "--compare": "compare_", "--grow": "grow",
+              "--cost-file": "cost_file", "--workers": "workers", "--plot": "plot_file"}
+    for opt, var in unused.items():
+        if given.get(var) is not None:
+            raise FawkesError(f"{opt} does not apply to {name} (only --seeds, --seed, --json)")
+    for opt, var in (("--set", "sets"), ("--cost", "costs")):
+        if given.get(var):
+            raise FawkesError(f"{opt} does not apply to {name} (only --seeds, --seed, --json)")
+    if given.get("scale") != 1 or given.get("check"):
+        raise FawkesError(f"--scale and --check do not apply to {name} (only --seeds, --seed, --json)")
+    out = run_check(name, seeds)
+    if as_json:
+        click.echo(json.dumps(_clean(out), indent=2))
+        return
+    click.echo(f"{name}, seeds {seeds[0]}..{seeds[-1]} ({len(seeds)})")
+    rows = out["rows"]
+    head = list(rows[0])
+    table = [head] + [[str(r[k]) for k in head] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for k, row in enumerate(table):
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)))
+        if k == 0:
+            click.echo("  ".join("-" * w for w in widths))
+    if out.get("note"):
+        click.echo(out["note"])
+    click.echo("paper: " + json.dumps(out["paper"]))
+    for e in out["expect"]:
+        click.echo(f"[{'holds' if e['holds'] else 'FAILS'}] {e['expected']}")
 
 
 def _split(text: str, exp: str) -> list[str]:
