@@ -182,6 +182,20 @@ def test_pool_grows_with_an_allocation_and_gives_it_back(slab, tmp_path, monkeyp
         assert not set(job.hosts) & set(coord.fleet.ex.targets)
         assert sum("gave back SLURM job" in e.message for e in store.events(limit=20)) == 1
         print(f"pool: request to hosts joined {joined:.1f}s, release to allocation gone {released:.1f}s")
+
+        # an allocation that SLURM ends by itself (time limit, node failure, an admin's scancel)
+        store.request_cluster("c", framework="spark", min_core=1)
+        assert pool.step(coord).request == 2
+        job2 = _wait(lambda: [a for a in pool.allocations() if a.running], 30, "the second allocation to run")[0]
+        pool.step(coord)
+        assert {h.name for h in store.list_hosts(HostState.FREE)} == set(job2.hosts)
+        sl(slab, "scancel", job2.job_id)
+        _wait(lambda: not [a for a in pool.allocations() if a.job_id == job2.job_id], 30, "the external scancel")
+        pool.step(coord)
+        assert {h.name: h.state for h in store.list_hosts() if h.name in job2.hosts} == \
+            {h: HostState.RETIRED for h in job2.hosts}
+        assert not set(job2.hosts) & set(coord.fleet.ex.targets) and not pool.owner
+        assert any("ended in SLURM" in e.message for e in store.events(limit=5))
     finally:
         coord.close(grace_s=1)
         store.close()

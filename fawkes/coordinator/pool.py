@@ -299,6 +299,10 @@ class SlurmPool:
             if added:
                 log.info("pool: %d host(s) joined from SLURM: %s", len(added), ", ".join(added))
                 store.record_event("pool", f"joined from SLURM: {', '.join(added)}")
+            if ended:
+                log.warning("pool: %s left: their allocation ended in SLURM", ", ".join(ended))
+                store.record_event("pool", f"left with their allocation (ended in SLURM): {', '.join(ended)}",
+                                   level="warning")
         now = self.clock()
         snap = build_snapshot(store, coord.settings, now)
         action = decide(facts_from_snapshot(snap, allocs, held), max_nodes=self.cfg.max_nodes,
