@@ -103,6 +103,9 @@ def status(dir_: str | None, as_json: bool) -> None:
         state = f"up   pid {h['pid']}, {h['processes']} processes" if h["alive"] else "DOWN"
         limits = _quota(h.get("cpus"), h.get("memory_mb"))  # as the host's cgroups have them now
         click.echo(f"  {h['name']:<6} {h['address']:<15} {state}{f' ({limits})' if limits else ''}")
+    from fawkes.lab import slurm
+    if slurm.running(Path(st["dir"])):
+        click.echo(f"  SLURM: {slurm.conf_path(Path(st['dir']))} (`fawkes lab slurm status`)")
 
 
 @lab.command()
