@@ -124,6 +124,11 @@ def test_running_coordinator_prunes_on_its_schedule(tmp_path):
     assert coord.retention == cfg.retention and cfg.retention != CoordinatorConfig().retention
     try:
         coord.run(duration_s=5.5)  # ticks at 2 s and 4 s, prunes every second from 1 s
+        # a step the scheduler's worker had queued when it stopped does nothing once run() returned
+        # (it used to sample and tick on a closed executor after "coordinator stopped")
+        last = coord.store.latest_decision().id
+        coord.tick(), coord.sample(), coord.fast()
+        assert coord.store.latest_decision().id == last
     finally:
         coord.store.close()
     with Store(cfg.state_url()) as s:

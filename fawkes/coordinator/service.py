@@ -88,6 +88,7 @@ class Coordinator:
         self.dispatcher = Dispatcher(store, self.fleet, max_running=max_running_jobs)
         self.sampler = Sampler(store, self.fleet, self.dispatcher, settings, clock=clock, grace_s=host_grace_s)
         self._lock = threading.Lock()
+        self._stopped = False  # set once run() ends: a step the scheduler had queued then does nothing
         self.pool = pool  # a fawkes.coordinator.pool.SlurmPool, stepped after every sample
 
     def sync_inventory(self) -> None:
@@ -104,6 +105,8 @@ class Coordinator:
     # ------------------------------------------------------------------ the scheduled steps
     def sample(self) -> None:
         with self._lock:
+            if self._stopped:
+                return
             self.sampler.step()
             if self.pool is not None:
                 try:
@@ -113,6 +116,8 @@ class Coordinator:
 
     def tick(self) -> None:
         with self._lock:
+            if self._stopped:
+                return
             tick, d, problems = self.control.tick()
             self.counters["ticks"] += 1
             if d.resized:
@@ -123,6 +128,8 @@ class Coordinator:
 
     def fast(self) -> None:
         with self._lock:
+            if self._stopped:
+                return
             for p in self.control.between()[1]:
                 log.warning("%s", p)
             self.reconciler.step()
@@ -190,6 +197,7 @@ class Coordinator:
         lease of ``leadership``, a :class:`~fawkes.coordinator.leadership.Leadership`).
 
         Returns the operations still running at exit (they resume on the next start)."""
+        self._stopped = False
         sched = BlockingScheduler(executors={"default": APThreadPool(1)},
                                   job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30})
         start = time.time()
@@ -232,8 +240,13 @@ class Coordinator:
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
-            if self._lock.acquire(timeout=120):  # the step still running (shutdown does not wait for it)
+            # the step still running (shutdown does not wait for it) ends; steps the scheduler's worker
+            # had queued behind it then find _stopped and do nothing (they ran on a closed executor)
+            if self._lock.acquire(timeout=120):
+                self._stopped = True
                 self._lock.release()
+            else:
+                self._stopped = True
             left = self.close()
             log.info("coordinator stopped")
         return left
