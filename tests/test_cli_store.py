@@ -83,7 +83,7 @@ def test_request_submit_jobs_show_release_flow(url):
     assert [c["name"] for c in json.loads(ok(fawkes("cluster", "list", "--json", state=url)))] == ["a"]
     assert len(json.loads(ok(fawkes("cluster", "list", "--all", "--json", state=url)))) == 2
     evs = json.loads(ok(fawkes("events", "--cluster", "b", "--json", state=url)))
-    assert [e["message"] for e in evs][-1] == "requested -> released (withdrawn before admission)"
+    assert [e["message"] for e in evs][0] == "requested -> released (withdrawn before admission)"  # newest first
     assert len(json.loads(ok(fawkes("events", "-n", "1", "--json", state=url)))) == 1
 
 
@@ -171,3 +171,41 @@ def test_parallel_cli_submits_are_all_queued_once(url):
     jobs = json.loads(ok(fawkes("jobs", "a", "--json", state=url)))
     assert sorted(j["id"] for j in jobs) == sorted(ids)
     assert sorted(tuple(j["argv"]) for j in jobs) == sorted(("app", str(p), str(k)) for p in range(6) for k in range(4))
+
+
+def test_events_newest_first_oldest_first_and_follow(url):
+    """``fawkes events`` lists the newest first; ``--follow`` prints the latest oldest first, then each
+    new event as it is recorded (a real follower process, events written by another)."""
+    import queue
+    import threading
+
+    with Store(url) as s:
+        for i in range(3):
+            s.record_event("note", f"m{i}")
+    assert [e["message"] for e in json.loads(ok(fawkes("events", "--json", state=url)))] == ["m2", "m1", "m0"]
+    assert [e["message"] for e in json.loads(ok(fawkes("events", "--json", "--oldest-first", state=url)))] == [
+        "m0", "m1", "m2"]
+    table = ok(fawkes("events", state=url))
+    assert table.index("m2") < table.index("m1") < table.index("m0")
+    e = {k: v for k, v in os.environ.items() if not k.startswith("FAWKES_")}
+    e.update(PYTHONPATH=str(REPO), FAWKES_STATE=url, FAWKES_HOME="/nonexistent/fawkes-home-for-tests")
+    p = subprocess.Popen([sys.executable, "-m", "fawkes", "events", "--follow", "-n", "2", "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in p.stdout], daemon=True).start()
+
+    def line(timeout: float = 60.0) -> dict:
+        return json.loads(lines.get(timeout=timeout))  # queue.Empty: no line from events --follow
+
+    try:
+        assert [line()["message"], line()["message"]] == ["m1", "m2"]
+        with Store(url) as s:
+            s.record_event("note", "m3", cluster="c1")
+            s.record_event("note", "m4")
+        got = [line(), line()]
+        assert [(g["message"], g["cluster"]) for g in got] == [("m3", "c1"), ("m4", None)]
+        assert got[0]["id"] < got[1]["id"]
+        assert p.poll() is None
+    finally:
+        p.terminate()
+        p.wait(timeout=30)

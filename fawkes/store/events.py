@@ -27,13 +27,16 @@ class EventsMixin(StoreBase):
         with self.session(write=True) as s:
             return self._event(s, kind, message, level=level, cluster=cluster, node=node, time=time)
 
-    def events(self, *, cluster: str | None = None, limit: int = 50) -> list[Event]:
-        """The last ``limit`` events (of ``cluster``), oldest first."""
+    def events(self, *, cluster: str | None = None, limit: int = 50, after: int | None = None) -> list[Event]:
+        """The last ``limit`` events (of ``cluster``), oldest first.  With ``after`` (an event id):
+        the first ``limit`` events since that one, oldest first (``fawkes events --follow``)."""
         validate.positive_int("limit", limit)
         with self.session() as s:
             q = select(Event)
             if cluster is not None:
                 q = q.where(Event.cluster == cluster)
+            if after is not None:
+                return list(s.exec(q.where(col(Event.id) > after).order_by(col(Event.id)).limit(limit)).all())
             return list(reversed(s.exec(q.order_by(col(Event.id).desc()).limit(limit)).all()))
 
     def record_events(self, kind: str, messages: Iterable[str], *, level: str = "info",
