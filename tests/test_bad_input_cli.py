@@ -194,3 +194,59 @@ def test_jobs_json_never_prints_infinity(queue):
     import json
 
     assert json.loads(out)[0]["ref_runtime"] is None
+
+
+# ------------------------------------------------------------------ e: what would hang or run out of memory is refused
+TRACE = "submit_s,cluster,app,input_bytes,maps,reduces\n"
+SIM = ["--capacity", "4", "--min-core", "1", "--period", "60"]
+
+
+@pytest.mark.parametrize("rows, clusters, args, message", [
+    ("0,a,wordcount,1GB,8,1\n1e15,a,wordcount,1GB,8,1\n", None, SIM,
+     "t.csv:3: submit_s: column 1 (submit_s): expected seconds 0..315360000 (ten years), got '1e15'"),
+    ("0,a,wordcount,1e400,8,1\n", None, SIM, "t.csv:2: input_bytes: column 4 (input_bytes): expected a byte count 0..1PB"),
+    ("0,a,wordcount,1e30,8,1\n", None, SIM, "got '1e30'"),
+    ("0,a,wordcount,1GB,100000000,1\n", None, SIM, "t.csv:2: maps: column 5 (maps): expected an integer 1..100000"),
+    ("0,a,wordcount,1GB,8,100000000\n", None, SIM, "t.csv:2: reduces: column 6 (reduces): expected an integer 0..100000"),
+    ("0,a,wordcount,1GB,8,1\n", "cluster,request_s\na,1e15\n", SIM, "c.csv:2: request_s: column 2 (request_s): expected"),
+    ("0,a,wordcount,1GB,8,1\n", "cluster,request_s,min_core\na,0,9\n", SIM,
+     "c.csv:2: min_core: column 3 (min_core): expected an integer 1..4 (--capacity), got '9'"),
+    ("0,a,wordcount,1GB,8,1\n", None, ["--capacity", "1000000000", "--min-core", "1", "--period", "60"],
+     "--capacity must be 1..100000, got 1000000000"),
+    ("0,a,wordcount,1GB,8,1\n", None, ["--capacity", "2", "--min-core", "5", "--period", "60"],
+     "--min-core must be 1..2 (--capacity), got 5"),
+    ("0,a,wordcount,1GB,8,1\n", None, ["--capacity", "4", "--min-core", "1", "--period", "1e-9"],
+     "fawkes simulate: Invalid value for '--period': 1e-09 is not in the range 1<=x<=31536000.0"),
+    ("0,a,wordcount,1GB,8,1\n", None, ["--capacity", "4", "--min-core", "1", "--period", "nan"],
+     "Invalid value for '--period': 'nan' is not a finite number"),
+    ("0,a,wordcount,1GB,8,1\n", None, ["--capacity", "4", "--min-core", "1", "--period", "inf"],
+     "Invalid value for '--period': inf is not in the range"),
+    ("0,a,wordcount,1GB,8,1\n", None, [*SIM, "--idle-timeout", "-1"], "Invalid value for '--idle-timeout': -1.0 is not"),
+    ("0,a,wordcount,1GB,8,1\n", None, [*SIM, "--idle-timeout", "nan"], "'--idle-timeout': 'nan' is not a finite number"),
+])
+def test_simulate_refuses_what_would_not_finish(tmp_path, rows, clusters, args, message):
+    (tmp_path / "t.csv").write_text(TRACE + rows)
+    extra = []
+    if clusters:
+        (tmp_path / "c.csv").write_text(clusters)
+        extra = ["--clusters", str(tmp_path / "c.csv")]
+    refused(fawkes("simulate", "-q", "--trace", str(tmp_path / "t.csv"), *extra, *args), message)
+
+
+@pytest.mark.parametrize("which", ["trace", "clusters"])
+def test_simulate_refuses_a_fifo_without_blocking(tmp_path, which):
+    (tmp_path / "t.csv").write_text(TRACE + "0,a,wordcount,1GB,8,1\n")
+    fifo = tmp_path / "fifo.csv"
+    os.mkfifo(fifo)
+    files = {"trace": fifo, "clusters": tmp_path / "t.csv"}
+    args = ["--trace", str(files["trace"])] + (["--clusters", str(fifo)] if which == "clusters" else [])
+    refused(fawkes("simulate", "-q", *args, *SIM), f"{fifo}: not a regular file")
+
+
+def test_a_trace_saved_with_a_bom_is_read(tmp_path):
+    """A spreadsheet's UTF-8 byte-order mark is no part of the first column's name."""
+    (tmp_path / "t.csv").write_bytes(b"\xef\xbb\xbf" + (TRACE + "0,a,wordcount,1GB,8,1\n").encode())
+    import json
+
+    out = json.loads(ok(fawkes("simulate", "-q", "--json", "--trace", str(tmp_path / "t.csv"), *SIM)))
+    assert out["jobs"] == 1

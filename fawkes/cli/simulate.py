@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from fawkes.cli.params import seconds
 from fawkes.errors import FawkesError
 
 EPILOG = """\b
@@ -29,6 +30,12 @@ Examples:
 """
 
 
+#: bounds of the options (docs/input-limits.md): a run that can finish, not one that hangs or runs out of memory
+MAX_CAPACITY = 100_000  # nodes in the pool (one decision at 50,000 nodes: bench/bench_decision.py)
+MAX_SEEDS = 1_000
+MAX_SCALE = 1_000
+
+
 @click.command(epilog=EPILOG)
 @click.argument("experiment", required=False)
 @click.option("--trace", "trace_file", type=click.Path(dir_okay=False), help="Replay this CSV job trace.")
@@ -36,8 +43,8 @@ Examples:
               help="With --trace: CSV cluster,request_s[,min_core,dataset_bytes].")
 @click.option("--capacity", type=int, help="With --trace: nodes in the pool (C).")
 @click.option("--min-core", type=int, help="With --trace: minimum core nodes per MR-cluster (m_i).")
-@click.option("--period", type=float, help="With --trace: the period T in seconds.")
-@click.option("--idle-timeout", type=float, help="With --trace: T_idle in seconds (default T).")
+@click.option("--period", type=seconds(1), help="With --trace: the period T in seconds (1 s .. 1 year).")
+@click.option("--idle-timeout", type=seconds(0, min_open=True), help="With --trace: T_idle in seconds (default T).")
 @click.option("--policy", default=None, help="Policy name (TD, JD, ... None, EQ), preset name or YAML path; "
               "ch2: GS, GG, GGD or static.  [default: the experiment's (Table 3.2): A JD, B-E TD, ch2 GS]")
 @click.option("--compare", "compare_", default=None, help="'all' or a comma list of policies, on the same seeds.")
@@ -71,8 +78,10 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
     from fawkes.sim import runner
     from fawkes.sim.workloads import EXPERIMENTS, experiment_name
 
-    if seeds < 1:
-        raise FawkesError("--seeds must be at least 1")
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise FawkesError(f"--seeds must be 1..{MAX_SEEDS}")
+    if not 0 <= first_seed < 2**63:
+        raise FawkesError("--seed must be 0..2^63-1")
     if experiment and not trace_file:
         from fawkes.sim.seed_checks import check_name
 
@@ -80,10 +89,10 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
         if seed_check is not None:
             _seed_check(seed_check, list(range(first_seed, first_seed + seeds)), as_json, locals())
             return
-    if scale < 1:
-        raise FawkesError("--scale must be at least 1")
-    if workers is not None and workers < 1:
-        raise FawkesError("--workers must be at least 1")
+    if not 1 <= scale <= MAX_SCALE:
+        raise FawkesError(f"--scale must be 1..{MAX_SCALE}")
+    if workers is not None and not 1 <= workers <= 1024:
+        raise FawkesError("--workers must be 1..1024")
     if policy and compare_:
         raise FawkesError("use either --policy or --compare, not both")
     cost = runner.parse_cost(costs)
@@ -99,8 +108,10 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
         missing = [o for o, v in (("--capacity", capacity), ("--min-core", min_core), ("--period", period)) if v is None]
         if missing:
             raise FawkesError(f"--trace needs {', '.join(missing)}")
-        if capacity < 1 or min_core < 1 or period <= 0:
-            raise FawkesError("--capacity and --min-core must be >= 1 and --period > 0")
+        if not 1 <= capacity <= MAX_CAPACITY:
+            raise FawkesError(f"--capacity must be 1..{MAX_CAPACITY}, got {capacity}")
+        if not 1 <= min_core <= capacity:
+            raise FawkesError(f"--min-core must be 1..{capacity} (--capacity), got {min_core}")
         from fawkes.sim.costs import cost_model
         from fawkes.sim.trace import load_trace
 

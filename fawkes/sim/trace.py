@@ -15,7 +15,6 @@ deployed (w^D) and loads its dataset (l^D) first.
 from __future__ import annotations
 
 import csv
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass, fields, replace
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fawkes.errors import ConfigError
+from fawkes.errors import ConfigError, FawkesError
 from fawkes.mechanism.model import Role
 from fawkes.sim.costs import CostModel
 from fawkes.sim.workloads import ClusterSpec, JobSpec, Workload, make_job
@@ -34,6 +33,14 @@ CLUSTER_REQUIRED = ("cluster", "request_s")
 CLUSTER_OPTIONAL = ("min_core", "dataset_bytes")
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3,
           "t": 1024**4, "tb": 1024**4, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+#: bounds of a trace (docs/input-limits.md): what a simulation can finish in seconds to minutes, where
+#: 1e15 seconds, 1e30 bytes or 1e8 tasks made it run for ever or run out of memory
+MAX_TRACE_S = 10 * 365 * 86400.0  # submit_s, request_s: ten years
+MAX_BYTES = float(2**50)  # input_bytes, dataset_bytes: 1 PiB
+MAX_TASKS = 100_000  # maps, reduces of one job
+MAX_TASK_S = 86400.0  # map_s, reduce_s: a day per task
+MAX_REF_S = 365 * 86400.0  # ref_runtime_s: a year
+MAX_TRACE_FILE_BYTES = 256 * 1024 * 1024
 _BYTES = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 
@@ -76,8 +83,10 @@ def parse_bytes(text: str) -> float:
 
 
 def _rows(path: Path, required: tuple[str, ...], optional: tuple[str, ...]):
-    try:
-        text = path.read_text(encoding="utf-8")
+    from fawkes.yamlfile import read_regular
+
+    try:  # a FIFO or device is refused without blocking; a spreadsheet's BOM is no part of the header
+        text = read_regular(path, MAX_TRACE_FILE_BYTES).decode("utf-8-sig")
     except FileNotFoundError:
         raise ConfigError(str(path), "file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -123,10 +132,9 @@ def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: floa
     path = Path(path)
     cost = cost or CostModel()
     rows = []
-    finite = lambda v: math.isfinite(v)  # noqa: E731
     for lineno, r, cols in _rows(path, REQUIRED, OPTIONAL):
-        submit = _field(path, lineno, cols, "submit_s", r["submit_s"], float, lambda v: finite(v) and v >= 0,
-                        "expected seconds >= 0")
+        submit = _field(path, lineno, cols, "submit_s", r["submit_s"], float, lambda v: 0 <= v <= MAX_TRACE_S,
+                        f"expected seconds 0..{MAX_TRACE_S:.0f} (ten years)")
         cluster = r["cluster"]
         if not cluster:
             raise ConfigError(str(path), f"column {cols.index('cluster') + 1} (cluster): empty cluster name",
@@ -136,16 +144,17 @@ def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: floa
         except KeyError as exc:
             raise ConfigError(str(path), f"column {cols.index('app') + 1} (app): {exc.args[0]}", line=lineno,
                               field="app") from None
-        size = _field(path, lineno, cols, "input_bytes", r["input_bytes"], parse_bytes, lambda v: v >= 0,
-                      "expected a byte count >= 0 (e.g. 1073741824 or 1GB)")
-        maps = _field(path, lineno, cols, "maps", r["maps"], int, lambda v: v >= 1, "expected an integer >= 1")
-        reduces = _field(path, lineno, cols, "reduces", r["reduces"], int, lambda v: v >= 0,
-                         "expected an integer >= 0")
+        size = _field(path, lineno, cols, "input_bytes", r["input_bytes"], parse_bytes, lambda v: 0 <= v <= MAX_BYTES,
+                      "expected a byte count 0..1PB (e.g. 1073741824 or 1GB)")
+        maps = _field(path, lineno, cols, "maps", r["maps"], int, lambda v: 1 <= v <= MAX_TASKS,
+                      f"expected an integer 1..{MAX_TASKS}")
+        reduces = _field(path, lineno, cols, "reduces", r["reduces"], int, lambda v: 0 <= v <= MAX_TASKS,
+                         f"expected an integer 0..{MAX_TASKS}")
         opt = {}
-        for col in ("ref_runtime_s", "map_s", "reduce_s"):
+        for col, most in (("ref_runtime_s", MAX_REF_S), ("map_s", MAX_TASK_S), ("reduce_s", MAX_TASK_S)):
             if r.get(col):
-                opt[col] = _field(path, lineno, cols, col, r[col], float, lambda v: finite(v) and v > 0,
-                                  "expected seconds > 0 (or empty)")
+                opt[col] = _field(path, lineno, cols, col, r[col], float, lambda v, most=most: 0 < v <= most,
+                                  f"expected seconds > 0 and <= {most:.0f} (or empty)")
         rows.append(TraceRow(submit, cluster, app, size, maps, reduces, job=r.get("job", ""), **opt))
     if not rows:
         raise ConfigError(str(path), "no jobs in the trace")
@@ -162,21 +171,20 @@ def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: floa
             if n in seen:
                 raise ConfigError(str(cpath), f"cluster {n!r} listed twice", line=lineno, field="cluster")
             seen.add(n)
-            t = _field(cpath, lineno, cols, "request_s", r["request_s"], float, lambda v: finite(v) and v >= 0,
-                       "expected seconds >= 0")
+            t = _field(cpath, lineno, cols, "request_s", r["request_s"], float, lambda v: 0 <= v <= MAX_TRACE_S,
+                       f"expected seconds 0..{MAX_TRACE_S:.0f} (ten years)")
             m = min_core
             if r.get("min_core"):
-                m = _field(cpath, lineno, cols, "min_core", r["min_core"], int, lambda v: v >= 1,
-                           "expected an integer >= 1")
+                m = _field(cpath, lineno, cols, "min_core", r["min_core"], int, lambda v: 1 <= v <= capacity,
+                           f"expected an integer 1..{capacity} (--capacity)")
             ds = 0.0
             if r.get("dataset_bytes"):
                 ds = _field(cpath, lineno, cols, "dataset_bytes", r["dataset_bytes"], parse_bytes,
-                            lambda v: v >= 0, "expected a byte count")
+                            lambda v: 0 <= v <= MAX_BYTES, "expected a byte count 0..1PB")
             specs[n] = ClusterSpec(n, t, m, ds, preloaded=(t == 0 and ds == 0))
     total_min = sum(s.min_core for s in specs.values())
-    if max(s.min_core for s in specs.values()) > capacity:
-        raise ConfigError(str(path), f"a cluster's minimum ({max(s.min_core for s in specs.values())}) exceeds "
-                          f"--capacity {capacity}")
+    if min_core > capacity:  # the option's fault, not the trace's (the cluster file's are checked per line)
+        raise FawkesError(f"--min-core {min_core} exceeds --capacity {capacity}")
     rows.sort(key=lambda r: r.submit_s)
     wl = Workload(f"trace:{path.name}", tuple(specs.values()), (), capacity, period_s=period_s,
                   grow_type=Role.TR if grow.lower() in ("tr", "transient") else Role.TC, cost=cost,
