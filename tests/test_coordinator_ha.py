@@ -46,8 +46,12 @@ def test_lease_is_taken_once_until_it_expires_and_every_takeover_raises_the_toke
         assert b.take_lease("hb:2:b", 30.0, started_at=2.0) == 2
         assert not a.renew_lease("ha:1:a", 1, 30.0)  # a's token is stale
         assert a.take_lease("ha:1:a", 30.0, started_at=1.0, force=True) == 3  # SQLite's way: under the file lock
+        # a holder known to be gone (its process ended on this machine) need not wait for the expiry
+        assert b.take_lease("hb:2:b", 30.0, started_at=2.0, dead="hx:9:x") is None
+        assert b.take_lease("hb:2:b", 30.0, started_at=2.0, dead="ha:1:a") == 4
         kinds = [e.message.split(" leads")[0] for e in a.events() if e.kind == "coordinator"]
-        assert kinds == ["ha:1:a", "hb:2:b", "ha:1:a"]
+        assert kinds == ["ha:1:a", "hb:2:b", "ha:1:a", "hb:2:b"]
+        assert "before: ha:1:a (token 3, lease its process gone)" in a.events()[-1].message
     finally:
         a.close()
         b.close()
@@ -219,7 +223,8 @@ def test_ha_pair_on_postgresql_kill9_then_sigstop(pg_url, tmp_path):
         assert _until(lambda: b.said("standby: "), 40), b.log.read_text()
         assert not b.ticks()
 
-        # 1. kill -9 the leader: the standby acts (its first decision) within 2T
+        # 1. kill -9 the leader: the standby acts (its first decision) within 2T; on the same machine it
+        # sees the leader's process gone and does not wait for the lease to run out
         killed = time.time()
         a.p.kill()
         a.p.wait()
@@ -227,6 +232,8 @@ def test_ha_pair_on_postgresql_kill9_then_sigstop(pg_url, tmp_path):
         assert first_b, b.log.read_text()
         acted = min(t for tick, t in _decisions(pg_url) if tick in first_b)
         assert acted - killed <= 2 * T, (acted - killed, b.log.read_text())
+        assert b.said(f":{a.p.pid}:") and b.said("is gone from this machine: taking over")
+        print(f"kill -9 of the leader -> the standby's first decision: {acted - killed:.2f}s (T = {T:g}s)")
 
         # 2. a new leader-to-be joins as standby; b is paused past its lease: c takes over
         c = Proc(cfg, tmp_path / "c.log")
@@ -235,6 +242,8 @@ def test_ha_pair_on_postgresql_kill9_then_sigstop(pg_url, tmp_path):
             b.p.send_signal(signal.SIGSTOP)
             stopped = time.time()
             assert _until(lambda: c.ticks(), 30), c.log.read_text()
+            took = min(t for tick, t in _decisions(pg_url) if tick in c.ticks()) - stopped
+            print(f"SIGSTOP of the leader -> the standby's first decision: {took:.2f}s (lease 1.25 T)")
             time.sleep(T)  # c decides at least once more while b sleeps
             b_before = set(b.ticks())
             b.p.send_signal(signal.SIGCONT)
@@ -242,18 +251,24 @@ def test_ha_pair_on_postgresql_kill9_then_sigstop(pg_url, tmp_path):
             assert _until(lambda: b.said("stepping down"), 20), b.log.read_text()
             assert _until(lambda: b.said("standby again"), 40), b.log.read_text()
             time.sleep(T)
-            # b wrote nothing after waking: no decision of its own after the pause, and every decision
-            # stored since the pause was logged by c, the holder of the newer token
-            b_ticks, c_ticks = b.ticks(), c.ticks()
-            assert set(b_ticks) == b_before and all(t < woke for t in b_ticks.values())
-            since = [tick for tick, t in _decisions(pg_url) if t > stopped]
-            assert since and set(since) <= set(c_ticks), (since, c_ticks, b_ticks)
-            assert max(b_ticks) < min(c_ticks)  # never two actors: b's decisions all come before c's
+            # Who held the lease when: the takeover events (written in the takeover's transaction).
+            # Never two actors: every stored decision was logged by the holder of its moment's lease.
+            # A machine as loaded as CI's may stall a renewal and make c lose the lease back to b later
+            # on: that is a takeover like any other, and the check below holds across it.
             with Store(pg_url) as s:
-                lease = s.lease()
-                leads = [e.message.split(" leads")[0] for e in s.events() if e.kind == "coordinator"]
-            assert lease["pid"] == c.p.pid and lease["token"] == 3
-            assert [int(h.split(":")[1]) for h in leads] == [a.p.pid, b.p.pid, c.p.pid]
+                terms = [(e.time, int(e.message.split(" leads")[0].split(":")[1]))
+                         for e in s.events(limit=1000) if e.kind == "coordinator"]
+            procs = {a.p.pid: a, b.p.pid: b, c.p.pid: c}
+            logged = {tick: pid for pid, proc in procs.items() for tick in proc.ticks()}
+            for tick, t in _decisions(pg_url):
+                owner = [pid for start, pid in terms if start <= t][-1]
+                assert logged.get(tick, a.p.pid) == owner, (tick, t, terms, logged)  # a's last may be unlogged
+            assert [pid for _, pid in terms][:3] == [a.p.pid, b.p.pid, c.p.pid]
+            # b wrote nothing after waking: no decision of its own between waking and a later term of its own
+            again = min([start for start, pid in terms if pid == b.p.pid and start > woke], default=float("inf"))
+            assert not [t for tick, t in b.ticks().items() if woke <= t < again and tick not in b_before]
+            assert [tick for tick, t in _decisions(pg_url) if stopped < t < again] and all(
+                logged.get(tick) == c.p.pid for tick, t in _decisions(pg_url) if stopped < t < again)
             assert b.p.poll() is None  # b waits as a standby again
         finally:
             c.stop()

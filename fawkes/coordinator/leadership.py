@@ -21,7 +21,6 @@ import fcntl
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -32,7 +31,7 @@ from sqlalchemy.engine import make_url
 
 from fawkes.errors import FawkesError
 from fawkes.store import Store, normalize_url
-from fawkes.store.lease import holder_id
+from fawkes.store.lease import holder_id, holder_process
 
 log = logging.getLogger("fawkes.coordinator")
 
@@ -140,6 +139,15 @@ class Leadership:
                 except FawkesError as exc:  # the database is away: keep waiting
                     log.warning("lease: %s", exc)
                     token, info = None, None
+                if not token and info is not None and holder_process(info["holder"]) == "gone":
+                    # the leader ran on this machine and its process is gone (kill -9, then a restart):
+                    # it cannot write any more, so its lease need not run out
+                    log.info("lease: %s is gone from this machine: taking over", info["holder"])
+                    try:
+                        token = self.store.take_lease(self.holder, self.ttl_s, started_at=self.started_at,
+                                                      dead=info["holder"])
+                    except FawkesError as exc:
+                        log.warning("lease: %s", exc)
                 if token:
                     self._lead(token)
                     return True
@@ -219,17 +227,6 @@ class Leadership:
         self.token = None
 
 
-def _process(hostname: str, pid: int) -> str:
-    """``alive``/``gone`` for a coordinator process on this machine, ``unknown`` on another."""
-    if hostname != socket.gethostname()[:200]:
-        return "unknown"
-    try:
-        cmdline = Path(f"/proc/{int(pid)}/cmdline").read_bytes()
-    except OSError:
-        return "gone"
-    return "alive" if b"fawkes" in cmdline else "gone"  # a reused pid is not ours
-
-
 def coordinator_status(url: str) -> dict[str, Any]:
     """What ``fawkes coordinator status`` shows, read from the lease and the last decision.
     Read-only: a missing SQLite file or a database without a fawkes state is refused (one line),
@@ -259,7 +256,7 @@ def coordinator_status(url: str) -> dict[str, Any]:
     out: dict[str, Any] = {"state": display, "running": False, "process": None, "lease": None, "last_tick": None}
     if lease is not None:
         now = lease.pop("now")
-        process = _process(lease["hostname"], lease["pid"])
+        process = holder_process(lease["holder"])
         out.update(lease=lease, process=process, running=lease["expires_at"] > now and process != "gone",
                    uptime_s=now - lease["started_at"], leading_s=now - lease["acquired_at"],
                    renewed_ago_s=now - lease["renewed_at"], expires_in_s=lease["expires_at"] - now)

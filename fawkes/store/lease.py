@@ -34,9 +34,34 @@ class LeaseLost(FawkesError):
     """A write of a coordinator that no longer holds the lease: refused, nothing written."""
 
 
+def _machine() -> str:
+    """This machine's id (``/etc/machine-id``, 12 hex digits), or '-' when there is none."""
+    try:
+        text = open("/etc/machine-id", encoding="ascii", errors="replace").read(64).strip()
+    except OSError:
+        return "-"
+    return text[:12] if len(text) >= 12 and text.isalnum() else "-"
+
+
 def holder_id() -> str:
-    """This process as a lease holder: ``hostname:pid:random``."""
-    return f"{socket.gethostname()[:200]}:{os.getpid()}:{os.urandom(4).hex()}"
+    """This process as a lease holder: ``hostname:pid:machine.random`` (machine: :func:`_machine`)."""
+    return f"{socket.gethostname()[:200]}:{os.getpid()}:{_machine()}.{os.urandom(4).hex()}"
+
+
+def holder_process(holder: str) -> str:
+    """``alive`` or ``gone`` for a holder that ran on this machine (same machine id, not only the
+    same host name), ``unknown`` for one on another machine."""
+    parts = holder.split(":")
+    if len(parts) != 3 or not parts[1].isdigit():
+        return "unknown"
+    machine = parts[2].split(".")[0]
+    if machine == "-" or machine != _machine() or parts[0] != socket.gethostname()[:200]:
+        return "unknown"
+    try:
+        cmdline = open(f"/proc/{int(parts[1])}/cmdline", "rb").read()
+    except OSError:
+        return "gone"
+    return "alive" if b"fawkes" in cmdline else "gone"  # a reused pid is not ours
 
 
 #: a PostgreSQL session of the leader left idle inside a transaction (its process paused) for
@@ -60,10 +85,12 @@ class LeaseMixin(StoreBase):
             now = self._db_now(s)
         return None if row is None else {**dict(row), "now": now}
 
-    def take_lease(self, holder: str, ttl_s: float, *, started_at: float, force: bool = False) -> int | None:
-        """Take the lease for ``ttl_s`` if it is free or expired (any state if ``force``); return
-        the new fencing token, or None when another holder's lease still runs.  An event records
-        the takeover in the same transaction."""
+    def take_lease(self, holder: str, ttl_s: float, *, started_at: float, force: bool = False,
+                   dead: str | None = None) -> int | None:
+        """Take the lease for ``ttl_s`` if it is free or expired (any state if ``force``; also while
+        its holder is still ``dead``, a holder known to be gone); return the new fencing token, or
+        None when another holder's lease still runs.  An event records the takeover in the same
+        transaction."""
         pg = self.engine.dialect.name == "postgresql"
         host, pid = holder.split(":")[0], int(holder.split(":")[1])
         try:
@@ -81,13 +108,14 @@ class LeaseMixin(StoreBase):
                                    ":now, :exp)"), values)
                     before = "nobody"
                 else:
-                    if not force and row.expires_at > now and row.holder != holder:
+                    if not force and row.expires_at > now and row.holder not in (holder, dead):
                         return None
                     token = int(row.token) + 1
                     s.execute(text("UPDATE coordinator_lease SET token = :t, holder = :h, hostname = :host, pid = :pid, "
                                    "started_at = :st, acquired_at = :now, renewed_at = :now, expires_at = :exp "
                                    "WHERE id = 1"), {**values, "t": token})
-                    before = f"{row.holder} (token {row.token}, lease {'expired' if row.expires_at <= now else 'taken'})"
+                    how = "expired" if row.expires_at <= now else "its process gone" if row.holder == dead else "taken"
+                    before = f"{row.holder} (token {row.token}, lease {how})"
                 self._event(s, "coordinator", f"{holder} leads (token {token}); before: {before}", time=now)
                 return token
         except IntegrityError:  # another process inserted the first row at the same time: it won
