@@ -177,7 +177,8 @@ class Leadership:
             try:
                 held = self.store.renew_lease(self.holder, self.token, self.ttl_s)
             except FawkesError as exc:
-                if time.monotonic() - ok_at > self.ttl_s:
+                # PostgreSQL: past its expiry the lease may be another's; SQLite: the file lock is ours
+                if self.db_file is None and time.monotonic() - ok_at > self.ttl_s:
                     self.mark_lost(f"lease not renewed for {self.ttl_s:g}s ({exc})")
                     return
                 log.warning("lease renewal: %s", exc)
