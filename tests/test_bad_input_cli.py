@@ -250,3 +250,30 @@ def test_a_trace_saved_with_a_bom_is_read(tmp_path):
 
     out = json.loads(ok(fawkes("simulate", "-q", "--json", "--trace", str(tmp_path / "t.csv"), *SIM)))
     assert out["jobs"] == 1
+
+
+# ------------------------------------------------------------------ h: outputs never written through a planted symlink
+def _planted(d: Path, output: str) -> Path:
+    victim = d / "victim"
+    victim.write_text("precious\n")
+    os.symlink(victim, d / f"{output}.tmp")
+    return victim
+
+
+def test_inventory_from_slurm_output_ignores_a_planted_tmp_symlink(tmp_path):
+    victim = _planted(tmp_path, "out.yaml")
+    r = fawkes("inventory", "from-slurm", "--nodelist", "n[1-2]", "--cpus-per-node", "2", "-o",
+               str(tmp_path / "out.yaml"))
+    assert r.returncode == 0, r.stderr
+    assert victim.read_text() == "precious\n" and (tmp_path / "out.yaml").read_text().count("name: n") == 2
+    assert stat.S_IMODE((tmp_path / "out.yaml").stat().st_mode) & 0o600 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.yaml", "out.yaml.tmp", "victim"]  # no leftovers
+
+
+def test_trace_from_spark_output_ignores_a_planted_tmp_symlink(tmp_path):
+    victim = _planted(tmp_path, "out.csv")
+    logs = Path(__file__).resolve().parent / "fixtures" / "eventlogs" / "etl"
+    r = fawkes("trace", "from-spark", "-q", f"etl={logs}", "-o", str(tmp_path / "out.csv"))
+    assert r.returncode == 0, r.stderr
+    assert victim.read_text() == "precious\n"
+    assert (tmp_path / "out.csv").read_text().startswith("submit_s,cluster,app,input_bytes,maps,reduces")

@@ -108,7 +108,7 @@ def from_slurm(nodelist, cpus_per_node, user, key_file, work_dir, known_hosts, o
     if output is None:
         click.echo(text, nl=False)
         return
-    tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(output)
+    from fawkes.atomicfile import write_atomic
+
+    write_atomic(output, text)  # a new temporary file (O_EXCL), never one planted beside the output
     click.echo(f"wrote {output} ({n_hosts} hosts)", err=True)

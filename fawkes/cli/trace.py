@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 import re
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from fawkes.atomicfile import write_atomic
 from fawkes.config import state_option
 from fawkes.errors import FawkesError
 
@@ -89,13 +91,9 @@ def from_spark(sources, output, app, quiet) -> None:
     if not conv.rows:
         raise FawkesError("no complete Spark application with tasks in " + ", ".join(sources))
     if output:
-        tmp = Path(output).with_name(Path(output).name + ".tmp")
-        try:
-            with tmp.open("w", encoding="utf-8", newline="") as f:
-                write_trace(conv.rows, f)
-            tmp.replace(output)
-        except OSError as exc:
-            raise FawkesError(f"{output}: cannot write: {exc.strerror or exc}") from None
+        out = io.StringIO()
+        write_trace(conv.rows, out)
+        write_atomic(output, out.getvalue())
     else:
         write_trace(conv.rows, sys.stdout)
     if not quiet:
@@ -243,16 +241,6 @@ def check_output(opt: str, path: str) -> None:
         raise FawkesError(f"{opt} {path}: exists and is not a regular file")
     if not p.parent.is_dir():
         raise FawkesError(f"{opt} {path}: no such directory {p.parent}")
-
-
-def write_atomic(path: str, text: str) -> None:
-    tmp = Path(path).with_name(Path(path).name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise FawkesError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
 class open_existing_store:
