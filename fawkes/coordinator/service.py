@@ -296,13 +296,16 @@ def run_service(cfg, *, inventory_path=None, duration_s: float | None = None,
 
 
 def _fenced(name: str, step: Callable[[], None]) -> Callable[[], None]:
-    """A scheduled step whose write was refused for want of the lease ends in one log line (the
-    loss itself stops the scheduler: :meth:`Coordinator.run`)."""
+    """A scheduled step that fails with a one-line error (its write refused for want of the lease,
+    the database away) ends in one log line, not a traceback; the next run tries again (a lost
+    lease stops the scheduler: :meth:`Coordinator.run`)."""
     def job() -> None:
         try:
             step()
         except LeaseLost as exc:
             log.warning("%s: refused: %s", name, exc)
+        except FawkesError as exc:
+            log.warning("%s: %s", name, exc)
     return job
 
 
