@@ -100,3 +100,26 @@ def test_inventory_host_sizes_are_bounded(tmp_path, host, message):
     """``inventory check`` refuses what would overflow the state's integers when the coordinator syncs it."""
     r = fawkes("inventory", "check", "--no-files", str(inventory(tmp_path, host)))
     refused(r, message)
+
+
+# ------------------------------------------------------------------ h, i: inventory security and duplicates
+def test_strict_host_keys_off_is_warned_about_and_only_a_yaml_boolean(tmp_path):
+    p = tmp_path / "inv.yaml"
+    p.write_text("version: 1\nstrict_host_keys: false\nhosts:\n  - {name: u1, address: 10.9.0.1}\n")
+    r = fawkes("inventory", "check", "--no-files", str(p))
+    assert r.returncode == 0 and r.stdout.strip() == f"{p}: ok (1 hosts, 0 groups)"
+    assert r.stderr.strip() == (f"{p}: strict_host_keys: false: SSH host keys are not verified; whoever answers at "
+                                "a host's address gets its commands (give known_hosts and strict_host_keys: true)")
+    for spelling in ("'no'", "0", "'false'"):
+        p.write_text(f"version: 1\nstrict_host_keys: {spelling}\nhosts:\n  - {{name: u1, address: 10.9.0.1}}\n")
+        refused(fawkes("inventory", "check", "--no-files", str(p)),
+                f"{p}:2: strict_host_keys: Input should be a valid boolean")
+
+
+@pytest.mark.parametrize("a, b", [("::1", "0:0:0:0:0:0:0:1"), ("2001:db8::1", "2001:DB8:0::1"),
+                                  ("node1.example.org", "NODE1.example.org.")])
+def test_duplicate_addresses_in_other_spellings(tmp_path, a, b):
+    p = tmp_path / "inv.yaml"
+    p.write_text(f"version: 1\nhosts:\n  - {{name: a, address: '{a}'}}\n  - {{name: b, address: '{b}'}}\n")
+    refused(fawkes("inventory", "check", "--no-files", str(p)),
+            f"{p}:4: hosts[1].address: duplicate address '{b}' (also hosts[0])")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 from pathlib import Path
 
 from fawkes.errors import ConfigError
@@ -27,6 +29,10 @@ def load_inventory(path: str | Path, *, check_files: bool = True) -> Inventory:
     if problems:
         raise problems[0]
     assert inv is not None
+    if not inv.strict_host_keys:
+        logging.getLogger("fawkes.inventory").warning(
+            "%s: strict_host_keys: false: SSH host keys are not verified; whoever answers at a host's "
+            "address gets its commands (give known_hosts and strict_host_keys: true)", path)
     return inv
 
 
@@ -90,10 +96,18 @@ def _duplicates(data: dict, err) -> None:
             v = h.get(key) if isinstance(h, dict) else None
             if not isinstance(v, str):
                 continue
-            norm = v.lower()
+            norm = _address_key(v) if key == "address" else v.lower()
             if norm in seen:
                 err(("hosts", i, key), f"duplicate {what} {v!r} (also hosts[{seen[norm]}])")
             seen.setdefault(norm, i)
+
+
+def _address_key(v: str) -> str:
+    """One spelling per address: ``::1`` and ``0:0:0:0:0:0:0:1`` are the same host."""
+    try:
+        return str(ipaddress.ip_address(v))
+    except ValueError:
+        return v.lower().rstrip(".")
 
 
 def _pick(*values):

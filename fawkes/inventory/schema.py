@@ -133,7 +133,7 @@ class InventoryFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     version: Literal[1] = 1
     known_hosts: str | None = None
-    strict_host_keys: bool = True
+    strict_host_keys: bool = Field(default=True, strict=True)  # YAML true/false only, not 'no' or 0
     defaults: HostDefaults = Field(default_factory=HostDefaults)
     groups: dict[Name, list[Name]] = Field(default_factory=dict)
     hosts: list[HostSpec] = Field(min_length=1)
