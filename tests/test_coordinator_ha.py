@@ -270,6 +270,12 @@ def test_ha_pair_on_postgresql_kill9_then_sigstop(pg_url, tmp_path):
             assert [tick for tick, t in _decisions(pg_url) if stopped < t < again] and all(
                 logged.get(tick) == c.p.pid for tick, t in _decisions(pg_url) if stopped < t < again)
             assert b.p.poll() is None  # b waits as a standby again
+            st = _fawkes("coordinator", "status", "--state", pg_url, "--json")
+            assert st.returncode == 0, st.stderr
+            st = json.loads(st.stdout)
+            holder = st["lease"]["pid"]
+            assert st["running"] and st["process"] == "alive" and holder in (b.p.pid, c.p.pid)
+            assert st["last_tick"]["period_s"] == T and st["last_tick"]["age_s"] < 3 * T
         finally:
             c.stop()
     finally:
