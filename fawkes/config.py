@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import click
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from fawkes.errors import ConfigError
 from fawkes.mechanism.settings import MAX_SECONDS
@@ -184,11 +184,20 @@ class CoordinatorConfig(BaseModel):
             raise ValueError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(DEFAULT_OPTIONS))}")
         return {k: check_option(k, x) for k, x in v.items()}
 
-    @model_validator(mode="after")
-    def _sample_within_period(self) -> CoordinatorConfig:
-        if self.sample_period > self.period:
-            raise ValueError(f"sample_period ({self.sample_period:g}) must not exceed period ({self.period:g})")
-        return self
+    @field_validator("sample_period")
+    @classmethod
+    def _sample_within_period(cls, v: float, info: ValidationInfo) -> float:  # named at sample_period's line
+        period = info.data.get("period")
+        if period is not None and v > period:
+            raise ValueError(f"sample_period ({v:g}) must not exceed period ({period:g})")
+        return v
+
+    @field_validator("state")
+    @classmethod
+    def _state_given(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("empty: leave state out for the default, or name a file or URL")
+        return v
 
     def state_url(self) -> str:
         """The state URL of this config (its ``state`` key or the default file)."""
@@ -245,6 +254,8 @@ def load_config(path: str | Path | None = None) -> CoordinatorConfig:
         if conf is not None and not conf.is_file():
             raise ConfigError(str(p), f"{conf} is not a file", line=lines.get(("pool", "slurm_conf")),
                               field="pool.slurm_conf")
+    if cfg.policy.endswith((".yaml", ".yml")) or "/" in cfg.policy:  # a preset file: relative to this file too
+        updates["policy"] = str(base / Path(cfg.policy).expanduser())
     if cfg.state is not None:
         if "://" not in cfg.state and not cfg.state.startswith("sqlite:"):
             updates["state"] = str(base / Path(cfg.state).expanduser())

@@ -126,14 +126,18 @@ def data_key(key_node: yaml.Node) -> Any:
     return repr(key_node)
 
 
-def field_name(path: Sequence) -> str:
-    """``("hosts", 0, "port")`` -> ``"hosts[0].port"``."""
+def field_name(path: Sequence, data: Any = None) -> str:
+    """``("hosts", 0, "port")`` -> ``"hosts[0].port"``.  With the ``data`` the path walks, a number
+    that is a mapping's key (``1: x`` in YAML) is named as a key, ``1``, not as an index ``[1]``."""
     out = ""
+    cur = data
     for part in path:
-        if isinstance(part, int):
+        if isinstance(part, int) and not isinstance(cur, Mapping):
             out += f"[{part}]"
         else:
             out += ("." if out else "") + str(part)
+        cur = cur.get(part) if isinstance(cur, Mapping) else (
+            cur[part] if isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur) else None)
     return out
 
 
@@ -174,7 +178,13 @@ def errors_for(file: str | None, data: Any, lines: Lines, exc: pydantic.Validati
             msg = "unknown field"
         elif err["type"] == "missing":
             msg = "required field missing"
-        out.append(ConfigError(file, msg, line=line_of(lines, path), field=field_name(path) or None))
+        elif err["type"] == "invalid_key":
+            msg = f"a key must be a name, not {type(err['input']).__name__} {err['input']!r}"
+        if not path and isinstance(data, Mapping):  # a check across fields that names one first: point at it
+            first = msg.split(" ", 1)[0]
+            if first in data:
+                path = (first,)
+        out.append(ConfigError(file, msg, line=line_of(lines, path), field=field_name(path, data) or None))
     return out
 
 

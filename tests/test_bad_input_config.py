@@ -123,3 +123,45 @@ def test_duplicate_addresses_in_other_spellings(tmp_path, a, b):
     p.write_text(f"version: 1\nhosts:\n  - {{name: a, address: '{a}'}}\n  - {{name: b, address: '{b}'}}\n")
     refused(fawkes("inventory", "check", "--no-files", str(p)),
             f"{p}:4: hosts[1].address: duplicate address '{b}' (also hosts[0])")
+
+
+# ------------------------------------------------------------------ i: errors point at the right line and field
+def test_sample_period_above_period_points_at_sample_period(tmp_path):
+    assert config_error(tmp_path, "period: 10\nsample_period: 20\n") == \
+        ":2: sample_period: sample_period (20) must not exceed period (10)"
+
+
+def test_preset_sample_period_above_period_points_at_it(tmp_path):
+    p = tmp_path / "p.yaml"
+    p.write_text("policy: TD\nperiod_s: 60\nsample_period_s: 120\n")
+    refused(fawkes("policy", "check", str(p)), f"{p}:3: sample_period_s: sample_period_s (120) must not exceed")
+
+
+def test_an_integer_key_is_named_as_a_key(tmp_path):
+    assert config_error(tmp_path, "period: 10\n1: 2\n") == ":2: 1: a key must be a name, not int 1"
+
+
+def test_empty_state_is_refused_not_the_config_directory(tmp_path):
+    assert config_error(tmp_path, "state: ''\n") == \
+        ":1: state: empty: leave state out for the default, or name a file or URL"
+
+
+def test_relative_policy_file_is_relative_to_the_config(tmp_path, monkeypatch):
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "mine.yaml").write_text("policy: EQ\nperiod_s: 30\n")
+    (conf / "cfg.yaml").write_text("policy: mine.yaml\n")
+    monkeypatch.chdir(tmp_path)  # not the config's directory
+    cfg = load_config(conf / "cfg.yaml")
+    assert cfg.policy == str(conf / "mine.yaml")
+    from fawkes.coordinator.control import loop_policy
+
+    settings, _ = loop_policy(cfg)
+    assert settings.policy == "EQ"
+    assert load_config(_write(tmp_path, "policy: td-tc\n")).policy == "td-tc"  # a shipped name stays a name
+
+
+def _write(d: Path, text: str) -> Path:
+    p = d / "other.yaml"
+    p.write_text(text)
+    return p
