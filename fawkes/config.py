@@ -117,6 +117,8 @@ class TimeoutsConfig(BaseModel):
     op: float = _timeout(600.0, "the longest one driver operation (deploy, load, add, save, teardown) waits")
     drain: float = _timeout(60.0, "how long one DP operation waits for HDFS before handing its worker back "
                                   "(the node stays DRAINING; every step asks HDFS again)")
+    graceful: float = _timeout(120.0, "shrink_mode graceful: how long a TR node's decommissioned Spark worker "
+                                      "may finish its running tasks before it is stopped (FP) anyway")
 
 
 _SLURM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
@@ -167,6 +169,10 @@ class CoordinatorConfig(BaseModel):
     host_grace: float = Field(default=30.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)  # seconds without SSH answer before a host is failed
     retention: RetentionConfig = RetentionConfig()
     timeouts: TimeoutsConfig = TimeoutsConfig()
+    #: how TR nodes leave: "fp" stops the worker (its running tasks are re-run elsewhere); "graceful"
+    #: decommissions it (Spark: no new tasks, running ones finish, shuffle/RDD blocks migrate), then
+    #: stops it, after timeouts.graceful at most.  TC nodes always leave by DP.
+    shrink_mode: Literal["fp", "graceful"] = "fp"
     pool: PoolConfig | None = None
     source: Path | None = Field(default=None, exclude=True)
 

@@ -29,7 +29,8 @@ def test_defaults_are_the_lifecycle_timeouts():
     t = CoordinatorConfig().timeouts
     assert (t.requested, t.provisioning, t.draining) == (
         NODE_TIMEOUTS[NodeState.REQUESTED], NODE_TIMEOUTS[NodeState.PROVISIONING], NODE_TIMEOUTS[NodeState.DRAINING])
-    assert (t.op, t.drain) == (600.0, 60.0)
+    assert (t.op, t.drain, t.graceful) == (600.0, 60.0, 120.0)
+    assert CoordinatorConfig().shrink_mode == "fp"
 
 
 def test_values_from_the_file(tmp_path):
@@ -54,6 +55,10 @@ def test_values_from_the_file(tmp_path):
     ("timeouts:\n  op: null\n", 2, "timeouts.op", "valid number"),
     ("period: 60\ntimeouts:\n  provision: 10\n", 3, "timeouts.provision", "unknown field"),
     ("timeouts: 30\n", 1, "timeouts", "valid dictionary"),
+    ("timeouts:\n  graceful: -1\n", 2, "timeouts.graceful", "greater than 0"),
+    ("period: 60\nshrink_mode: kill\n", 2, "shrink_mode", "'fp' or 'graceful'"),
+    ("shrink_mode: \"graceful\\n\"\n", 1, "shrink_mode", "'fp' or 'graceful'"),
+    ("shrink_mode: 1\n", 1, "shrink_mode", "'fp' or 'graceful'"),
 ])
 def test_bad_timeouts_are_refused_naming_the_key(tmp_path, text, line, field, message):
     p = write(tmp_path, text)
@@ -78,11 +83,12 @@ def test_build_passes_the_timeouts_to_the_reconciler(tmp_path):
     (tmp_path / "inventory.yaml").write_text(
         "known_hosts: known_hosts\nhosts:\n  - {name: x1, address: 192.0.2.1, cores: 1}\n")
     cfg = load_config(write(tmp_path, "state: state.db\ninventory: inventory.yaml\n"
-                                      "timeouts: {requested: 11, provisioning: 22, draining: 33, op: 44, drain: 55}\n"))
+                                      "timeouts: {requested: 11, provisioning: 22, draining: 33, op: 44, drain: 55}\n"
+                                      "shrink_mode: graceful\n"))
     coord = build(cfg)
     try:
         r = coord.reconciler
-        assert r.timeouts == cfg.timeouts
+        assert r.timeouts == cfg.timeouts and r.shrink_mode == "graceful"
         assert r.limits() == {NodeState.REQUESTED: 11, NodeState.PROVISIONING: 22, NodeState.DRAINING: 33}
         assert (r.op_timeout, r.drain_timeout) == (44, 55)
     finally:

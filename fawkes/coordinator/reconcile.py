@@ -66,7 +66,10 @@ class Reconciler:
     default: its defaults).  ``clock`` must be the store's clock (node ages are ``state_since``)."""
 
     def __init__(self, store: Store, fleet: Fleet, *, workers: int = 4, clock: Callable[[], float] = time.time,
-                 timeouts: TimeoutsConfig | None = None, drift_every_s: float = 300.0):
+                 timeouts: TimeoutsConfig | None = None, drift_every_s: float = 300.0, shrink_mode: str = "fp"):
+        if shrink_mode not in ("fp", "graceful"):
+            raise FawkesError(f"shrink_mode: {shrink_mode!r} is neither 'fp' nor 'graceful'")
+        self.shrink_mode = shrink_mode
         self.store = store
         self.drift_every_s = drift_every_s  # how often an idle active cluster's configs are compared
         self._drift_due: dict[str, float] = {}  # per cluster: when its configs are compared next
@@ -260,7 +263,8 @@ class Reconciler:
         faults.point("node-running")
 
     def _shrink(self, name: str, node_ids: list[int]) -> None:
-        """TR nodes by FP (stop now), then TC nodes by DP: start the decommission (or find it done) and
+        """TR nodes by FP (stop now; ``shrink_mode`` graceful: decommission, let running tasks finish for
+        up to ``timeouts.graceful``, then stop), then TC nodes by DP: start the decommission (or find it done) and
         wait up to ``timeouts.drain``; not finished by then, the nodes stay DRAINING, HDFS goes on, and
         the sync phase asks HDFS every step until it reports them Decommissioned: then this stops them."""
         nodes = [n for n in (self.store.get_node(i) for i in node_ids) if n.state == NodeState.DRAINING]
@@ -268,11 +272,17 @@ class Reconciler:
             bad = ", ".join(n.host for n in nodes if Role(n.role) is Role.CORE)
             raise FawkesError(f"cluster {name}: refusing to remove core node(s) {bad} of an active cluster")
         spec, driver = self.fleet.spec(name)
+        graceful = self.shrink_mode == "graceful"
         for group in ([n for n in nodes if Role(n.role) is Role.TR], [n for n in nodes if Role(n.role) is Role.TC]):
             if not group:
                 continue
+            tr = Role(group[0].role) is Role.TR
             try:
-                driver.remove_nodes(spec, [n.host for n in group], timeout=self.drain_timeout, cancel=self.cancel)
+                if tr and graceful:  # decommission the workers, let their tasks finish (bounded), then stop
+                    driver.remove_nodes(spec, [n.host for n in group], ShrinkMode.DP, timeout=self.drain_timeout,
+                                        cancel=self.cancel, spark_drain_s=self.timeouts.graceful)
+                else:
+                    driver.remove_nodes(spec, [n.host for n in group], timeout=self.drain_timeout, cancel=self.cancel)
             except DecommissionInterrupted as exc:  # stopping: HDFS goes on; the next start resumes the wait
                 log.info("%s", exc)
                 return
@@ -282,7 +292,7 @@ class Reconciler:
                 continue
             for n in group:
                 self._advance(n.id, NodeState.RELEASED,
-                              "removed (FP)" if Role(n.role) is Role.TR else "decommissioned (DP)")
+                              ("removed (graceful)" if graceful else "removed (FP)") if tr else "decommissioned (DP)")
             faults.point("node-released")
 
     def _cleanup(self, name: str, node_ids: list[int]) -> None:
