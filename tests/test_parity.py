@@ -133,6 +133,8 @@ def test_settings_decide_alike_in_both_drivers(extra, tmp_path):
     {"shrink_amount": "demand_capped"},
     {"shrink_amount": "demand_capped", "victim_order": "most_discriminated", "regrow_delay_ticks": 1},
     {"shrink_amount": "demand_capped", "victim_order": "longest_remaining"},
+    {"latency_clusters": ("c1",)}, {"latency_clusters": ("c0", "c2"), "latency_share": 0.8, "tau": 1e9},
+    {"latency_clusters": ("c1",), "reserve_fraction": 0.5},
 ], ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
 def test_preemption_settings_decide_alike_in_both_drivers(extra, tmp_path):
     s = Settings(**({"policy": "TD", "period_s": 60.0, "sample_period_s": 10.0, "tau": 1.0} | extra))
@@ -146,6 +148,8 @@ def test_preemption_settings_decide_alike_in_both_drivers(extra, tmp_path):
         before = [Memory()] + [ev.data[2] for ev in steps[:-1]]
         assert any(controller.tick(m, ev.data[0], full)[0].targets != ev.data[1].targets
                    for m, ev in zip(before, steps) if ev.kind == "tick")
+    if s.latency_clusters and s.tau > 1:  # some latency cluster opened the gate past tau
+        assert any("tau bypassed" in ev.data[1].reason for ev in steps if ev.kind == "tick")
 
 
 @pytest.mark.parametrize("policy", ["TD", "EQ", "td-damped"])
@@ -182,6 +186,7 @@ def scenarios(draw):
         backfill=draw(st.booleans()),
         regrow_delay_ticks=draw(st.sampled_from([0, 0, 1, 3])),
         shrink_amount=draw(st.sampled_from(["full", "full", "demand_capped"])),
+        latency_clusters=draw(st.sampled_from([(), (), ("c1",)])),
     )
     wl = workload(draw(st.integers(0, 10**6)), capacity=draw(st.integers(3, 12)),
                   clusters=draw(st.integers(1, 3)), jobs=draw(st.integers(1, 10)),

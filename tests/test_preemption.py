@@ -159,3 +159,53 @@ def test_good_preemption_settings_load_from_a_preset(tmp_path):
     f.write_text("policy: TD\nregrow_delay_ticks: 3\nshrink_amount: demand_capped\nvictim_order: longest_remaining\n")
     r = _simulate_exit(["policy", "show", str(f)], tmp_path)
     assert r.returncode == 0 and "regrow_delay_ticks" in r.stdout and "longest_remaining" in r.stdout, r.stderr
+
+
+# --- B-7: priority classes and the reserve baseline (fawkes/mechanism/classes.py)
+
+def _classes(now=60, l_tr=10, s_tr=0, l_demand=900, s_demand=100, capacity=20):
+    ts = (now - 40, now - 20, now)
+    lo = cluster("L", 5, tr=l_tr, samples=[demand(t, l_demand) for t in ts])
+    sh = cluster("S", 5, tr=s_tr, samples=[demand(t, s_demand) for t in ts])
+    free = tuple(f"f{i}" for i in range(capacity - 10 - l_tr - s_tr))
+    return Snapshot(now=now, capacity=capacity, free_hosts=free, clusters=(lo, sh))
+
+
+def test_the_latency_class_share_weighs_over_task_counts():
+    plain = decide(_classes(), Settings(policy="TD", tau=0.0))
+    assert plain.weights == {"L": 0.9, "S": pytest.approx(0.1)} and plain.targets == {"L": 15, "S": 5}
+    d = decide(_classes(), Settings(policy="TD", tau=0.0, latency_clusters=["S"], latency_share=0.95))
+    assert d.weights == pytest.approx({"L": 0.05, "S": 0.95}) and d.targets == {"L": 5, "S": 15}
+    idle = decide(_classes(s_demand=0), Settings(policy="TD", tau=0.0, latency_clusters=["S"]))
+    assert idle.weights == {"L": 1.0, "S": 0.0}  # a class without demand leaves its share to the other
+
+
+def test_a_latency_cluster_that_wants_nodes_bypasses_tau():
+    snap = _classes()
+    assert not decide(snap, Settings(policy="TD", tau=math.inf)).gate_open
+    d = decide(snap, Settings(policy="TD", tau=math.inf, latency_clusters=["S"]))
+    assert d.gate_open and "tau bypassed" in d.reason and d.targets == {"L": 5, "S": 15}
+    quiet = decide(_classes(l_tr=0, s_tr=10), Settings(policy="TD", tau=math.inf, latency_clusters=["S"]))
+    assert not quiet.gate_open  # S holds its share: best-effort L alone does not bypass tau
+
+
+def test_the_reserve_keeps_its_part_for_the_latency_class_even_idle():
+    s = Settings(policy="TD", tau=0.0, latency_clusters=["S"], reserve_fraction=0.6)
+    busy_l = decide(_classes(l_tr=10, s_demand=0), s)  # L wants everything, S is idle
+    assert busy_l.targets == {"L": 8, "S": 12} and sum(1 for x in busy_l.plan.shrinks if x.cluster == "L") == 7
+    assert decide(_classes(s_demand=900, l_demand=0, l_tr=0, s_tr=10), s).targets == {"L": 8, "S": 12}
+
+
+@pytest.mark.parametrize("extra, words", [
+    ({"latency_clusters": ["a", "a"]}, "twice"), ({"latency_clusters": [""]}, "not a cluster name"),
+    ({"latency_clusters": ["a\nb"]}, "not a cluster name"), ({"latency_clusters": [3]}, "valid string"),
+    ({"latency_share": 0.0}, "greater than 0"), ({"latency_share": 1.5}, "less than or equal"),
+    ({"latency_share": math.nan}, "finite"), ({"latency_share": True}, "valid number"),
+    ({"reserve_fraction": 0.6}, "needs latency_clusters"),
+    ({"reserve_fraction": 1.0, "latency_clusters": ["a"]}, "less than 1"),
+    ({"reserve_fraction": -0.1, "latency_clusters": ["a"]}, "greater than or equal to 0"),
+    ({"reserve_fraction": 1e30, "latency_clusters": ["a"]}, "less than 1"),
+])
+def test_class_settings_refuse_bad_values(extra, words):
+    with pytest.raises(ValueError, match=words):
+        Settings(**extra)

@@ -24,7 +24,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from fawkes.mechanism import preemption
+from fawkes.mechanism import classes, preemption
 from fawkes.mechanism.admission import Admission, admit
 from fawkes.mechanism.discrimination import global_factor, interval_discrimination
 from fawkes.mechanism.inactivity import is_inactive
@@ -91,6 +91,8 @@ def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Dec
     mem = {c.name: memory.of(c.name, c.since) for c in allocated}
 
     y, w = policy.weights({c.name: c.samples for c in allocated}, settings)
+    if settings.latency_clusters:  # B-7: the classes' shares (classes.py)
+        w = classes.class_weights(w, settings)
     d = {
         c.name: interval_discrimination(
             c.allocation, w[c.name], start, snap.now, snap.capacity, settings, mem[c.name].discrimination
@@ -114,6 +116,10 @@ def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Dec
     # nodes held by clusters on their way out are not part of what can be shared now
     pool = snap.capacity - sum(c.held for c in snap.clusters if c.state is ClusterState.SAVING or c.name in leaving)
 
+    urgent = []  # B-7: latency clusters that want nodes open the gate whatever tau says
+    if settings.latency_clusters and policy.resizes and not gate and not idle_pool:
+        urgent = classes.latency_wants(staying, weighted_targets(pool, names, w, minima), w, settings)
+        gate = bool(urgent)
     votes: dict[str, int] = {}
     regrow = preemption.victims(staying, mem, settings)  # a tick that does not rebalance resets their runs
     if not policy.resizes:
@@ -136,10 +142,14 @@ def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Dec
         targets = _damp(targets, staying, mem, snap.now, settings)
         if settings.shrink_amount == "demand_capped":
             targets = preemption.demand_capped(targets, staying, pool, d, settings)
+        if settings.reserve_fraction > 0:  # B-7's static partition replaces the rebalance (a baseline)
+            targets, votes = classes.reserve(pool, names, w, minima, settings), {}
+            regrow = preemption.victims(staying, mem, settings)
         why = (
             f"policy {policy.name} applied every tick"
             if policy.ungated and not settings.eq_gated
-            else f"G={g:.4g} > tau={settings.tau:g}: rebalance by {policy.name} weights"
+            else f"latency cluster(s) {', '.join(urgent)} want nodes: rebalance by {policy.name} weights, tau bypassed"
+            if urgent else f"G={g:.4g} > tau={settings.tau:g}: rebalance by {policy.name} weights"
         )
     else:
         targets = {c.name: _standing(c, mem[c.name].target) for c in staying}

@@ -100,6 +100,15 @@ class Settings(BaseModel):
         "one node at a time from the largest remaining surplus (spreads the loss), or whole surpluses from the most "
         "discriminated, or from the one with the most tasks left per node (the Capacity Scheduler's "
         "longest-remaining-time heuristic)")
+    latency_clusters: tuple[str, ...] = Field(
+        (), max_length=10_000, description="B-7: names of the MR-clusters of class latency; every other is best_effort. "
+        "With any: the latency class is entitled to latency_share of the pool, and a latency cluster the targets "
+        "want bigger opens the gate whatever tau says")
+    latency_share: float = Field(0.95, gt=0, le=1, description="B-7: the latency class's share when both classes "
+                                 "show demand (BIG-C: 95 %); the best-effort class has the rest")
+    reserve_fraction: float = Field(
+        0.0, ge=0, lt=1, description="B-7's reserve baseline: best-effort clusters together hold at most "
+        "floor((1 - this) * pool) nodes, the latency clusters the rest, demand or not (BIG-C: 0.6); 0 = off")
 
     @field_validator("policy")
     @classmethod
@@ -118,7 +127,24 @@ class Settings(BaseModel):
     def _victim_order_needs_a_capped_shrink(self) -> "Settings":
         if self.victim_order != "largest_surplus" and self.shrink_amount != "demand_capped":
             raise ValueError("victim_order applies only with shrink_amount: demand_capped (a full shrink takes every surplus)")
+        if self.reserve_fraction > 0 and not self.latency_clusters:
+            raise ValueError("reserve_fraction needs latency_clusters (the clusters the reserve is for)")
         return self
+
+    @field_validator("latency_clusters", mode="before")
+    @classmethod
+    def _names_list(cls, v):
+        return tuple(v) if isinstance(v, list) else v
+
+    @field_validator("latency_clusters")
+    @classmethod
+    def _names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for name in v:
+            if not name or len(name) > 128 or not name.isprintable() or name != name.strip():
+                raise ValueError(f"latency_clusters: {name!r} is not a cluster name")
+        if len(set(v)) != len(v):
+            raise ValueError("latency_clusters: a name is listed twice")
+        return v
 
     @field_validator("grow_type", mode="before")
     @classmethod

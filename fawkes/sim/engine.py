@@ -739,7 +739,8 @@ class Simulator:
         elif dec.gate_open and targets and not (self.settings.cap_to_demand or self.settings.min_change_nodes
                                                 or self.settings.cooldown_s  # damping holds some clusters
                                                 or self.settings.regrow_delay_ticks  # victims wait (BIG-C)
-                                                or self.settings.shrink_amount != "full"):
+                                                or self.settings.shrink_amount != "full"
+                                                or self.settings.reserve_fraction):  # the reserve may stay free
             pool = snap.capacity - saving  # nodes of clusters on their way out are not shared now
             if sum(targets.values()) != pool and sum(dec.admission.minima.values()) + sum(
                     v.min_core for v in snap.allocated if v.name not in leaving) <= pool:
