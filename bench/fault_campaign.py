@@ -343,13 +343,17 @@ class Campaign:
             bad = [] if "is HEALTHY" in fsck else [f"{c}: fsck not HEALTHY: {fsck.strip().splitlines()[-1:]}"]
             paths = ["/input"] + (["/output/*/part-*"] if any(self.jobs.get(j) == c for j in done) else [])
             out = driver.hdfs(spec, "fs", "-checksum", *paths)
-            for line in out.splitlines():
+            seen = 0
+            for line in out.splitlines():  # "PATH<TAB>ALGORITHM<TAB>CHECKSUM", PATH as given or expanded
                 parts = line.split()
-                if len(parts) >= 3 and parts[0].startswith("hdfs://"):
-                    path = parts[0].split("/", 3)[-1]
+                if len(parts) >= 3 and parts[0].startswith(("/", "hdfs://")):
+                    path = parts[0].split("/", 3)[-1] if parts[0].startswith("hdfs://") else parts[0].lstrip("/")
+                    seen += 1
                     old = self.checksums.setdefault((c, path), parts[-1])
                     if old != parts[-1]:
                         bad.append(f"{c}: checksum of /{path} changed")
+            if not seen:
+                bad.append(f"{c}: no checksum in the output of -checksum: {out.strip()[:200]!r}")
             return bad
 
         self.hdfs_checks += 1
