@@ -24,6 +24,8 @@ Examples:
   fawkes simulate A --plot a.png
   fawkes simulate SIM-P3
   fawkes simulate SIM-U1 --json
+  fawkes simulate SIM-B2 --seeds 3
+  fawkes simulate --list
   fawkes simulate --trace week.csv --capacity 16 --min-core 4 --period 60 --cost map_slots=12 --cost reduce_slots=4
   fawkes simulate --trace live.csv --cost-file live-costs.yaml --clusters live-clusters.csv --capacity 8 \\
       --min-core 1 --period 10 --compare None,TD
@@ -66,10 +68,13 @@ MAX_SCALE = 1_000
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
               help="PNG of each cluster's allocation and queue length over time (first seed).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+@click.option("--list", "list_", is_flag=True, help="List the named experiments and checks, and exit.")
 def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, idle_timeout, policy, compare_,
-             grow, seeds, first_seed, sets, costs, cost_file, scale, workers, check, as_json, plot_file, quiet) -> None:
+             grow, seeds, first_seed, sets, costs, cost_file, scale, workers, check, as_json, plot_file, quiet,
+             list_) -> None:
     """Simulate EXPERIMENT (ch2, A, B, C, D, E) or a --trace with the FAWKES mechanism; or run a
-    supporting seed's check (SIM-P1, SIM-P2, SIM-P3, SIM-U1 .. SIM-U4: docs/reproduction.md).
+    supporting seed's check (SIM-P1, SIM-P2, SIM-P3, SIM-U1 .. SIM-U4, SIM-B1, SIM-B2:
+    docs/reproduction.md; --list names them all).
 
     Prints per-cluster mean slowdowns (against each job alone on a static 10-core-node
     cluster), p95/p50, reconfigurations, discrimination, makespan and utilisation; with
@@ -82,6 +87,11 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
         raise FawkesError(f"--seeds must be 1..{MAX_SEEDS}")
     if not 0 <= first_seed < 2**63:
         raise FawkesError("--seed must be 0..2^63-1")
+    if list_:
+        if experiment or trace_file:
+            raise FawkesError("--list takes no EXPERIMENT or --trace")
+        _list_experiments()
+        return
     if experiment and not trace_file:
         from fawkes.sim.seed_checks import check_name
 
@@ -130,7 +140,7 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
             exp = experiment_name(experiment)
         except KeyError:
             raise FawkesError(f"unknown experiment {experiment!r}; choose one of {', '.join(EXPERIMENTS)}, "
-                              "SIM-P1..P3, SIM-U1..U4 or use --trace FILE") from None
+                              "SIM-P1..P3, SIM-U1..U4, SIM-B1, SIM-B2 (--list) or use --trace FILE") from None
         if exp == "ch2" and (grow or sets):
             raise FawkesError("ch2 uses the chapter-2 policies; --grow and --set do not apply")
     if compare_:
@@ -212,6 +222,22 @@ def _seed_check(name: str, seeds: list[int], as_json: bool, given: dict) -> None
     click.echo("paper: " + json.dumps(out["paper"]))
     for e in out["expect"]:
         click.echo(f"[{'holds' if e['holds'] else 'FAILS'}] {e['expected']}")
+
+
+_THESIS = {"B": "S-3.6: Table 3.2 B, WordCount, a batch of 90 small / 5 medium / 5 large jobs, C = 60, T = 60 s.",
+           "C": "S-3.6: Table 3.2 C, Sort, a batch of 90 small / 5 medium / 5 large jobs, C = 60, T = 60 s."}
+
+
+def _list_experiments() -> None:
+    """Every named experiment (the thesis') and supporting seed check, one a line."""
+    from fawkes.sim.seed_checks import CHECKS, describe
+    from fawkes.sim.workloads import GENERATORS
+
+    for name, gen in GENERATORS.items():
+        doc = (gen.__doc__ or "").strip()
+        click.echo(f"{name:8s} {doc.splitlines()[0] if doc else _THESIS.get(name, 'the thesis workload ' + name)}")
+    for name in CHECKS:
+        click.echo(f"{name:8s} {describe(name)}")
 
 
 def _split(text: str, exp: str) -> list[str]:

@@ -112,4 +112,36 @@ def sim_b2(seeds: list[int]) -> dict[str, Any]:
     return {"rows": rows, "paper": paper, "expect": expect, "note": note}
 
 
-CHECKS = {"SIM-B2": sim_b2}
+#: SIM-B1's arms available here: FP (BIG-C's kill) with and without the latency class, and the reserve
+B1_ARMS = {
+    "TD (kill)": {},
+    "TD + latency class S (kill)": {"latency_clusters": ("S",)},
+    "reserve 0.6": {"latency_clusters": ("S",), "reserve_fraction": 0.6},
+}
+
+
+def sim_b1(seeds: list[int]) -> dict[str, Any]:
+    """SIM-B1, partly: kill-based rebalancing (TD, with and without S as latency class, 95 %) and
+    the reserve baseline (60 % for S), under the low, high and multi bursts.  The suspend (IP) and
+    graceful (GP) arms need those shrink modes in the simulator (issue 11, deliverables 1-2)."""
+    got = {(b, arm): _mean_runs(seeds, b, **extra) for b in BURSTS for arm, extra in B1_ARMS.items()}
+    rows = [{"burst": b, "arm": arm, **{k: round(v, 3 if k == "utilization" else 1) for k, v in r.items()}}
+            for (b, arm), r in got.items()]
+    kill, res = "TD + latency class S (kill)", "reserve 0.6"
+    expect = [
+        ("kill (latency class) near-best for S: its S queueing at most the reserve's under every burst",
+         all(got[(b, kill)]["s_queue_mean_s"] <= got[(b, res)]["s_queue_mean_s"] for b in BURSTS)),
+        ("the reserve degrades for S under the high burst (S queueing above kill's by more than under low)",
+         got[("high", res)]["s_queue_mean_s"] - got[("high", kill)]["s_queue_mean_s"]
+         > got[("low", res)]["s_queue_mean_s"] - got[("low", kill)]["s_queue_mean_s"]),
+        ("the reserve beats kill for L: lower L p90 JCT under every burst",
+         all(got[(b, res)]["l_jct_p90_s"] < got[(b, kill)]["l_jct_p90_s"] for b in BURSTS)),
+    ]
+    paper = {"S (short)": "reserve best under low and multi load, degraded under high; kill among the best in all three",
+             "L (long)": "kill +140 % p90 vs FIFO on average; reserve still beat kill and IP; GP +13/+61/+17 % p90",
+             "failures": "kill failed 13/15/20 % of long jobs", "not here": "FIFO, IP (suspend), GP (graceful)"}
+    return {"rows": rows, "paper": paper, "expect": expect,
+            "note": "partial SIM-B1: no suspend or graceful arm yet; no job fails here (no max attempts modelled)"}
+
+
+CHECKS = {"SIM-B1": sim_b1, "SIM-B2": sim_b2}

@@ -1,6 +1,6 @@
 """The supporting seeds' simulation checks as named experiments of ``fawkes simulate``:
-SIM-P1..P3 (the YARN placement project, :mod:`fawkes.sim.racks`) and SIM-U1..U4 (UBIS,
-:mod:`fawkes.sim.slack`).  Each returns rows of figures beside the paper's, and ``expect``: the
+SIM-P1..P3 (the YARN placement project, :mod:`fawkes.sim.racks`), SIM-U1..U4 (UBIS,
+:mod:`fawkes.sim.slack`) and SIM-B1 (partly), SIM-B2 (BIG-C, :mod:`fawkes.sim.bigc`).  Each returns rows of figures beside the paper's, and ``expect``: the
 direction the spec expects, as a list of (statement, holds) pairs (``tests/test_seed_checks.py``
 asserts them).
 """
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from statistics import mean
 from typing import Any
 
-from fawkes.sim import racks, slack
+from fawkes.sim import bigc, racks, slack
 
 Result = dict[str, Any]
 
@@ -97,6 +97,7 @@ def sim_u4(seeds: list[int]) -> Result:
 CHECKS: dict[str, Callable[[list[int]], Result]] = {
     "SIM-P1": sim_p1, "SIM-P2": sim_p2, "SIM-P3": sim_p3,
     "SIM-U1": sim_u1, "SIM-U2": sim_u2, "SIM-U3": sim_u3, "SIM-U4": sim_u4,
+    **bigc.CHECKS,
 }
 
 
@@ -110,3 +111,9 @@ def run_check(name: str, seeds: list[int]) -> Result:
     out["check"] = name
     out["expect"] = [{"expected": e, "holds": bool(ok)} for e, ok in out["expect"]]
     return out
+
+
+def describe(name: str) -> str:
+    """The first line of a check's docstring."""
+    doc = (CHECKS[name].__doc__ or "").strip()
+    return doc.splitlines()[0] if doc else f"the supporting seed check {name}"
