@@ -143,6 +143,10 @@ def _simulate_exit(args, tmp_path):
     ("shrink_amount: some", "shrink_amount"), ("shrink_amount: 3", "shrink_amount"),
     ("victim_order: random", "victim_order"),
     ("victim_order: most_discriminated", "demand_capped"),  # meaningless with a full shrink
+    ("latency_clusters: [a, a]", "latency_clusters"), ("latency_clusters: x", "latency_clusters"),
+    ('latency_clusters: [""]', "latency_clusters"), ("latency_share: .nan", "latency_share"),
+    ("latency_share: 1000000000000000000000000000000", "latency_share"), ("latency_share: true", "latency_share"),
+    ("reserve_fraction: 0.6", "reserve_fraction"),  # no latency cluster to reserve for
 ])
 def test_a_bad_preemption_setting_is_one_line_naming_file_and_field_exit_2(line, words, tmp_path):
     f = tmp_path / "bad.yaml"
@@ -156,9 +160,11 @@ def test_a_bad_preemption_setting_is_one_line_naming_file_and_field_exit_2(line,
 
 def test_good_preemption_settings_load_from_a_preset(tmp_path):
     f = tmp_path / "bigc.yaml"
-    f.write_text("policy: TD\nregrow_delay_ticks: 3\nshrink_amount: demand_capped\nvictim_order: longest_remaining\n")
+    f.write_text("policy: TD\nregrow_delay_ticks: 3\nshrink_amount: demand_capped\nvictim_order: longest_remaining\n"
+                 "latency_clusters: [etl, bi]\nlatency_share: 0.9\nreserve_fraction: 0.5\n")
     r = _simulate_exit(["policy", "show", str(f)], tmp_path)
     assert r.returncode == 0 and "regrow_delay_ticks" in r.stdout and "longest_remaining" in r.stdout, r.stderr
+    assert 'latency_clusters: ["etl", "bi"]' in r.stdout and "reserve_fraction: 0.5" in r.stdout
 
 
 # --- B-7: priority classes and the reserve baseline (fawkes/mechanism/classes.py)
