@@ -105,7 +105,9 @@ def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capaci
                 _start_requested(store)
                 store.transition_cluster(ev.cluster, ClusterState.ACTIVE, "replay: static")
             elif ev.kind == "request":
-                store.request_cluster(ev.cluster, framework="sim", min_core=ev.data)
+                min_core, expected, deadline = ev.data
+                store.request_cluster(ev.cluster, framework="sim", min_core=min_core, expected_duration_s=expected,
+                                      deadline_s=deadline)
             elif ev.kind == "state":
                 _follow_state(store, ev.cluster, ev.data)
             elif ev.kind == "release":

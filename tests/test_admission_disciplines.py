@@ -106,3 +106,107 @@ def test_a_tick_and_a_between_step_report_purges_and_remember_nothing_for_them()
 def test_bad_values_are_refused(field, value):
     with pytest.raises(ValidationError):
         Settings(**{field: value})
+
+
+# --- the inputs: preset fields and the request's estimates, refused in one line -------------------
+
+def _fawkes(*args, state=None):
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAWKES_")}
+    env["FAWKES_HOME"] = "/nonexistent/fawkes-home-for-tests"
+    if state:
+        env["FAWKES_STATE"] = state
+    return subprocess.run([sys.executable, "-m", "fawkes", *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("line,field", [
+    ("starvation_guard_s: .nan", "starvation_guard_s"), ("starvation_guard_s: .inf", "starvation_guard_s"),
+    ("starvation_guard_s: -5", "starvation_guard_s"), ("starvation_guard_s: 1000000000000000000000000000000",
+                                                       "starvation_guard_s"),
+    ("deadline_purge: 1", "deadline_purge"), ("skip_unfittable: yes please", "skip_unfittable"),
+    ("admission_order: lifo", "admission_order"), ("admission_order: true", "admission_order"),
+])
+def test_a_bad_preset_field_is_one_line_naming_file_and_field(tmp_path, line, field):
+    preset = tmp_path / "mine.yaml"
+    preset.write_text(f"policy: TD\n{line}\n")
+    r = _fawkes("policy", "show", str(preset))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and str(preset) in lines[0] and field in lines[0], r.stderr
+    assert not r.stdout
+
+
+def test_a_good_preset_sets_the_disciplines(tmp_path):
+    from fawkes.presets import load_preset
+
+    preset = tmp_path / "mine.yaml"
+    preset.write_text("policy: TD\nadmission_order: utility\nskip_unfittable: true\ndeadline_purge: true\n"
+                      "starvation_guard_s: 120\n")
+    s = load_preset(str(preset))
+    assert (s.admission_order, s.skip_unfittable, s.deadline_purge, s.starvation_guard_s) == ("utility", True, True, 120.0)
+
+
+def test_request_estimates_are_stored_and_bad_ones_refused(tmp_path):
+    import json
+
+    from fawkes.store import Store
+
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    with Store(url) as s:
+        s.register_framework("spark", "spark", spark_home="/opt/spark")
+        s.sync_hosts([{"name": f"n{i}", "cores": 2} for i in range(3)])
+    r = _fawkes("cluster", "request", "a", "-f", "spark", "-m", "1", "--expected-duration", "300", "--deadline",
+                "1200", "--json", state=url)
+    assert r.returncode == 0, r.stderr
+    c = json.loads(r.stdout)
+    assert (c["expected_duration_s"], c["deadline_s"]) == (300.0, 1200.0)
+    for flag, value in (("--deadline", "nan"), ("--deadline", "inf"), ("--deadline", "-1"), ("--deadline", "0"),
+                        ("--expected-duration", "1e30"), ("--expected-duration", "nan")):
+        bad = _fawkes("cluster", "request", "b", "-f", "spark", "-m", "1", flag, value, state=url)
+        lines = bad.stderr.strip().splitlines()
+        assert bad.returncode == 2 and len(lines) == 1 and flag.strip("-").replace("-", "_") in lines[0], bad.stderr
+    with Store(url) as s:
+        assert [c.name for c in s.list_clusters()] == ["a"]  # nothing written by the refused ones
+
+
+def test_the_clock_alone_makes_a_request_purgeable_or_starving_and_the_simulator_wakes_for_it():
+    import math
+
+    from fawkes.mechanism.admission import next_queue_change
+
+    snap = _snap((req("d", 2, 0.0, dur=100.0, maxT=500.0), req("n", 2, 50.0)), now=10.0)
+    assert next_queue_change(snap, Settings()) is None
+    assert next_queue_change(snap, Settings(deadline_purge=True)) == math.nextafter(400.0, math.inf)
+    assert next_queue_change(snap, Settings(starvation_guard_s=60.0)) == 110.0  # n has waited 60 s
+    at = next_queue_change(snap, Settings(deadline_purge=True))
+    later = Snapshot(at, snap.capacity, snap.free_hosts, snap.clusters, snap.queue)
+    assert queue_order(later, Settings(deadline_purge=True)).purged == ("d",)
+    assert queue_order(Snapshot(400.0, 30, (), (), snap.queue), Settings(deadline_purge=True)).purged == ()
+
+
+def test_the_simulator_purges_at_the_moment_a_request_can_no_longer_make_it():
+    """c0 holds the whole pool; c1 (maxT 100 s, 30 s of work) waits from t = 10 and is purged just
+    after t = 80, between ticks (T = 60), its job dropped; without the purge it waits for c0."""
+    import numpy as np
+
+    from fawkes.sim.costs import cost_model
+    from fawkes.sim.engine import Simulator
+    from fawkes.sim.record import Recorder
+    from fawkes.sim.workloads import GB, ClusterSpec, Workload, make_job
+
+    cost = cost_model((), map_slots=2, reduce_slots=1)
+    rng = np.random.default_rng(0)
+    specs = (ClusterSpec("c0", 0.0, 4, 1 * GB), ClusterSpec("c1", 10.0, 1, 1 * GB, preloaded=False,
+                                                            expected_duration_s=30.0, deadline_s=100.0))
+    jobs = (make_job(cost, rng, 0, "c0", "wordcount", 64 * 2**20 * 200, 200, 1, 0.0, map_s=20.0),
+            make_job(cost, rng, 1, "c1", "wordcount", 64 * 2**20 * 4, 4, 1, 12.0, map_s=5.0))
+    wl = Workload("purge", specs, jobs, 4, period_s=60.0, cost=cost)
+    rec = Recorder()
+    sim = Simulator(wl, Settings(policy="TD", period_s=60.0, sample_period_s=10.0, deadline_purge=True),
+                    recorder=rec, check_invariants=True).run()
+    assert sim.stats.purged == ["c1"] and sim.stats.purged_jobs == 1 and sim.stats.invariant_errors == []
+    gone = [e.time for e in rec.events if e.kind == "state" and e.cluster == "c1" and e.data.value == "released"]
+    assert len(gone) == 1 and 80.0 < gone[0] < 80.001
+    keep = Simulator(wl, Settings(policy="TD", period_s=60.0, sample_period_s=10.0)).run()
+    assert keep.stats.purged == [] and "c1" in keep.stats.admission_latency

@@ -31,7 +31,7 @@ SLOTS = 2  # task slots per node = a lab host's cores
 
 
 def workload(seed: int, *, capacity: int = 10, clusters: int = 3, jobs: int = 12, horizon: float = 900.0,
-             late: bool = True) -> Workload:
+             late: bool = True, estimates: bool = False) -> Workload:
     """A small random workload: clusters (some requested late, some loading a dataset) and jobs of
     WordCount/Sort in bursts, so that growth, shrinks (FP and DP), admissions with reclaim,
     inactivity and re-requests all happen."""
@@ -42,6 +42,9 @@ def workload(seed: int, *, capacity: int = 10, clusters: int = 3, jobs: int = 12
         request = float(rng.uniform(0, horizon / 2)) if late and i else 0.0
         specs.append(ClusterSpec(f"c{i}", request, int(rng.integers(1, 3)), float(rng.uniform(0, 2)) * GB,
                                  preloaded=bool(rng.integers(0, 2)) if request == 0 else False))
+    if estimates:  # what the requests tell the admission disciplines: some no estimate, some a tight maxT
+        specs = [replace(c, expected_duration_s=None if i == 1 else float(rng.uniform(60, 600)),
+                         deadline_s=None if i == 2 else float(rng.uniform(100, 900))) for i, c in enumerate(specs)]
     out = []
     for j in range(jobs):
         c = specs[int(rng.integers(0, clusters))]
@@ -150,6 +153,24 @@ def test_preemption_settings_decide_alike_in_both_drivers(extra, tmp_path):
                    for m, ev in zip(before, steps) if ev.kind == "tick")
     if s.latency_clusters and s.tau > 1:  # some latency cluster opened the gate past tau
         assert any("tau bypassed" in ev.data[1].reason for ev in steps if ev.kind == "tick")
+
+
+@pytest.mark.parametrize("extra", [
+    {"admission_order": "sjf"}, {"admission_order": "utility", "skip_unfittable": True},
+    {"deadline_purge": True, "backfill": True}, {"admission_order": "utility", "deadline_purge": True,
+                                                 "starvation_guard_s": 200.0},
+], ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
+@pytest.mark.parametrize("seed", [4, 8])
+def test_admission_disciplines_decide_alike_in_both_drivers(extra, seed, tmp_path):
+    """Requests with expected durations and deadlines (stored by the coordinator, schema v6), more
+    minima than capacity: the disciplines reorder the queue, skip and purge (each run differs from
+    FIFO's), and both drivers still decide alike."""
+    base = {"policy": "TD", "period_s": 60.0, "sample_period_s": 10.0, "tau": 1.0}
+    wl = workload(seed, capacity=4, clusters=4, jobs=14, horizon=400.0, estimates=True)
+    sim, _ = run_both(wl, Settings(**(base | extra)), f"sqlite:///{tmp_path / 'state.db'}")
+    fifo = Simulator(wl, Settings(**base)).run()
+    assert sim.stats.admission_latency != fifo.stats.admission_latency or sim.stats.purged
+    assert bool(sim.stats.purged) == bool(extra.get("deadline_purge"))
 
 
 @pytest.mark.parametrize("policy", ["TD", "EQ", "td-damped"])

@@ -105,6 +105,8 @@ def _downgrade_to_v1(store: Store) -> None:
         c.execute(text("DROP TABLE controller_memory"))
         c.execute(text("DROP TABLE coordinator_lease"))
         c.execute(text("ALTER TABLE nodes DROP COLUMN running_tasks"))
+        c.execute(text("ALTER TABLE mr_clusters DROP COLUMN expected_duration_s"))
+        c.execute(text("ALTER TABLE mr_clusters DROP COLUMN deadline_s"))
         c.execute(text("ALTER TABLE nodes ADD COLUMN desired_state VARCHAR(16) NOT NULL DEFAULT 'running'"))
         c.execute(text("UPDATE schema_version SET version = 1"))
 
@@ -120,7 +122,7 @@ def _shape(engine) -> dict:
 
 def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
     """A real version-1 database with clusters, jobs, nodes and samples opens as the current version
-    (5), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
+    (6), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
     from sqlalchemy import Float, inspect
     from sqlmodel import SQLModel
 
@@ -145,7 +147,7 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
 
     migrated = Store(store_url)
     try:
-        assert migrated.schema_version == SCHEMA_VERSION == 5 == _version(migrated)
+        assert migrated.schema_version == SCHEMA_VERSION == 6 == _version(migrated)
         assert [(j.id, j.argv, j.state, j.app_id, j.cancel_requested_at) for j in migrated.list_jobs()] == [
             (queued, ["wc", "1"], "queued", None, None), (running, ["wc", "2"], "running", "app-1", None)]
         assert [m.pending_tasks for m in migrated.samples("a")] == [3]
@@ -177,6 +179,10 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
         assert migrated.take_lease("h:1:x", 60.0, started_at=1.0) == 1
         assert migrated.take_lease("h:2:y", 60.0, started_at=2.0) is None
         assert migrated.take_lease("h:2:y", 60.0, started_at=2.0, force=True) == 2
+        # v6: a request's estimates for the admission disciplines; the old cluster has none
+        assert (migrated.get_cluster("a").expected_duration_s, migrated.get_cluster("a").deadline_s) == (None, None)
+        b = migrated.request_cluster("b", framework="spark", min_core=1, expected_duration_s=60.0, deadline_s=600.0)
+        assert (b.expected_duration_s, b.deadline_s) == (60.0, 600.0)
     finally:
         migrated.close()
 

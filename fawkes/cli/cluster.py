@@ -22,13 +22,19 @@ def cluster() -> None:
 @click.option("--framework", "-f", required=True, help="Registered framework to deploy.")
 @click.option("--min-core", "-m", type=int, required=True, help="Minimum number of core nodes (m_i >= 1).")
 @click.option("--input", "input_path", default=None, help="Input dataset to load into HDFS.")
+@click.option("--expected-duration", "expected", type=float, default=None, metavar="SECONDS",
+              help="How long its workload runs once admitted (admission_order sjf/utility).")
+@click.option("--deadline", type=float, default=None, metavar="SECONDS",
+              help="maxT: its deadline, seconds from now (admission_order utility, deadline_purge).")
 @state_option
 @json_option
-def request(name: str, framework: str, min_core: int, input_path: str | None, state: str | None,
-            as_json: bool) -> None:
-    """Queue a request for a new MR-cluster NAME (global FIFO)."""
+def request(name: str, framework: str, min_core: int, input_path: str | None, expected: float | None,
+            deadline: float | None, state: str | None, as_json: bool) -> None:
+    """Queue a request for a new MR-cluster NAME (global queue; FIFO unless the preset sets another
+    admission_order)."""
     with open_store(state) as store:
-        c = store.request_cluster(name, framework=framework, min_core=min_core, input_path=input_path)
+        c = store.request_cluster(name, framework=framework, min_core=min_core, input_path=input_path,
+                                  expected_duration_s=expected, deadline_s=deadline)
         pos = len(store.queue())
     if as_json:
         emit_json(record(c))

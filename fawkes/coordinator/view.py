@@ -91,7 +91,7 @@ def _build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
     for c in clusters:
         state = ClusterState(c.state)
         if state is ClusterState.REQUESTED:
-            queue.append(ClusterRequest(c.name, c.min_core, c.requested_at))
+            queue.append(ClusterRequest(c.name, c.min_core, c.requested_at, c.expected_duration_s, c.deadline_s))
             continue
         every = nodes_of.get(c.name, [])
         live = [n for n in every if n.holds_host is not None]

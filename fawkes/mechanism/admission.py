@@ -141,6 +141,24 @@ def admit(snap: Snapshot, weights: Mapping[str, float], settings: Settings, leav
     return Admission(tuple(admitted), minima, reclaim, tuple(waiting), "; ".join(reasons), q.purged)
 
 
+def next_queue_change(snap: Snapshot, settings: Settings) -> float | None:
+    """The earliest time after ``snap.now`` at which the clock alone changes :func:`queue_order` for
+    this queue (a request becomes purgeable or starving), None if never.  A driver that does not
+    look at the queue every few seconds (the simulator) calls admission again then."""
+    now, guard, times = snap.now, settings.starvation_guard_s, []
+    for r in snap.queue:
+        if r.deadline_s is not None:
+            edge = r.requested_at + r.deadline_s - (r.expected_duration_s or 0.0)  # slack 0 here
+            if settings.deadline_purge:
+                times.append(math.nextafter(edge, math.inf))  # purged once the slack is below 0
+            if guard is not None:
+                times.append(math.nextafter(edge - guard, math.inf))  # starving once below the guard
+        elif guard is not None:
+            times.append(r.requested_at + guard)
+    later = [t for t in times if t > now]
+    return min(later) if later else None
+
+
 def admission_key(admitted_at: float, request_seq: int) -> tuple[float, int]:
     """The admission order of allocated clusters (the mechanism's tie and grow order): by admission
     time, clusters admitted in the same step by request order.  The simulator appends admitted

@@ -41,6 +41,7 @@ from fawkes.mechanism import (
     get_policy,
     sample_cluster,
 )
+from fawkes.mechanism.admission import next_queue_change
 from fawkes.mechanism.memory import Memory
 from fawkes.mechanism.koala_mr import ResizeParams
 from fawkes.sim.cluster import EV_TASK, Job, SimCluster, Task
@@ -58,6 +59,13 @@ def _view(n) -> NodeView:
         v = n.view = NodeView(n.host, n.role, key[0], key[1], n.added_at, key[2])
         n.view_key = key
     return v
+
+
+def _queue_clock(sim: "Simulator", now: float) -> None:
+    """A queued request became purgeable or starving (admission.next_queue_change)."""
+    sim._queue_wakeups.discard(now)
+    if sim.queue:
+        sim._between(now)
 
 
 def _deferred_refill(sim: "Simulator", now: float) -> None:
@@ -178,6 +186,7 @@ class Simulator:
         self.finished = False
         self.decisions = 0
         self._refill_pending = False
+        self._queue_wakeups: set[float] = set()  # times a queued request turns purgeable or starving
         self.memory = Memory()  # the controller's memory (fawkes.mechanism.controller)
         self.recorder = recorder
         # idle time costs nothing: ticks that cannot decide anything are skipped (_next_tick).  Off
@@ -380,7 +389,7 @@ class Simulator:
         c.state = ClusterState.REQUESTED
         self.queue.append(c)
         if self.recorder is not None:
-            self.recorder.request(c.name, c.min_core, now)
+            self.recorder.request(c.name, c.min_core, now, c.spec.expected_duration_s, c.spec.deadline_s)
         self._between(now)
 
     def _rerequest(self, c: SimCluster, now: float) -> None:
@@ -396,6 +405,7 @@ class Simulator:
         # stored_bytes, so node views cached since the last change of a cluster's node set are
         # enough (keeps the cost per release O(clusters)); admission's reclaim needs fresh ones
         snap = self.snapshot(now, fresh=bool(self.queue))
+        self._wake_for_queue(snap)
         b = controller.between(self.memory, snap, self.settings)
         self.memory = b.memory
         if self.recorder is not None:
@@ -420,6 +430,16 @@ class Simulator:
             self.order.append(c)
             self.stats.admission_latency.setdefault(name, now - c.requested_at)
             c.record_alloc(now)
+
+    def _wake_for_queue(self, snap: Snapshot) -> None:
+        """The coordinator looks at its queue every few seconds, so a request that becomes purgeable
+        or starving is acted on at once; the simulator wakes up for that moment (issue 12)."""
+        if not snap.queue or (not self.settings.deadline_purge and self.settings.starvation_guard_s is None):
+            return
+        t = next_queue_change(snap, self.settings)
+        if t is not None and t not in self._queue_wakeups:
+            self._queue_wakeups.add(t)
+            self.at(t, _queue_clock)
 
     def _purged(self, names, now: float) -> None:
         """Requests that can no longer meet their deadline leave the queue (P-3): withdrawn, their
@@ -618,6 +638,7 @@ class Simulator:
             return
         s = self.settings
         snap = self.snapshot(now)
+        self._wake_for_queue(snap)
         dec, self.memory = controller.tick(self.memory, snap, s)
         if self.recorder is not None:
             self.recorder.tick(snap, dec, self.memory)

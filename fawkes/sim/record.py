@@ -23,7 +23,7 @@ class Event:
     kind: str
     time: float
     cluster: str = ""
-    data: Any = None  # min_core | ClusterState | host | ClusterMetrics | (Snapshot, result, Memory)
+    data: Any = None  # (min_core, expected s, deadline s) | ClusterState | host | ClusterMetrics | (Snapshot, result, Memory)
 
 
 @dataclass
@@ -34,8 +34,9 @@ class Recorder:
         """A cluster that exists from the start (chapter-2 runs): active, holding ``nodes``."""
         self.events.append(Event("static", t, name, (min_core, nodes)))
 
-    def request(self, name: str, min_core: int, t: float) -> None:
-        self.events.append(Event("request", t, name, min_core))
+    def request(self, name: str, min_core: int, t: float, expected_duration_s: float | None = None,
+                deadline_s: float | None = None) -> None:
+        self.events.append(Event("request", t, name, (min_core, expected_duration_s, deadline_s)))
 
     def state(self, name: str, to: ClusterState, t: float) -> None:
         self.events.append(Event("state", t, name, to))

@@ -57,13 +57,18 @@ class ClustersMixin(StoreBase):
     """MR-clusters and nodes."""
 
     # ------------------------------------------------------------------ clusters
-    def request_cluster(self, name: str, *, framework: str, min_core: int,
-                        input_path: str | None = None) -> MRCluster:
-        """Put a new MR-cluster request at the tail of the global FIFO queue (state REQUESTED)."""
+    def request_cluster(self, name: str, *, framework: str, min_core: int, input_path: str | None = None,
+                        expected_duration_s: float | None = None, deadline_s: float | None = None) -> MRCluster:
+        """Put a new MR-cluster request at the tail of the global FIFO queue (state REQUESTED).
+
+        ``expected_duration_s`` and ``deadline_s`` (maxT, relative to now) feed the admission
+        disciplines (``admission_order``, ``deadline_purge``); neither is needed."""
         validate.name("name", name)
         validate.name("framework", framework)
         validate.positive_int("min_core", min_core)
         validate.text("input", input_path)
+        validate.seconds("expected_duration", expected_duration_s)
+        validate.seconds("deadline", deadline_s)
         now = self.clock()
         with self.session(write=True) as s:
             fw = s.exec(select(Framework).where(Framework.name == framework).with_for_update(read=True)).first()
@@ -75,7 +80,8 @@ class ClustersMixin(StoreBase):
             if cap and min_core > cap:
                 raise FawkesError(f"min_core: {min_core} exceeds the pool capacity {cap}; it could never be admitted")
             c = MRCluster(name=name, live_name=name, framework=framework, min_core=min_core,
-                          state=ClusterState.REQUESTED, input_path=input_path, requested_at=now, state_since=now)
+                          state=ClusterState.REQUESTED, input_path=input_path, requested_at=now, state_since=now,
+                          expected_duration_s=expected_duration_s, deadline_s=deadline_s)
             s.add(c)
             try:
                 s.flush()

@@ -59,8 +59,15 @@ def _v4_to_v5(conn: Connection) -> None:
                       "expires_at FLOAT NOT NULL)"))
 
 
+def _v5_to_v6(conn: Connection) -> None:
+    """Version 6: ``mr_clusters.expected_duration_s`` and ``mr_clusters.deadline_s``, what a request
+    tells the admission disciplines (sjf, utility, the deadline purge; issue 12)."""
+    conn.execute(text("ALTER TABLE mr_clusters ADD COLUMN expected_duration_s FLOAT"))
+    conn.execute(text("ALTER TABLE mr_clusters ADD COLUMN deadline_s FLOAT"))
+
+
 #: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)
-MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5]
+MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6]
 CURRENT = 1 + len(MIGRATIONS)
 
 _PG_LOCK_KEY = 0x46415753  # "FAWS": advisory lock id for schema changes

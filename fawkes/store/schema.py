@@ -70,6 +70,8 @@ class MRCluster(SQLModel, table=True):
     released_at: float | None = None
     release_requested_at: float | None = None
     state_since: float
+    expected_duration_s: float | None = None  # the requester's estimate of its workload once admitted (v6)
+    deadline_s: float | None = None  # maxT, relative to the request (v6)
 
 
 class ClusterTransition(SQLModel, table=True):
