@@ -79,18 +79,22 @@ def sim_p3(seeds: list[int]) -> Result:
 
 
 def sim_u1(seeds: list[int]) -> Result:
+    """UBIS Fig. 3 toy: 3 tasks of 2t, a regular slot freed every t; an opportunistic start at 1.5t."""
     return slack.sim_u1()
 
 
 def sim_u2(seeds: list[int]) -> Result:
+    """UBIS sensitivity: 1 node (64 cores / 130 GB), 315 x 1 min tasks; T_alloc and T_preempt sweeps."""
     return slack.sim_u2()
 
 
 def sim_u3(seeds: list[int]) -> Result:
+    """UBIS makespan: 19 nodes x 56 slots, three pipelines at about half their peak; T_alloc sweep."""
     return slack.sim_u3(seeds)
 
 
 def sim_u4(seeds: list[int]) -> Result:
+    """UBIS robustness: terasort at 16 % CPU, T_alloc 0.2 vs 0.8, with and without a small job."""
     return slack.sim_u4(seeds)
 
 
