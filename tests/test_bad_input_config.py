@@ -165,3 +165,15 @@ def _write(d: Path, text: str) -> Path:
     p = d / "other.yaml"
     p.write_text(text)
     return p
+
+
+# ------------------------------------------------------------------ e: YAML that would take minutes or the stack
+def test_yaml_nesting_and_aliases_are_refused_from_the_parser_events(tmp_path):
+    from fawkes.yamlfile import MAX_YAML_DEPTH, load_yaml_text
+
+    ok_depth = "[" * MAX_YAML_DEPTH + "]" * MAX_YAML_DEPTH
+    assert load_yaml_text(ok_depth, "f")[0] is not None
+    with pytest.raises(ConfigError, match="^f: invalid YAML: nested too deeply$"):
+        load_yaml_text("[" * (MAX_YAML_DEPTH + 1) + "]" * (MAX_YAML_DEPTH + 1), "f")
+    with pytest.raises(ConfigError, match=r"^f:3: invalid YAML: aliases \(\*name\) are not allowed here$"):
+        load_yaml_text("a: &a [x, x]\nb: 1\nc: [*a]\n", "f")

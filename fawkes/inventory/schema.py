@@ -74,6 +74,7 @@ Address = Annotated[str, BeforeValidator(check_address)]
 Port = Annotated[int, Field(ge=1, le=65535, strict=True)]
 #: the largest host an inventory may describe: 2^20 cores, 2^40 MiB (1 EiB) of memory, 2^30 GB of disk
 MAX_CORES = 2**20
+MAX_HOSTS = 100_000  # hosts in one inventory (the benches run 50,000 nodes)
 MAX_MEMORY_MIB = 2**40
 MAX_DISK_GB = 2.0**30
 MemoryMiB = Annotated[int, BeforeValidator(parse_memory_mb), Field(ge=1, le=MAX_MEMORY_MIB)]
@@ -136,4 +137,4 @@ class InventoryFile(BaseModel):
     strict_host_keys: bool = Field(default=True, strict=True)  # YAML true/false only, not 'no' or 0
     defaults: HostDefaults = Field(default_factory=HostDefaults)
     groups: dict[Name, list[Name]] = Field(default_factory=dict)
-    hosts: list[HostSpec] = Field(min_length=1)
+    hosts: list[HostSpec] = Field(min_length=1, max_length=MAX_HOSTS)
