@@ -135,7 +135,8 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(url, args, message):
 
 def test_state_flag_overrides_environment(url, tmp_path):
     other = f"sqlite:///{tmp_path / 'other.db'}"
-    ok(fawkes("cluster", "list", "--state", other, state=url))  # creates an empty state there
+    refused(fawkes("cluster", "list", "--state", other, state=url), "no such state file")  # --state wins, creates nothing
+    Store(other).close()  # an empty state there
     refused(fawkes("cluster", "request", "a", "-f", "spark", "-m", "1", "--state", other, state=url),
             "framework: 'spark' is not registered")
     ok(fawkes("cluster", "request", "a", "-f", "spark", "-m", "1", state=url))
