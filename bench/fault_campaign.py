@@ -150,6 +150,7 @@ class Campaign:
         self.store: Store | None = None
         self.fleet: Fleet | None = None
         self.hdfs_checks = 0
+        self.reported: set[int] = set()  # failed jobs already reported
 
     # ------------------------------------------------------------------ setup
     def setup(self, timeout: float = 600.0) -> None:
@@ -325,9 +326,11 @@ class Campaign:
         return bad
 
     def jobs_lost(self) -> list[str]:
+        """Jobs failed or cancelled (each reported once, at the first check that sees it), or gone."""
         bad = []
         for j in self.store.list_jobs():
-            if JobState(j.state) in (JobState.FAILED, JobState.CANCELLED):
+            if JobState(j.state) in (JobState.FAILED, JobState.CANCELLED) and j.id not in self.reported:
+                self.reported.add(j.id)
                 bad.append(f"job {j.id} {j.state}: {j.detail}")
         missing = set(self.jobs) - {j.id for j in self.store.list_jobs()}
         bad += [f"job {j} lost from the store" for j in sorted(missing)]

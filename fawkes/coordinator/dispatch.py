@@ -222,7 +222,10 @@ class Dispatcher:
         script = Script(
             "if ! cd {d} 2>/dev/null; then echo missing; exit 0; fi; "
             "if [ -e rc ]; then echo rc $(cat rc); elif [ -e cancelled ]; then echo cancelled; "
-            "elif [ -e pid ] && kill -0 $(cat pid) 2>/dev/null; then echo running; else echo vanished; fi; "
+            "elif [ -e pid ] && kill -0 $(cat pid) 2>/dev/null; then echo running; "
+            # the driver may have written rc and exited between the two tests: read rc again before
+            # calling it vanished (a job that succeeded was recorded failed so: the fault campaign)
+            "elif [ -e rc ]; then echo rc $(cat rc); else echo vanished; fi; "
             "grep -o 'app-[0-9]*-[0-9]*' log 2>/dev/null | head -1",
             d=d,
         )
