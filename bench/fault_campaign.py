@@ -22,7 +22,7 @@ that the clusters grow and shrink (DP) all the time.  Then, ``--kills`` times:
   checksums of the input and of every finished job's output unchanged since first seen.
 
 At the end the coordinator runs unarmed until every job has finished and the nodes are settled,
-then: every job SUCCEEDED, ran once (one Spark application of its name on its master), and its
+then: every job SUCCEEDED, none ran twice (no more Spark applications on a master than jobs), and its
 output is exactly the word counts of its cluster's input; the clusters are released and no
 daemon is left.  It prints one row per point: runs, kills at the point, not reached, violations,
 and how many of the jobs in flight at its kills came out exact.  The schedule (points, order,
@@ -572,8 +572,10 @@ class Campaign:
         apps = self.applications()  # each job is one Spark application on its cluster's master
         for c in CLUSTERS:
             n = sum(1 for x in self.jobs.values() if x == c)
-            if apps[c] != n:
+            if apps[c] > n:  # fewer: a restarted master (a drift re-render) forgets its completed apps
                 self.violation("final", f"{c}: {n} jobs, but {apps[c]} Spark applications on its master")
+            elif apps[c] < n:
+                self.log(f"  note: {c}: {n} jobs, {apps[c]} applications listed (its master was restarted)")
         for c in CLUSTERS:
             self.store.request_release(c)
         self.wait("released", lambda: all(self.store.get_cluster(c).state == "released" for c in CLUSTERS), 600,
