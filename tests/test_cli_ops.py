@@ -69,7 +69,7 @@ def test_host_fail_then_restore(url):
         assert s.free_hosts() == ["n3"] and s.capacity() == 2
     assert ok(fawkes("host", "restore", "n1", state=url)).strip() == \
         "host n1: failed -> free; the coordinator may use it again"
-    evs = [e for e in json.loads(ok(fawkes("events", "--json", state=url))) if e["kind"] == "host"]
+    evs = [e for e in json.loads(ok(fawkes("events", "--json", "--oldest-first", state=url))) if e["kind"] == "host"]
     assert [e["message"] for e in evs][-2:] == [
         "host n1: free -> failed (taken out of service: memory test)",
         "host n1: failed -> free (restored by the admin)"]
