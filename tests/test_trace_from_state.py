@@ -215,13 +215,12 @@ def test_cost_file_fifo_and_missing(tmp_path):
 
 
 def test_twin_runs_one_job_at_a_time_after_its_start_up(tmp_path):
-    """The twin gate (fawkes/sim/twin.py): 3 jobs of 4 x 10 s tasks on one 4-slot node, submitted
+    """The live dispatcher's gate (SimCluster.submit): 3 jobs of 4 x 10 s tasks on one 4-slot node, submitted
     together: the plain model runs them back to back and adds the overhead at the end; the twin
     waits for each job's end plus the start-up of the next."""
     from fawkes.sim.costs import cost_model
-    from fawkes.sim.runner import parse_policy
+    from fawkes.sim.runner import parse_policy, run_matrix
     from fawkes.sim.trace import load_trace
-    from fawkes.sim.twin import run_twin
 
     trace = tmp_path / "t.csv"
     trace.write_text("submit_s,cluster,app,input_bytes,maps,reduces,ref_runtime_s,map_s\n"
@@ -229,7 +228,8 @@ def test_twin_runs_one_job_at_a_time_after_its_start_up(tmp_path):
     base = (("map_slots", 4), ("cv", 0.0), ("job_overhead_s", 5.0))
     twin = base + (("max_running_jobs", 1), ("job_startup_s", 20.0))
     spec = [parse_policy("None")]
-    plain = run_twin(load_trace(trace, capacity=1, min_core=1, period_s=10, cost=cost_model(base)), spec, [1])
-    gated = run_twin(load_trace(trace, capacity=1, min_core=1, period_s=10, cost=cost_model(twin)), spec, [1])
+    plain, gated = (run_matrix("t", spec, [1], workload=load_trace(trace, capacity=1, min_core=1, period_s=10,
+                                                                   cost=cost_model(c)))
+                    for c in (base, twin))
     assert plain["None"][0].mean_response_s == pytest.approx((15 + 25 + 35) / 3)
     assert gated["None"][0].mean_response_s == pytest.approx((35 + 70 + 105) / 3)

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import heapq
 from bisect import insort
+from collections import deque
 from math import ceil
 
 from fawkes.mechanism.model import ClusterState, Role
 from fawkes.sim.costs import penalty
 
 RANK = {Role.CORE: 0, Role.TC: 1, Role.TR: 2}
-EV_TASK = 0
+EV_TASK, EV_CALL = 0, 10  # the engine's event kinds for a task end and a callable (fawkes/sim/engine.py)
 
 
 class Node:
@@ -101,6 +102,13 @@ class SimCluster:
         self.jobs: dict[int, Job] = {}  # unfinished, in submission order
         self.mq: list[Job] = []  # jobs with pending maps, FIFO (submit, id)
         self.rq: list[Job] = []  # jobs with pending reduces, FIFO
+        # The live dispatcher's gate (cost fields max_running_jobs / job_startup_s; off at 0, the
+        # thesis' model): see submit().
+        self.gated = sim.cost.gated()
+        self.waiting: deque[Job] = deque()  # submitted, not dispatched (gated only)
+        self.dispatched: set[int] = set()  # job ids between dispatch and end, start-up included
+        self.up: set[int] = set()  # dispatched job ids whose tasks are schedulable
+        self.learned = 0  # tasks of a job seen running here (the live sampler's estimate for a queued job)
         self.first_incarnation = True
         self.reset_incarnation(0.0)
 
@@ -298,7 +306,17 @@ class SimCluster:
 
     # --- scheduling -------------------------------------------------------------------------
     def submit(self, job: Job, now: float) -> None:
+        """A job arrives.  In the thesis' Hadoop-1 model its tasks join the FIFO slot scheduling at
+        once.  Gated (the live dispatcher, fawkes/coordinator/dispatch.py): it counts in the demand
+        at once, as the live sampler counts a queued job, but at most ``max_running_jobs`` jobs are
+        between dispatch and end, and a dispatched job's tasks become schedulable ``job_startup_s``
+        later (its driver and executors starting on a CPU-limited host)."""
         self.jobs[job.id] = job
+        if self.gated:
+            self.version += 1
+            self.waiting.append(job)
+            self._launch(now)
+            return
         if job.pend_maps:
             insort(self.mq, job, key=_fifo)
         self._eligible(job)
@@ -311,10 +329,31 @@ class SimCluster:
         self.jobs.clear()
         self.mq.clear()
         self.rq.clear()
+        self.waiting.clear()
+        self.dispatched.clear()
+        self.up.clear()
         for job in gone:
             job.in_rq = False
         self.version += 1
         return gone
+
+    def _launch(self, now: float) -> None:
+        limit = self.sim.cost.max_running_jobs or 10**9
+        while self.waiting and len(self.dispatched) < limit:
+            job = self.waiting.popleft()
+            self.dispatched.add(job.id)
+            self.sim.push(now + self.sim.cost.job_startup_s, EV_CALL, lambda sim, t, job=job: self._up(job, t))
+
+    def _up(self, job: Job, now: float) -> None:
+        """A gated job's driver and executors are up: its tasks join the FIFO slot scheduling."""
+        if job.id not in self.jobs:
+            return
+        self.up.add(job.id)
+        if job.pend_maps:
+            insort(self.mq, job, key=_fifo)
+        self._eligible(job)
+        self.version += 1
+        self.dispatch(now)
 
     def dispatch(self, now: float) -> None:
         """Fill free slots FIFO: maps from the oldest job with pending maps, reduces from the
@@ -425,6 +464,10 @@ class SimCluster:
             job.end = now + self.sim.cost.job_overhead_s
             self.completed_jobs += 1
             self.sim.on_job_done(self, job)
+            if job.id in self.dispatched:  # the dispatcher sees the end (after the overhead), launches the next
+                self.dispatched.discard(job.id)
+                self.up.discard(job.id)
+                self.sim.push(job.end, EV_CALL, lambda sim, at: self._launch(at))
         self.dispatch(now)
 
     def _write_output(self, node: Node, out: float) -> None:

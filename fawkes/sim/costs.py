@@ -81,6 +81,10 @@ class CostModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    def gated(self) -> bool:
+        """Jobs are dispatched as the live coordinator does (``max_running_jobs``, ``job_startup_s``)."""
+        return bool(self.max_running_jobs) or self.job_startup_s > 0
+
     map_slots: int = Field(6, ge=1, description="map slots per node (ch. 3: 6; ch. 2: 8)")
     reduce_slots: int = Field(2, ge=1)
     cv: float = Field(0.3, ge=0, description="coefficient of variation of task durations (lognormal)")
@@ -99,9 +103,9 @@ class CostModel(BaseModel):
     dp_fixed_s: float = Field(0.0, ge=0, description="DP: seconds every decommission takes beyond re-replication "
                               "(refresh, heartbeats, daemon stop; measured live by `fawkes trace from-state`)")
     max_running_jobs: int = Field(0, ge=0, description="jobs of one MR-cluster between dispatch and end at once "
-                                  "(0: no limit, Hadoop-1 FIFO; the live dispatcher: 1); twin simulator only")
+                                  "(0: no limit, Hadoop-1 FIFO; the live dispatcher: 1); see SimCluster.submit")
     job_startup_s: float = Field(0.0, ge=0, description="dispatch to first task (driver and executors start); "
-                                 "twin simulator only (fawkes/sim/twin.py)")
+                                 "0 in the thesis' model; see SimCluster.submit")
     refill_delay_s: float = Field(1.0, ge=0, description="the controller reacts to freed hosts this much later "
                                   "(batches admit_now/refill over releases; 0 = on every release)")
     deploy_s: float = Field(30.0, ge=0, description="w^D beyond queueing: daemon start")

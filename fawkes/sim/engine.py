@@ -44,7 +44,7 @@ from fawkes.mechanism import (
 from fawkes.mechanism.admission import next_queue_change
 from fawkes.mechanism.memory import Memory
 from fawkes.mechanism.koala_mr import ResizeParams
-from fawkes.sim.cluster import EV_TASK, Job, SimCluster, Task
+from fawkes.sim.cluster import EV_CALL, EV_TASK, Job, SimCluster, Task
 from fawkes.sim.workloads import Workload
 
 _METRIC_FIELDS = tuple(f for f in ClusterMetrics.__dataclass_fields__ if f != "time")
@@ -91,7 +91,26 @@ def _first_tick(now: float, period: float, reached, at: float) -> int:
 
 
 # event kinds, in the order they run at equal times
-EV_RELEASE, EV_READY, EV_SUBMIT, EV_REQUEST, EV_DEPLOYED, EV_LOADED, EV_SAVED, EV_SAMPLE, EV_TICK, EV_CALL = range(1, 11)
+EV_RELEASE, EV_READY, EV_SUBMIT, EV_REQUEST, EV_DEPLOYED, EV_LOADED, EV_SAVED, EV_SAMPLE, EV_TICK = range(1, 10)
+
+
+def _gated_facts(c: SimCluster) -> list:
+    """A gated cluster's jobs as the live sampler (fawkes/coordinator/sampler.py) sees them: a job
+    whose tasks are not running yet counts the tasks an earlier job of the cluster had (learned
+    while it ran; the live sampler learns per application, and a trace from the state has one
+    application per cluster), at least one per 128 MB input split."""
+    facts = []
+    for j in c.jobs.values():
+        if j.id in c.up:
+            c.learned = max(c.learned, j.n_maps + j.n_reds)
+            pending = len(j.pend_maps) + len(j.pend_reds)
+        else:
+            pending = max(1, math.ceil(j.spec.input_bytes / SPLIT), c.learned)
+        facts.append(JobFacts(j.submit, j.spec.input_bytes, pending, j.running, j.started, j.ref))
+    return facts
+
+
+SPLIT = 128 * 1024 * 1024  # the live sampler's input split (fawkes/coordinator/sampler.py)
 
 
 class TickLog:
@@ -604,8 +623,11 @@ class Simulator:
         return True
 
     def _measure(self, c: SimCluster, now: float, s: Settings):
-        facts = [JobFacts(j.submit, j.spec.input_bytes, len(j.pend_maps) + len(j.pend_reds), j.running,
-                          j.started, j.ref) for j in c.jobs.values()]
+        if c.gated:
+            facts = _gated_facts(c)
+        else:
+            facts = [JobFacts(j.submit, j.spec.input_bytes, len(j.pend_maps) + len(j.pend_reds), j.running,
+                              j.started, j.ref) for j in c.jobs.values()]
         return sample_cluster(now, facts, s, busy_slots=float(c.running_tasks),
                               configured_slots=float(c.configured_slots()), output_bytes=c.output_bytes,
                               storage_capacity=c.storage_capacity(), completed_jobs=c.completed_jobs,

@@ -14,8 +14,8 @@ What the store holds and how it becomes the twin's input (docs/live.md):
   and executors start) -> ``job_startup_s``; the last such sample to the job's end (result
   commit, driver stop) -> ``job_overhead_s``; medians over jobs, half a sample period taken off
   each (a task starts, on average, that long before a sample sees it).  The dispatcher runs one
-  job per cluster at a time: ``max_running_jobs`` 1.  Both are honoured by the twin simulator
-  (:mod:`fawkes.sim.twin`).
+  job per cluster at a time: ``max_running_jobs`` 1.  Both are honoured by the simulator's
+  gate (:meth:`fawkes.sim.cluster.SimCluster.submit`).
 * **nodes**: each node's transitions ``requested -> running`` (per role: ``core_ready_s``,
   ``tr_ready_s``, ``tc_ready_s``, each plus an executor's start: a node grown under a running job
   serves it once the job's executor there is up, measured as the median of a job's application
@@ -239,10 +239,5 @@ def replay(trace: str, costs: str | None, clusters: str | None, *, capacity: int
     wl = load_trace(trace, capacity=capacity, min_core=min_core, period_s=period_s, clusters_file=clusters,
                     idle_timeout_s=idle_timeout_s, cost=cost_model(over))
     specs = [runner.parse_policy(p, wl.name) for p in policies.values()]
-    from fawkes.sim.twin import run_twin, twin_fields_set
-
-    if twin_fields_set(wl.cost):
-        matrix = run_twin(wl, specs, list(seeds))
-    else:
-        matrix = runner.run_matrix(wl.name, specs, list(seeds), workers=workers, workload=wl, cost=over)
+    matrix = runner.run_matrix(wl.name, specs, list(seeds), workers=workers, workload=wl, cost=over)
     return {label: aggregate(matrix[s.label]) for label, s in zip(policies, specs)}
