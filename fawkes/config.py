@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import click
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator, model_validator
 
 from fawkes.errors import ConfigError
 from fawkes.mechanism.settings import MAX_SECONDS
@@ -64,6 +64,7 @@ class MetricsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     bind: str = "127.0.0.1"
     port: int = Field(default=9464, ge=0, le=65535)
+    dashboard: StrictBool = True  # serve the read-only web dashboard next to /metrics (docs/dashboard.md)
 
     @field_validator("bind")
     @classmethod

@@ -71,6 +71,21 @@ def test_coordinator_foreign_bind_address_is_refused_before_the_state_changes(po
     assert hosts_of(url) == before and not (d / "state.db.lock").exists()
 
 
+def test_coordinator_dashboard_off_by_flag_or_config_and_checked(pool):
+    d, url = pool
+    on = coordinator_run(d, "metrics: {port: 0}\n")
+    assert on.returncode == 0 and "/metrics, dashboard: http://127.0.0.1:" in on.stderr, on.stderr
+    for config, args in (("metrics: {port: 0}\n", ("--no-dashboard",)), ("metrics: {port: 0, dashboard: false}\n", ())):
+        r = coordinator_run(d, config, *args)
+        assert r.returncode == 0, r.stderr
+        line = [ln for ln in r.stderr.splitlines() if ln.startswith("metrics: http://127.0.0.1:")]
+        assert len(line) == 1 and line[0].endswith("/metrics"), r.stderr
+    before = hosts_of(url)
+    r = coordinator_run(d, "metrics: {port: 0, dashboard: 2}\n")
+    refused(r, "metrics.dashboard")
+    assert hosts_of(url) == before
+
+
 def test_coordinator_public_bind_address_is_warned_about(pool):
     d, url = pool
     r = coordinator_run(d, "metrics: {bind: 0.0.0.0, port: 0}\n")

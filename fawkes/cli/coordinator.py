@@ -21,8 +21,11 @@ def coordinator() -> None:
 @click.option("--inventory", metavar="FILE", default=None, help="inventory file (overrides the config's)")
 @click.option("--for", "duration", type=seconds(1), default=None, metavar="SECONDS",
               help="stop after this long (default: until SIGTERM)")
-@click.option("--no-metrics", is_flag=True, help="do not serve Prometheus /metrics")
-def run(config_path: str | None, inventory: str | None, duration: float | None, no_metrics: bool) -> None:
+@click.option("--no-metrics", is_flag=True, help="do not serve Prometheus /metrics (nor the dashboard)")
+@click.option("--no-dashboard", is_flag=True, help="serve /metrics only, not the web dashboard "
+              "(config: metrics.dashboard: false)")
+def run(config_path: str | None, inventory: str | None, duration: float | None, no_metrics: bool,
+        no_dashboard: bool) -> None:
     """Run the control loop in the foreground; SIGTERM stops it cleanly after the current step."""
     from fawkes.coordinator.metrics_http import serve
     from fawkes.coordinator.service import run_service, setup_logging
@@ -41,9 +44,12 @@ def run(config_path: str | None, inventory: str | None, duration: float | None, 
 
     def on_lead(coord) -> None:  # metrics once this process leads (a standby serves none)
         if not no_metrics and not served:
-            _, _, port = serve(coord.store, coord.counters, cfg.metrics.bind, cfg.metrics.port, server=reserved)
+            dashboard = cfg.metrics.dashboard and not no_dashboard
+            _, _, port = serve(coord.store, coord.counters, cfg.metrics.bind, cfg.metrics.port, server=reserved,
+                               dashboard=dashboard)
             served.append(port)
-            click.echo(f"metrics: http://{cfg.metrics.bind}:{port}/metrics", err=True)
+            click.echo(f"metrics: http://{cfg.metrics.bind}:{port}/metrics"
+                       + (f", dashboard: http://{cfg.metrics.bind}:{port}/" if dashboard else ""), err=True)
 
     run_service(cfg, inventory_path=inventory, duration_s=duration, on_lead=on_lead)
 
