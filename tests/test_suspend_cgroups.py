@@ -1,0 +1,126 @@
+"""fawkes.ssh.cgroups on this machine's real cgroups (v1, v2 or hybrid, whichever it has), run through
+``sh`` as the executor would run them over SSH: a process tree (a shell with a busy child and a
+grandchild) is suspended, only its processes are moved, its CPU use stops, a bystander process is
+untouched, and resume puts every process back where it was and removes the groups.  Needs root."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from fawkes.errors import FawkesError
+from fawkes.ssh.cgroups import Footprint, group_name, parse, resume_script, state_script, suspend_script
+from fawkes.ssh.shell import Script, render
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not Path("/sys/fs/cgroup").is_dir(),
+                                reason="needs root and cgroups")
+
+
+def sh(script) -> subprocess.CompletedProcess:
+    return subprocess.run(["sh", "-c", render(script)], capture_output=True, text=True, timeout=60)
+
+
+def cpu_ticks(pid: int) -> int:
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(f[11]) + int(f[12])  # utime + stime
+
+
+def descendants(pid: int) -> set[int]:
+    out = subprocess.run(["ps", "-e", "-o", "pid=", "-o", "ppid="], capture_output=True, text=True).stdout
+    kids: dict[int, list[int]] = {}
+    for ln in out.splitlines():
+        p, pp = map(int, ln.split())
+        kids.setdefault(pp, []).append(p)
+    seen, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        seen.add(p)
+        todo += kids.get(p, [])
+    return seen
+
+
+def cgroup_of(pid: int) -> str:
+    return Path(f"/proc/{pid}/cgroup").read_text()
+
+
+@pytest.fixture
+def tree(tmp_path):
+    pidfile = tmp_path / "w.pid"
+    # root shell -> busy child (a loop) and a sleeping grandchild under another shell
+    root = subprocess.Popen(["sh", "-c", "while :; do :; done & sh -c 'sleep 300' & wait"],
+                            start_new_session=True)
+    pidfile.write_text(f"{root.pid}\n")
+    bystander = subprocess.Popen(["sleep", "300"])
+    for _ in range(100):
+        if len(descendants(root.pid)) >= 4:
+            break
+        time.sleep(0.05)
+    try:
+        yield root, pidfile, bystander
+    finally:
+        name = f"fawkes-test-{os.getpid()}"
+        sh(resume_script(name))
+        os.killpg(root.pid, 9)
+        root.wait()
+        bystander.kill()
+        bystander.wait()
+
+
+@pytest.mark.parametrize("freeze", [True, False], ids=["freeze", "footprint"])
+def test_suspend_moves_only_the_tree_stops_it_and_resume_restores_everything(tree, freeze):
+    root, pidfile, bystander = tree
+    name = f"fawkes-test-{os.getpid()}"
+    procs = descendants(root.pid)
+    before = {p: cgroup_of(p) for p in procs}
+    bystander_cg = cgroup_of(bystander.pid)
+    r = sh(suspend_script(Script("cat {f}", f=str(pidfile)), name, Footprint(cpu_percent=1, freeze=freeze)))
+    assert r.returncode == 0, r.stderr
+    s = parse("local", r.stdout)
+    assert s.root == root.pid and s.tree == frozenset(procs), (s, procs)
+    assert s.pids == frozenset(procs)  # exactly the tree, in every group used
+    assert s.cpu or s.frozen
+    if freeze:
+        assert s.frozen
+    else:
+        assert s.cpu and s.cpu.split()[1:3] == ["1000", "100000"]
+    assert cgroup_of(bystander.pid) == bystander_cg  # nothing else moved
+    busy = max(procs, key=cpu_ticks)  # the loop
+    t0 = cpu_ticks(busy)
+    time.sleep(1.5)
+    used = cpu_ticks(busy) - t0  # clock ticks (100/s): 1 % of 1.5 s is ~1.5 ticks
+    assert used <= (0 if freeze else 8), used
+    st = sh(state_script(name))
+    assert f"members " in st.stdout and name in st.stdout
+    # again: idempotent (already in the group, nothing else moves)
+    again = sh(suspend_script(Script("cat {f}", f=str(pidfile)), name, Footprint(freeze=freeze)))
+    assert again.returncode == 0, again.stderr
+    assert parse("local", again.stdout).pids == frozenset(procs)
+
+    r = sh(resume_script(name))
+    assert r.returncode == 0, r.stderr
+    assert {int(p) for p in r.stdout.split("resumed", 1)[1].split()} == procs
+    assert {p: cgroup_of(p) for p in procs} == before  # every process back in its own group
+    assert sh(state_script(name)).stdout.strip() == ""  # the groups are gone
+    t0 = cpu_ticks(busy)
+    time.sleep(0.5)
+    assert cpu_ticks(busy) - t0 >= 5  # running again (at nice 19 it still gets some CPU)
+    assert sh(resume_script(name)).returncode == 0  # resuming twice does nothing
+
+
+def test_suspend_refuses_a_missing_process_and_a_bad_name(tmp_path):
+    r = sh(suspend_script(Script("cat {f}", f=str(tmp_path / "none.pid")), "fawkes-test-none"))
+    assert r.returncode == 3 and "no process to suspend" in r.stderr
+    with pytest.raises(FawkesError, match="only letters"):
+        group_name("a/b")
+    with pytest.raises(FawkesError, match="only letters"):
+        suspend_script(Script("echo 1"), "x; rm -rf /")
+
+
+def test_parse_refuses_a_group_with_foreign_processes():
+    out = "root 10\ntree 10 11 \nmembers /sys/fs/cgroup/freezer/g 10 11 99 \n"
+    with pytest.raises(FawkesError, match="outside the suspended tree: 99"):
+        parse("h1", out)
