@@ -72,6 +72,7 @@ def same_snapshot(live, sim, settings: Settings) -> None:
     same(live.capacity, sim.capacity, "capacity")
     same(live.free_hosts, sim.free_hosts, "free_hosts")
     same(live.queue, sim.queue, "queue")
+    same(live.host_racks, sim.host_racks, "host_racks")
     same([c.name for c in live.clusters], [c.name for c in sim.clusters], "clusters")
     start = sim.now - settings.period_s
     for a, b in zip(live.clusters, sim.clusters):
@@ -84,11 +85,13 @@ def same_snapshot(live, sim, settings: Settings) -> None:
 
 
 def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capacity: int, slots: int,
-           runner=None) -> int:
+           runner=None, host_racks: dict[str, str] | None = None) -> int:
     """Feed ``rec`` to a Control on ``store`` (``runner``: a chapter-2 policy's parameters); raise
     :class:`Mismatch` at the first difference.  Returns the number of steps compared."""
     store.register_framework("sim", "spark-hdfs", spark_home="/opt/spark", hdfs_jars="/opt/hdfs")
-    store.sync_hosts([{"name": f"h{i:05d}", "address": "127.0.0.1", "cores": slots} for i in range(capacity)])
+    racks = host_racks or {}
+    store.sync_hosts([{"name": f"h{i:05d}", "address": "127.0.0.1", "cores": slots,
+                       "rack": racks.get(f"h{i:05d}")} for i in range(capacity)])
     control = Control(store, settings, clock, runner=runner)
     facts: dict[int, tuple[int, int]] = {}
     steps = 0

@@ -69,9 +69,10 @@ def fail_a_host(sim: Simulator, t: float) -> None:
 
 
 def run_both(wl: Workload, settings: Settings | None, url: str, runner: ResizeParams | None = None,
-             failures: tuple[float, ...] = (), rec: Recorder | None = None) -> tuple[Simulator, int]:
+             failures: tuple[float, ...] = (), rec: Recorder | None = None,
+             host_racks: dict[str, str] | None = None) -> tuple[Simulator, int]:
     rec = Recorder() if rec is None else rec
-    sim = Simulator(wl, settings, recorder=rec, check_invariants=True, ch2=runner)
+    sim = Simulator(wl, settings, recorder=rec, check_invariants=True, ch2=runner, host_racks=host_racks)
     for t in failures:
         sim.at(t, fail_a_host)
     sim.run()
@@ -81,7 +82,7 @@ def run_both(wl: Workload, settings: Settings | None, url: str, runner: ResizePa
     clock = Clock()
     store = Store(url, clock=clock)
     try:
-        steps = replay(rec, store, clock, settings, wl.capacity, wl.cost.slots_per_node, runner)
+        steps = replay(rec, store, clock, settings, wl.capacity, wl.cost.slots_per_node, runner, host_racks)
     finally:
         store.close()
     assert steps == rec.steps
@@ -171,6 +172,37 @@ def test_admission_disciplines_decide_alike_in_both_drivers(extra, seed, tmp_pat
     fifo = Simulator(wl, Settings(**base)).run()
     assert sim.stats.admission_latency != fifo.stats.admission_latency or sim.stats.purged
     assert bool(sim.stats.purged) == bool(extra.get("deadline_purge"))
+
+
+@pytest.mark.parametrize("extra", [
+    {"placement": "hard"}, {"placement": "soft"}, {"placement": "soft", "locality_penalty": 3.0},
+    {"placement": "soft", "grow_type": Role.TR, "shrink_after_ticks": 2},
+], ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
+@pytest.mark.parametrize("seed", [3, 9])
+def test_placement_decides_alike_in_both_drivers(extra, seed, tmp_path):
+    """Hosts on 3 racks (inventory labels, stored with the hosts, schema v7): grows prefer the racks of
+    a cluster's core nodes (hard: only those; soft: wait-or-go by the expected-free-time table), and
+    both drivers still decide alike; each run places some grow differently from placement none."""
+    base = {"policy": "TD", "period_s": 60.0, "sample_period_s": 10.0, "tau": 1.0}
+    wl = workload(seed, capacity=9, clusters=3, jobs=16)
+    racks = {f"h{i:05d}": f"r{i % 3}" for i in range(wl.capacity)}  # interleaved: placement order mixes racks
+    rec = Recorder()
+    run_both(wl, Settings(**(base | extra)), f"sqlite:///{tmp_path / 'state.db'}", rec=rec, host_racks=racks)
+    plain = Recorder()
+    Simulator(wl, Settings(**(base | {k: v for k, v in extra.items() if k not in ("placement", "locality_penalty")})),
+              recorder=plain, host_racks=racks).run()
+
+    def grows(r):
+        return [(g.cluster, g.host) for ev in r.events if ev.kind in ("tick", "between")
+                for g in _plans_of(ev.data[1])]
+    assert grows(rec) != grows(plain)
+
+
+def _plans_of(result):
+    """The grows of a tick's decision or of a between-ticks step's admission and refill plans."""
+    if hasattr(result, "plan"):
+        return result.plan.grows
+    return tuple(result.admission_plan.grows) + tuple(result.refill_plan.grows)
 
 
 @pytest.mark.parametrize("policy", ["TD", "EQ", "td-damped"])

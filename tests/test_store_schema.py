@@ -107,6 +107,7 @@ def _downgrade_to_v1(store: Store) -> None:
         c.execute(text("ALTER TABLE nodes DROP COLUMN running_tasks"))
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN expected_duration_s"))
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN deadline_s"))
+        c.execute(text("ALTER TABLE hosts DROP COLUMN rack"))
         c.execute(text("ALTER TABLE nodes ADD COLUMN desired_state VARCHAR(16) NOT NULL DEFAULT 'running'"))
         c.execute(text("UPDATE schema_version SET version = 1"))
 
@@ -122,7 +123,7 @@ def _shape(engine) -> dict:
 
 def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
     """A real version-1 database with clusters, jobs, nodes and samples opens as the current version
-    (6), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
+    (7), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
     from sqlalchemy import Float, inspect
     from sqlmodel import SQLModel
 
@@ -147,7 +148,7 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
 
     migrated = Store(store_url)
     try:
-        assert migrated.schema_version == SCHEMA_VERSION == 6 == _version(migrated)
+        assert migrated.schema_version == SCHEMA_VERSION == 7 == _version(migrated)
         assert [(j.id, j.argv, j.state, j.app_id, j.cancel_requested_at) for j in migrated.list_jobs()] == [
             (queued, ["wc", "1"], "queued", None, None), (running, ["wc", "2"], "running", "app-1", None)]
         assert [m.pending_tasks for m in migrated.samples("a")] == [3]

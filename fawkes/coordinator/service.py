@@ -98,7 +98,7 @@ class Coordinator:
 
     def _sync_inventory(self, inv: Inventory) -> None:
         self.store.sync_hosts([{"name": h.name, "address": h.address, "cores": h.cores or 1,
-                                "memory_mb": h.memory_mb or 1024} for h in inv.hosts])
+                                "memory_mb": h.memory_mb or 1024, "rack": h.rack} for h in inv.hosts])
 
     def _progress(self, ev) -> None:
         log.info("%s: %s%s", ev.cluster, ev.message, f" [{ev.host}]" if ev.host else "")

@@ -117,5 +117,6 @@ def _build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
     # admission discipline a later request can be admitted first
     admitted = {c.name: admission_key(c.admitted_at, c.queue_seq or 0) for c in clusters if c.admitted_at is not None}
     views.sort(key=lambda v: admitted.get(v.name, admission_key(now, 0)))
+    racks = store.host_racks() if settings.placement != "none" else {}  # placement only (issue 12)
     return Snapshot(now=now, capacity=pool["usable"] - failed_held, free_hosts=free,
-                    clusters=tuple(views), queue=tuple(queue))
+                    clusters=tuple(views), queue=tuple(queue), host_racks=racks)

@@ -161,7 +161,7 @@ def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Dec
             targets[donor] = max(minima[donor], targets[donor] - k)
 
     order = sorted(names, key=lambda n: d.get(n, -math.inf))
-    plan = plan_towards(snap, targets, settings, order)
+    plan = plan_towards(snap, targets, settings, order, memory)
     reasons = [why]
     if leaving:
         reasons.append("inactive, saving and releasing: " + ", ".join(sorted(leaving)))
@@ -210,7 +210,7 @@ def admit_now(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> 
     for donor, k in adm.reclaim.items():
         targets[donor] = max(snap.cluster(donor).min_core, targets[donor] - k)
     targets |= adm.minima
-    return adm, plan_towards(snap, targets, settings)
+    return adm, plan_towards(snap, targets, settings, memory=memory)
 
 
 def refill(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Plan:
@@ -222,7 +222,7 @@ def refill(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Pla
     deficits = {n: t for n, t in targets.items() if snap.cluster(n).settled < t}
     if not deficits or not snap.free_hosts:
         return Plan(targets=targets)
-    plan = plan_towards(snap, deficits, settings)
+    plan = plan_towards(snap, deficits, settings, memory=memory)
     return Plan(grows=plan.grows, targets=targets)
 
 

@@ -184,6 +184,9 @@ class Snapshot:
     free_hosts: tuple[str, ...] = ()  # hosts held by nobody, in placement order
     clusters: tuple[ClusterView, ...] = ()
     queue: tuple[ClusterRequest, ...] = ()  # global FIFO of cluster requests
+    # rack (or site) label per host, from the inventory (placement, issue 12); hosts without one are absent.
+    # Read only with ``placement`` hard/soft: empty = no labels, and the plan is as without racks
+    host_racks: dict[str, str] = field(default_factory=dict)
 
     def cluster(self, name: str) -> ClusterView:
         for c in self.clusters:

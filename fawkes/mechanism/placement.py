@@ -13,13 +13,16 @@ nodes, so a same-rack transient node avoids cross-rack transfer.  Modes:
   on preferred hosts and ``dur_slow = dur_fast × locality_penalty`` elsewhere; going, it takes the
   preferred hosts that are free and fills up with others.
 
-``locality_penalty`` is a parameter here; measuring it (a job run on same-rack vs cross-rack
-transient nodes of the lab) is not part of this module.  Pure: no I/O, no clock.
+:func:`place` is the gang form (all ``k`` hosts at once, the project's jobs: the SIM-P checks);
+:func:`grow_hosts` the elastic form the loop's grow plan uses (:func:`fawkes.mechanism.plan.plan_towards`):
+an MR-cluster may grow by some hosts now and the rest later, so the free preferred hosts are always
+taken and the rule decides only the remainder.  ``locality_penalty`` is a setting; how it was
+chosen is in docs/mechanism.md ("Placement").  Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -71,6 +74,41 @@ def place(k: int, free: Iterable[str], racks: Mapping[str, str], preferred: froz
     hosts = tuple(good + rest[:k - len(good)])
     why = "not foreseeable" if wait_s is None else f"{wait_s:g} s + {dur_fast:g} s >= {dur_slow:g} s"
     return Placement(hosts, False, False, f"soft: go now on {k - len(good)} other hosts (wait {why})")
+
+
+def grow_hosts(need: int, free: Sequence[str], racks: Mapping[str, str], preferred: frozenset[str], mode: Mode,
+               *, dur_fast: float = 0.0, locality_penalty: float = 1.0,
+               wait_for: Callable[[int], float | None] | None = None) -> Placement:
+    """Up to ``need`` of the ``free`` hosts (placement order) for a growing cluster.
+
+    ``none`` (or no preferred rack, or no labels): the first ``need`` free hosts, as without racks.
+    Otherwise the free hosts on preferred racks first.  For the ``r`` still missing: ``hard`` waits;
+    ``soft`` asks ``wait_for(r)`` for W, the expected time until ``r`` more preferred hosts free up,
+    and waits iff ``W + dur_fast < dur_fast × locality_penalty`` (unforeseeable W: go), else takes
+    ``r`` hosts of other racks now.  ``wait`` says some of ``need`` is deliberately left for later.
+    """
+    if need <= 0:
+        return Placement((), False, True, "nothing to place")
+    if mode == "none" or not preferred:
+        return Placement(tuple(free[:need]), False, False, "placement none" if mode == "none" else "no preferred rack")
+    good = [h for h in free if racks.get(h) in preferred][:need]
+    rest = need - len(good)
+    if rest == 0:
+        return Placement(tuple(good), False, True, f"{need} on preferred racks")
+    if mode == "hard":
+        return Placement(tuple(good), True, True, f"hard: {len(good)} on preferred racks, {rest} wait for them")
+    others = [h for h in free if racks.get(h) not in preferred]
+    if not others:
+        return Placement(tuple(good), False, True, f"{len(good)} on preferred racks, no other host free")
+    w = wait_for(rest) if wait_for is not None else None
+    dur_slow = dur_fast * locality_penalty
+    if w is not None and w + dur_fast < dur_slow:
+        return Placement(tuple(good), True, True, f"soft: {len(good)} on preferred racks, {rest} wait "
+                         f"({w:.0f} s + {dur_fast:.0f} s < {dur_slow:.0f} s elsewhere)")
+    why = "not foreseeable" if w is None else f"{w:.0f} s + {dur_fast:.0f} s >= {dur_slow:.0f} s"
+    took = others[:rest]
+    return Placement(tuple(good + took), False, False,
+                     f"soft: {len(good)} on preferred racks, {len(took)} on others now (wait {why})")
 
 
 def _preferred_hosts(k: int, free: list[str], racks: Mapping[str, str], preferred: frozenset[str],

@@ -5,13 +5,18 @@ first, then transient-core (TC) nodes by delayed preemption (DP) in non-decreasi
 stored bytes.  Core nodes are never removed and no cluster goes below its minimum.
 Nodes already draining count for their cluster until released but are not removed twice.
 Grows use only hosts that are free now; hosts freed by this plan are used by a later call
-(shrink first, grow as nodes become free).
+(shrink first, grow as nodes become free).  With ``placement`` hard or soft and rack labels in
+the snapshot, which free hosts a cluster takes, and whether it leaves some of its deficit for
+hosts on its preferred racks to free up, is :func:`fawkes.mechanism.placement.grow_hosts`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from fawkes.mechanism import forecast, placement
+from fawkes.mechanism.forecast import FreeAt
+from fawkes.mechanism.memory import Memory
 from fawkes.mechanism.model import SHRINK_MODE, ClusterView, Grow, NodeView, Plan, Role, Shrink, Snapshot
 from fawkes.mechanism.settings import Settings
 
@@ -37,12 +42,14 @@ def plan_towards(
     targets: Mapping[str, int],
     settings: Settings,
     grow_order: Sequence[str] | None = None,
+    memory: Memory | None = None,
 ) -> Plan:
     """The plan that moves every cluster in ``targets`` towards its target.
 
     ``grow_order`` ranks the clusters that grow (most negative discrimination first); by
     default the order of ``snap.clusters``.  Clusters named in ``targets`` but not yet in the
-    snapshot (just admitted) grow core nodes from zero.
+    snapshot (just admitted) grow core nodes from zero.  ``memory`` (the controller's) feeds the
+    expected-free-time table that ``placement: soft`` waits by.
     """
     views = {c.name: c for c in snap.clusters}
     shrinks: list[Shrink] = []
@@ -56,6 +63,9 @@ def plan_towards(
         elif settled < target:
             deficits[name] = target - settled
     grows: list[Grow] = []
+    if settings.placement != "none" and snap.host_racks:
+        grows = _placed_grows(snap, deficits, settings, grow_order, memory or Memory(), shrinks)
+        return Plan(grows=tuple(grows), shrinks=tuple(shrinks), targets=dict(targets))
     free = snap.free_hosts
     next_free = 0
     requested = {r.name: r.min_core for r in snap.queue}
@@ -75,3 +85,50 @@ def plan_towards(
             grows.append(Grow(name, free[next_free], role))
             next_free += 1
     return Plan(grows=tuple(grows), shrinks=tuple(shrinks), targets=dict(targets))
+
+
+def _placed_grows(snap: Snapshot, deficits: dict[str, int], settings: Settings, grow_order: Sequence[str] | None,
+                  memory: Memory, shrinks: list[Shrink]) -> list[Grow]:
+    """The grows with placement hard/soft: per cluster in grow order, :func:`placement.grow_hosts` on
+    the hosts still free.  W comes from the expected-free-time table (:mod:`fawkes.mechanism.forecast`),
+    in which the nodes this plan removes free now; the work left (``dur_fast``) is the cluster's
+    workload end as the table estimates it, less now (unknown: 0, so soft goes)."""
+    views = {c.name: c for c in snap.clusters}
+    racks = snap.host_racks
+    taken: set[str] = set()
+    grows: list[Grow] = []
+    requested = {r.name: r.min_core for r in snap.queue}
+    order = list(grow_order) if grow_order is not None else [c.name for c in snap.clusters]
+    order += [n for n in deficits if n not in set(order)]
+    table: list[FreeAt] | None = None
+    leaving = {(s.cluster, s.node) for s in shrinks}
+    for name in order:
+        need = deficits.pop(name, 0)
+        if need <= 0:
+            continue
+        view = views.get(name)
+        cores_missing = max(0, view.min_core - view.count(Role.CORE)) if view is not None else requested.get(name, need)
+        core_hosts = [n.id for n in view.nodes if n.role is Role.CORE] if view is not None else []
+        preferred = placement.preferred_racks(core_hosts, racks)
+        free = [h for h in snap.free_hosts if h not in taken]
+        dur_fast = 0.0
+        if view is not None and settings.placement == "soft":
+            end, _ = forecast.workload_end(view, memory.of(name, view.since).idle_since)
+            dur_fast = 0.0 if end is None else max(0.0, end - snap.now)
+
+        def wait_for(count: int, name: str = name, preferred: frozenset[str] = preferred) -> float | None:
+            nonlocal table
+            if table is None:
+                table = [r if (r.cluster, r.host) not in leaving else FreeAt(r.host, r.cluster, snap.now, "removed now")
+                         for r in forecast.free_times(snap, settings, memory) if r.cluster]
+            rows = tuple(r for r in table if r.cluster != name and racks.get(r.host) in preferred
+                         and r.host not in taken)
+            at = forecast.free_by(rows, count, snap.now)
+            return None if at is None else max(0.0, at - snap.now)
+
+        choice = placement.grow_hosts(need, free, racks, preferred, settings.placement, dur_fast=dur_fast,
+                                      locality_penalty=settings.locality_penalty, wait_for=wait_for)
+        for i, host in enumerate(choice.hosts):
+            grows.append(Grow(name, host, Role.CORE if i < cores_missing else settings.grow_type))
+            taken.add(host)
+    return grows

@@ -73,6 +73,16 @@ class Settings(BaseModel):
         None, ge=0, le=MAX_SECONDS, description="a request whose slack U falls below this (without maxT: that has "
         "waited this long) goes first and is never skipped (None = off)")
 
+    # --- placement (issue 12, the YARN placement project's P-1); none = hosts in placement order as above
+    placement: Literal["none", "hard", "soft"] = Field(
+        "none", description="which free hosts a cluster grows on, by the racks of the inventory: none (placement "
+        "order, any rack); hard (only hosts on its preferred racks, those of its core nodes; wait for them "
+        "otherwise); soft (preferred hosts first; for the rest go to other racks now unless the wait for "
+        "preferred ones, from the expected-free-time table, is shorter than the work left x (locality_penalty - 1))")
+    locality_penalty: float = Field(
+        1.1, ge=1, le=100, description="placement soft: how many times longer a cluster's work runs on hosts off "
+        "its preferred racks (1.1: the YARN placement project's slowDuration/duration, 345/315; docs/mechanism.md)")
+
     # --- inactivity
     inactivity: Literal["decoupled", "weight_zero"] = Field("decoupled", description="A-12")
     idle_timeout_s: float | None = Field(None, gt=0, le=MAX_SECONDS, description="T_idle (None = T)")

@@ -173,8 +173,11 @@ class Simulator:
 
     def __init__(self, wl: Workload, settings: Settings | None = None, *, refs: list[float] | None = None,
                  timeline: bool = False, check_invariants: bool = False, ch2: ResizeParams | None = None,
-                 seed: int = 0, recorder=None):
+                 seed: int = 0, recorder=None, host_racks: dict[str, str] | None = None):
         self.wl = wl
+        # rack label per host (h00000 ...), as the inventory would give them; in the snapshot only with
+        # placement hard/soft, as the coordinator's view reads them (issue 12)
+        self.host_racks = dict(host_racks or {})
         self.cost = wl.cost
         self.settings = settings
         self.capacity = wl.capacity
@@ -651,7 +654,8 @@ class Simulator:
                                      self.cost.slots_per_node, c.requested_at))
         queue = tuple(ClusterRequest(c.name, c.min_core, c.requested_at, c.spec.expected_duration_s,
                                      c.spec.deadline_s) for c in self.queue)
-        return Snapshot(now, self.capacity, tuple(self.free), tuple(views), queue)
+        racks = self.host_racks if self.settings is not None and self.settings.placement != "none" else {}
+        return Snapshot(now, self.capacity, tuple(self.free), tuple(views), queue, racks)
 
     def _tick(self, now: float) -> None:
         if self.wl.controller == "ch2":

@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from fawkes.errors import FawkesError
+from fawkes.inventory.schema import SAFE_NAME
 from fawkes.store import validate
 from fawkes.store.base import StoreBase
 from fawkes.store.lifecycle import HostState
@@ -77,7 +78,7 @@ class HostsMixin(StoreBase):
 
     # ------------------------------------------------------------------ hosts
     def sync_hosts(self, inventory: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
-        """Make the hosts table match ``inventory`` (dicts: name, address, cores, memory_mb).
+        """Make the hosts table match ``inventory`` (dicts: name, address, cores, memory_mb, rack).
 
         New hosts are added free; known ones updated (a retired host comes back free);
         hosts missing from the inventory are marked retired (never deleted: history).
@@ -137,6 +138,14 @@ class HostsMixin(StoreBase):
                                   .order_by(Host.position, Host.name)).scalars())
             n, least = s.execute(select(func.count(), func.min(Host.cores)).where(col(Host.state).in_(usable))).one()
         return {"free": free, "usable": n, "min_cores": least}
+
+    def host_racks(self) -> dict[str, str]:
+        """``{host: rack}`` of the hosts in the pool (not retired) that have a rack label (placement,
+        issue 12)."""
+        with self.session() as s:
+            rows = s.execute(select(Host.name, Host.rack).where(
+                col(Host.rack).is_not(None), Host.state != HostState.RETIRED)).all()
+        return {name: rack for name, rack in rows}
 
     def free_hosts(self) -> list[str]:
         """Names of hosts held by nobody and not failed, in placement order."""
@@ -235,7 +244,7 @@ def _host_specs(inventory: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, A
         where = f"inventory[{i}]"
         if not isinstance(item, Mapping):
             raise FawkesError(f"{where}: expected a mapping, got {type(item).__name__}")
-        extra = set(item) - {"name", "address", "cores", "memory_mb", "memory"}
+        extra = set(item) - {"name", "address", "cores", "memory_mb", "memory", "rack"}
         if extra:
             raise FawkesError(f"{where}: unknown field(s) {', '.join(sorted(map(str, extra)))}")
         name = validate.host(f"{where}.name", item.get("name"))
@@ -244,5 +253,15 @@ def _host_specs(inventory: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, A
         address = validate.text(f"{where}.address", item.get("address", name), optional=False)
         cores = validate.positive_int(f"{where}.cores", item.get("cores"))
         memory = validate.positive_int(f"{where}.memory_mb", item.get("memory_mb", item.get("memory", 0)), minimum=0)
-        specs[name] = {"address": address, "cores": cores, "memory_mb": memory}
+        rack = item.get("rack")  # placement's rack (or site) label; None = unlabelled
+        specs[name] = {"address": address, "cores": cores, "memory_mb": memory,
+                       "rack": None if rack is None else _rack(f"{where}.rack", rack)}
     return specs
+
+
+def _rack(field: str, value: object) -> str:
+    """A rack label as the inventory allows it (``fawkes.inventory.schema.SAFE_NAME``)."""
+    if not isinstance(value, str) or not SAFE_NAME.match(value):
+        raise FawkesError(f"{field}: invalid rack {value!r} (letters, digits, '.', '_', '-'; starting with a "
+                          "letter or digit; at most 63 characters)")
+    return value

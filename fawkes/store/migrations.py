@@ -66,8 +66,14 @@ def _v5_to_v6(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE mr_clusters ADD COLUMN deadline_s FLOAT"))
 
 
+def _v6_to_v7(conn: Connection) -> None:
+    """Version 7: ``hosts.rack``, the rack (or site) label a host has in the inventory: a cluster's
+    preferred racks are those of its core nodes (placement, issue 12)."""
+    conn.execute(text("ALTER TABLE hosts ADD COLUMN rack VARCHAR(63)"))
+
+
 #: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)
-MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6]
+MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6, _v6_to_v7]
 CURRENT = 1 + len(MIGRATIONS)
 
 _PG_LOCK_KEY = 0x46415753  # "FAWS": advisory lock id for schema changes

@@ -40,6 +40,7 @@ class Host(SQLModel, table=True):
     position: int = 0  # placement order (the inventory's order)
     last_seen: float | None = None
     added_at: float = 0.0
+    rack: str | None = Field(default=None, max_length=63)  # rack or site label from the inventory (placement; v7)
 
 
 class Framework(SQLModel, table=True):
