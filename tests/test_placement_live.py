@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from fawkes.coordinator.view import build_snapshot
 from fawkes.errors import FawkesError
-from fawkes.mechanism import ClusterState, Settings, Snapshot, plan_towards
+from fawkes.mechanism import Settings, Snapshot, plan_towards
 from fawkes.mechanism.placement import grow_hosts
 from fawkes.store import Store
 from tests.mechanism_helpers import cluster, demand, memory
