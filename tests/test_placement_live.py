@@ -146,3 +146,18 @@ def test_the_coordinator_stores_the_inventorys_racks(tmp_path):
     with Store(f"sqlite:///{tmp_path / 'state.db'}") as s:
         Coordinator._sync_inventory(type("C", (), {"store": s})(), load_inventory(inv))
         assert s.host_racks() == {"n1": "r1", "n2": "r2"}
+
+
+def test_host_list_shows_the_rack(tmp_path):
+    import json
+
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    with Store(url) as s:
+        s.sync_hosts([{"name": "n1", "cores": 2, "rack": "r1"}, {"name": "n2", "cores": 2}])
+    r = subprocess.run([sys.executable, "-m", "fawkes", "host", "list", "--state", url, "--json"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert {h["name"]: h["rack"] for h in json.loads(r.stdout)} == {"n1": "r1", "n2": None}
+    r = subprocess.run([sys.executable, "-m", "fawkes", "host", "list", "--state", url], capture_output=True,
+                       text=True, timeout=120)
+    assert "rack" in r.stdout.splitlines()[1] and " r1 " in r.stdout

@@ -40,9 +40,9 @@ def list_(host_state: str | None, state: str | None, as_json: bool) -> None:
     rows = []
     for h in hosts:
         n = holder.get(h.name)
-        rows.append((h.name, h.address, h.state, h.cores, h.memory_mb,
+        rows.append((h.name, h.address, h.state, h.cores, h.memory_mb, h.rack or "",
                      f"{clusters.get(n.cluster_id)} ({n.role}, {n.state})" if n else "", when(h.last_seen)))
-    print_table(None, ["host", "address", "state", "cores", "memory MB", "held by", "last seen"], rows)
+    print_table(None, ["host", "address", "state", "cores", "memory MB", "rack", "held by", "last seen"], rows)
 
 
 @host.command()
