@@ -28,6 +28,10 @@ Config file (YAML, every key optional, unknown keys refused)::
       max_nodes: 8                                # at most this many nodes held from SLURM at once
       idle_s: 300                                 # give an allocation back after its hosts are free this long
       slurm_conf: /etc/slurm/slurm.conf           # optional: SLURM_CONF for the SLURM commands
+    opportunistic:                                # UBIS: lend measured slack (docs/mechanism.md); default: nothing lent
+      clusters: {etl: accept, bi: refuse}         # per MR-cluster: accept | refuse | maps_only
+      default: refuse                             # the others
+      t_alloc: 0.9                                # lend a host while its use is under t_alloc x capacity
 
 Where things are found:
 
@@ -51,6 +55,7 @@ import click
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator, model_validator
 
 from fawkes.errors import ConfigError
+from fawkes.mechanism.opportunistic import OpportunisticConfig
 from fawkes.mechanism.settings import MAX_SECONDS
 from fawkes.store.db import normalize_url
 from fawkes.store.lifecycle import NODE_TIMEOUTS, NodeState
@@ -175,6 +180,7 @@ class CoordinatorConfig(BaseModel):
     #: stops it, after timeouts.graceful at most.  TC nodes always leave by DP.
     shrink_mode: Literal["fp", "graceful"] = "fp"
     pool: PoolConfig | None = None
+    opportunistic: OpportunisticConfig = OpportunisticConfig()  # UBIS (issue 12): who borrows measured slack
     source: Path | None = Field(default=None, exclude=True)
 
     @field_validator("cluster_options", mode="before")

@@ -395,3 +395,45 @@ def test_it_ships_as_one_stdlib_file(tmp_path):
     assert p.wait(10) == wd.EXIT_GONE
     r = subprocess.run([sys.executable, "-m", "fawkes.agent.watchdog", "--cpu", "7"], capture_output=True, text=True)
     assert r.returncode == 2 and "--cpu" in r.stderr
+
+
+def test_promote_hands_the_worker_over_uncapped_and_still_running(host, tmp_path):
+    """U-3: 'promote' on stdin: the worker leaves its capped group, gets nice 0, outlives the watchdog."""
+    dirs, _ = host
+    pidfile = tmp_path / "worker.pid"
+    p = run_wd(*idle(host), "--worker-cpus", "0.02", "--worker-shares", "2", "--worker-pidfile", str(pidfile),
+               "--stdin-eof", *WORKER)
+    started = events(p, "started")[0]
+    members = worker_pids(started)
+    (group,) = started["groups"]
+    assert int(pidfile.read_text()) in members  # the command's pid (the shell), for the daemon's pid file
+    try:
+        p.stdin.write("promote\n")
+        p.stdin.flush()
+        ev = events(p, "promoted")
+        assert ev[-1]["event"] == "promoted" and p.wait(10) == wd.EXIT_PROMOTED
+        time.sleep(1.5)  # the keeper would have killed the group by now, were it still armed
+        assert all(alive(m) for m in members)
+        assert not Path(group).exists()
+        # back in the group the worker's group was made in (the watchdog's own: the host's, on a host)
+        assert all(m in {int(x) for x in (Path(group).parent / "cgroup.procs").read_text().split()} for m in members)
+        assert all(os.getpriority(os.PRIO_PROCESS, m) == 0 for m in members)
+    finally:
+        for m in members:
+            try:
+                os.kill(m, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_sample_measures_once(host):
+    dirs, spawn = host
+    r = subprocess.run([sys.executable, str(AGENT), "--sample", "--period", "0.5", *idle(host)],
+                       capture_output=True, text=True, timeout=30)
+    s = json.loads(r.stdout)
+    assert r.returncode == 0 and s["event"] == "sample" and s["cpus"] == pytest.approx(0.05)
+    assert 0 <= s["cpu"] < 0.5 and 0 <= s["mem"] < 0.5
+    spawn(["sh", "-c", "while :; do :; done"])
+    r = subprocess.run([sys.executable, str(AGENT), "--sample", "--period", "1", *idle(host)],
+                       capture_output=True, text=True, timeout=30)
+    assert json.loads(r.stdout)["cpu"] > 0.9

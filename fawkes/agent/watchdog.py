@@ -39,8 +39,15 @@ memory group's usage less its inactive file cache over its limit, else ``/proc/m
 (MemTotal − MemAvailable).  The worker's own use counts (UBIS: aggregate use); its cgroup
 (``--worker-cpus``, ``--worker-shares``, ``--worker-memory-mb``) caps it below the threshold.
 
+**Promotion** (U-3): the line ``promote`` on stdin hands the worker over as a regular one: the keeper no
+longer kills its group when the watchdog ends, the worker's processes leave its capped cgroups for
+the host's own and get nice 0 again, and the watchdog exits (code 6) leaving the worker running.
+
+``--sample``: no worker; one measurement of the host's use over ``--period`` seconds, printed as one
+JSON line (the coordinator's slack measurement uses the same code as the watchdog).
+
 Exit codes: 0 the worker ended by itself, 2 bad arguments (one line, nothing started), 3 stopped for
-load, 4 stopped because the coordinator went away, 5 stopped by a signal to the watchdog.
+load, 4 stopped because the coordinator went away, 5 stopped by a signal to the watchdog, 6 promoted.
 """
 
 from __future__ import annotations
@@ -56,7 +63,7 @@ import sys
 import threading
 import time
 
-EXIT_DONE, EXIT_BAD, EXIT_LOAD, EXIT_GONE, EXIT_SIGNAL = 0, 2, 3, 4, 5
+EXIT_DONE, EXIT_BAD, EXIT_LOAD, EXIT_GONE, EXIT_SIGNAL, EXIT_PROMOTED = 0, 2, 3, 4, 5, 6
 CLK = os.sysconf("SC_CLK_TCK")
 PR_SET_PDEATHSIG = 1
 HUGE = 1 << 60
@@ -350,8 +357,8 @@ def _scope(arg: str, controller: str):
 class Guard:
     """The guarded worker: process group ``pgid`` whose leader started at ``start`` (ticks since boot)."""
 
-    def __init__(self, pgid: int, start: int, child: int | None = None):
-        self.pgid, self.start, self.child = pgid, start, child
+    def __init__(self, pgid: int, start: int, child: int | None = None, ack: int | None = None):
+        self.pgid, self.start, self.child, self.ack = pgid, start, child, ack
         self.ended = False  # the group was seen empty: never signal it again
         self.me = {os.getpid(), os.getppid(), 1}
 
@@ -423,6 +430,25 @@ class Guard:
         if r is None:
             return None
         return r.si_status if r.si_code == os.CLD_EXITED else 128 + r.si_status
+
+    def disarm(self, timeout: float = 3.0) -> bool:
+        """Ask the keeper to stop guarding its group (no kill when the watchdog ends); True once it said so."""
+        if self.child is None or self.ack is None or self.child_exit() is not None:
+            return False
+        try:
+            fd = os.pidfd_open(self.child)
+        except OSError:
+            return False
+        try:
+            signal.pidfd_send_signal(fd, signal.SIGUSR2)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        import select
+
+        ready, _, _ = select.select([self.ack], [], [], timeout)
+        return bool(ready) and os.read(self.ack, 1) == b"r"
 
     def reap(self) -> None:
         if self.child is not None:
@@ -500,22 +526,32 @@ def _rmdir(d: str, timeout: float = 3.0) -> None:
             time.sleep(0.05)
 
 
-def launch(argv: list[str], nice: int, groups: list[str], log: str) -> Guard:
+def launch(argv: list[str], nice: int, groups: list[str], log: str, pidfile: str | None = None) -> Guard:
     """Fork the keeper: it leads a new session (the worker's group), joins ``groups``, lowers its
     priority, dies with the watchdog (killing its group), and runs ``argv`` as its child."""
     parent = os.getpid()
     r, w = os.pipe()
+    ack_r, ack_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # ---- the keeper
         try:
             os.close(r)
+            os.close(ack_r)
             os.setsid()
 
             def kill_group(*_):
                 os.killpg(0, signal.SIGKILL)
 
-            signal.signal(signal.SIGUSR1, kill_group)
             libc = _libc()
+
+            def disarm(*_):  # promoted: the group outlives the watchdog
+                if libc is not None:
+                    libc.prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0)
+                signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+                os.write(ack_w, b"r")
+
+            signal.signal(signal.SIGUSR1, kill_group)
+            signal.signal(signal.SIGUSR2, disarm)
             if libc is not None:
                 libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGUSR1), 0, 0, 0)
             if os.getppid() != parent:  # the watchdog died before the line above
@@ -537,6 +573,11 @@ def launch(argv: list[str], nice: int, groups: list[str], log: str) -> Guard:
             except OSError as exc:
                 os.write(w, f"cannot start {argv[0]!r}: {exc.strerror or exc}".encode())
                 os._exit(127)
+            if pidfile:
+                tmp = f"{pidfile}.tmp{os.getpid()}"
+                with open(tmp, "w") as f:
+                    f.write(f"{child.pid}\n")
+                os.replace(tmp, pidfile)
             os.write(w, b"ok")
             os.close(w)
             rc = child.wait()
@@ -544,6 +585,7 @@ def launch(argv: list[str], nice: int, groups: list[str], log: str) -> Guard:
         except BaseException:  # noqa: BLE001 - never return into the watchdog's code
             os._exit(126)
     os.close(w)
+    os.close(ack_w)
     msg = b""
     while True:
         chunk = os.read(r, 4096)
@@ -558,7 +600,7 @@ def launch(argv: list[str], nice: int, groups: list[str], log: str) -> Guard:
             pass
         raise BadInput(msg.decode(errors="replace") or "the worker could not be started")
     s = proc_stat(pid)
-    return Guard(pid, s[2] if s else 0, child=pid)
+    return Guard(pid, s[2] if s else 0, child=pid, ack=ack_r)
 
 
 # ------------------------------------------------------------------------------------------ coordinator
@@ -567,6 +609,7 @@ class Coordinator:
 
     def __init__(self, args):
         self.gone_reason: str | None = None
+        self.promote = False
         self.last_line = time.monotonic()
         self.stdin_eof, self.stdin_timeout = args.stdin_eof, args.stdin_timeout
         self.heartbeat, self.hb_timeout = args.heartbeat, args.heartbeat_timeout
@@ -596,6 +639,9 @@ class Coordinator:
                 return
             if b"\n" in data:
                 self.last_line = time.monotonic()
+            if b"promote" in data:
+                self.promote = True
+                self.wake.set()
 
     def gone(self) -> str | None:
         if self.gone_reason:
@@ -677,6 +723,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--pid", type=_number(2, 1 << 22, integer=True), help="guard the group this process leads")
     p.add_argument("--start-time", type=_number(0, 1 << 62, integer=True), help="the leader's recorded start time (ticks)")
     p.add_argument("--verbose", action="store_true", help="a line per check")
+    p.add_argument("--worker-pidfile", help="file the started worker's pid is written to")
+    p.add_argument("--sample", action="store_true", help="measure the host's use once (over --period s) and exit")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARG...: the worker to start")
     return p
 
@@ -686,6 +734,20 @@ def main(argv: list[str] | None = None) -> int:
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     report = Reporter(args.status)
     groups: list[str] = []
+    if args.sample:
+        try:
+            if cmd or args.pgid or args.pid:
+                raise BadInput("--sample measures only: no worker")
+            cpu = CpuMeter(_scope(args.cpu_cgroup, "cpu"))
+            mem = MemMeter(_scope(args.mem_cgroup, "memory"))
+        except BadInput as exc:
+            sys.stderr.write(f"watchdog: {exc}\n")
+            return EXIT_BAD
+        cpu.sample()
+        time.sleep(args.period)
+        report("sample", cpu=round(cpu.sample() or 0.0, 4), mem=round(mem.sample(), 4), cpus=round(cpu.capacity, 4),
+               mem_bytes=mem.capacity, cpu_scope=cpu.where, mem_scope=mem.where)
+        return EXIT_DONE
     try:
         modes = sum(x is not None for x in (args.pgid, args.pid)) + bool(cmd)
         if modes != 1:
@@ -699,7 +761,7 @@ def main(argv: list[str] | None = None) -> int:
         coord = Coordinator(args)
         if cmd:
             groups = make_worker_groups(args)
-            guard = launch(cmd, args.nice, groups, args.worker_log)
+            guard = launch(cmd, args.nice, groups, args.worker_log, args.worker_pidfile)
         else:
             guard = Guard.attach(args.pgid or args.pid, args.start_time)
     except BadInput as exc:
@@ -733,6 +795,24 @@ def main(argv: list[str] | None = None) -> int:
         if stop_sig:
             reason, code = f"signal {stop_sig[0]}", EXIT_SIGNAL
             break
+        if coord.promote:
+            coord.promote = False
+            if guard.disarm():
+                for d in groups:  # the host's own groups again: the worker is a regular one now
+                    parent = os.path.dirname(d)
+                    for pid in group_pids(d):
+                        try:
+                            _write(os.path.join(parent, "cgroup.procs"), str(pid))
+                        except OSError:
+                            pass
+                    _rmdir(d)
+                try:
+                    os.setpriority(os.PRIO_PGRP, guard.pgid, 0)  # every thread of every process of the group
+                except OSError:
+                    pass
+                report("promoted", pgid=guard.pgid, after_s=round(time.monotonic() - t0, 3))
+                return EXIT_PROMOTED
+            report("promote-failed", reason="the keeper did not answer")
         gone = coord.gone()
         if gone:
             reason, code = f"coordinator gone: {gone}", EXIT_GONE

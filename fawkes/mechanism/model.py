@@ -176,6 +176,19 @@ class ClusterRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class HostUse:
+    """One held host's measured use (UBIS, issue 12: :mod:`fawkes.mechanism.opportunistic`): CPU and
+    memory as fractions of the host's capacity, its capacity in cores, and the cluster that runs an
+    opportunistic worker on it now (None: nobody borrows it)."""
+
+    host: str
+    cpu: float
+    mem: float
+    cpus: float = 1.0
+    borrower: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything one decision looks at.  ``clusters`` are in admission order."""
 
@@ -184,6 +197,7 @@ class Snapshot:
     free_hosts: tuple[str, ...] = ()  # hosts held by nobody, in placement order
     clusters: tuple[ClusterView, ...] = ()
     queue: tuple[ClusterRequest, ...] = ()  # global FIFO of cluster requests
+    host_use: tuple[HostUse, ...] = ()  # UBIS: measured held hosts (empty unless lending is on)
     # rack (or site) label per host, from the inventory (placement, issue 12); hosts without one are absent.
     # Read only with ``placement`` hard/soft: empty = no labels, and the plan is as without racks
     host_racks: dict[str, str] = field(default_factory=dict)

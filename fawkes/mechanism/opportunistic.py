@@ -12,14 +12,32 @@ pure (no I/O, no clock).  A driver measures; these functions say what to do with
 Same-node promotion (U-3) is a book-keeping rule, not a computation: when the owner's regular
 claim on a host ends, the opportunistic worker already there becomes a regular transient node
 (:func:`promote` picks which, oldest first, never across nodes).
+
+Live (whole hosts: an opportunistic *transient node* of cluster B on a host held by A), the
+decision is :func:`decide`: from a :class:`~fawkes.mechanism.model.Snapshot` whose ``host_use``
+carries the measured use of each held host and which cluster borrows it now, and each cluster's
+opt-in (:class:`OpportunisticConfig`, the config's ``opportunistic:`` section), it returns a
+:class:`LendPlan`: hosts to lend (with the worker's CPU cap ``T_alloc x Cap - Util``), workers to
+promote to regular TR nodes (their host now free and their cluster's target above what it holds)
+and workers to withdraw.  Fairness has two layers (U-5): the regular one is FAWKES's own (targets,
+discrimination; opportunistic workers count in neither), the slack one shares the lent hosts equally
+among the clusters that accept and show demand (an opted-out cluster's share goes to the others);
+:func:`slack_discrimination` is that layer's d_i = c_i - w_i.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from fawkes.mechanism.model import ClusterState, Snapshot
+
 Accept = Literal["accept", "refuse", "maps_only"]
+MODES = ("accept", "refuse", "maps_only")
 
 #: UBIS' recommendations (§ 2 of the seed digest)
 T_ALLOC = 0.9
@@ -72,3 +90,159 @@ def accepts(mode: Accept, task_kind: str) -> bool:
 def promote(opportunistic_oldest_first: Sequence[str], freed_regular: int) -> list[str]:
     """Same-node promotion: the oldest opportunistic workers on the node take the regular room freed."""
     return list(opportunistic_oldest_first[:max(0, freed_regular)])
+
+
+# ====================================================================== live: whole opportunistic nodes
+class OpportunisticConfig(BaseModel):
+    """The coordinator config's ``opportunistic:`` section (UBIS live).  The default lends nothing:
+    every cluster ``refuse``, and the coordinator then measures nothing and starts nothing."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+    default: Accept = Field("refuse", description="the opt-in of a cluster not named in clusters")
+    clusters: dict[str, Accept] = Field(default_factory=dict, description="per MR-cluster: accept | refuse | maps_only")
+    t_alloc: float = Field(T_ALLOC, gt=0, le=1, description="lend a host while its use is under t_alloc x capacity")
+    t_preempt_cpu: float = Field(T_PREEMPT["cpu"], gt=0, le=1, description="the watchdog's CPU limit")
+    t_preempt_mem: float = Field(T_PREEMPT["mem"], gt=0, le=1, description="the watchdog's memory limit")
+    checks: int = Field(PREEMPT_COUNT, ge=1, le=1000, description="checks in a row over a limit before it stops the worker")
+    check_period_s: float = Field(1.0, ge=0.05, le=60, description="seconds between the watchdog's checks")
+    grace_s: float = Field(2.0, ge=0, le=600, description="SIGTERM to SIGKILL, seconds")
+    min_room: float = Field(0.2, ge=0, le=1, description="lend only a host with at least this fraction of it free")
+    nice: int = Field(19, ge=0, le=19, description="nice value of an opportunistic worker")
+    cpu_shares: int = Field(2, ge=2, le=262144, description="cgroup cpu.shares of an opportunistic worker (v2: scaled weight)")
+    measure_s: float = Field(1.0, ge=0.2, le=60, description="how long one measurement of a host's use lasts")
+    python: str = Field("python3", min_length=1, max_length=256, pattern=r"^[A-Za-z0-9_./+-]+$",
+                        description="the Python on the hosts that runs the watchdog agent")
+
+    @field_validator("clusters", mode="before")
+    @classmethod
+    def _names(cls, v):
+        if isinstance(v, dict):
+            for name in v:
+                if not isinstance(name, str) or not name or len(name) > 128 or not name.isprintable() or name != name.strip():
+                    raise ValueError(f"{name!r} is not a cluster name")
+        return v
+
+    @model_validator(mode="after")
+    def _alloc_under_preempt(self) -> "OpportunisticConfig":
+        if self.t_alloc >= self.t_preempt_cpu:
+            raise ValueError(f"t_alloc ({self.t_alloc:g}) must be below t_preempt_cpu ({self.t_preempt_cpu:g}): "
+                             "a host lent at t_alloc would be taken back at once")
+        return self
+
+    def mode(self, cluster: str) -> Accept:
+        return self.clusters.get(cluster, self.default)
+
+    @property
+    def enabled(self) -> bool:
+        return self.default != "refuse" or any(m != "refuse" for m in self.clusters.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    host: str
+    cluster: str  # the borrower
+    owner: str
+    cpus: float  # the worker's CPU cap, cores: T_alloc x Cap - Util
+
+
+@dataclass(frozen=True, slots=True)
+class Promote:
+    host: str
+    cluster: str
+
+
+@dataclass(frozen=True, slots=True)
+class Withdraw:
+    host: str
+    cluster: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class LendPlan:
+    grants: tuple[Grant, ...] = ()
+    promotions: tuple[Promote, ...] = ()
+    withdrawals: tuple[Withdraw, ...] = ()
+    slack: dict[str, float] = field(default_factory=dict)  # the slack layer's discrimination, after the plan
+
+    @property
+    def empty(self) -> bool:
+        return not (self.grants or self.promotions or self.withdrawals)
+
+
+def demand_nodes(c) -> int:
+    """Nodes a cluster's latest sample asks for beyond what it holds (pending tasks / slots per node)."""
+    if not c.samples:
+        return 0
+    pending = c.samples[-1].pending_tasks
+    return math.ceil(pending / max(1, c.slots_per_node)) if pending > 0 else 0
+
+
+def slack_discrimination(lent: Mapping[str, int], eligible: Sequence[str]) -> dict[str, float]:
+    """UBIS' second layer: d_i = c_i - w_i over the lent hosts, w_i = 1/n among the eligible
+    borrowers (accepting, with demand), c_i = the share of lent hosts cluster i holds."""
+    total = sum(lent.values())
+    names = sorted(set(eligible) | {k for k, v in lent.items() if v})
+    out = {}
+    for n in names:
+        w = 1.0 / len(eligible) if n in eligible else 0.0
+        c = lent.get(n, 0) / total if total else 0.0
+        out[n] = c - w
+    return out
+
+
+def decide(snap: Snapshot, cfg: OpportunisticConfig, targets: Mapping[str, int] | None = None,
+           task_kind: str = "any") -> LendPlan:
+    """What to lend, promote and withdraw now (UBIS Algorithm 1 per host, whole hosts).
+
+    ``snap.host_use``: the measured hosts (each with its borrower, if any); ``targets``: the regular
+    layer's current targets (the controller's memory); ``task_kind``: what an opportunistic worker of
+    this framework may run (``any`` for a Spark worker: ``maps_only`` clusters then borrow nothing).
+    Regular capacity first: nothing is lent while the pool has free hosts."""
+    targets = targets or {}
+    owner = {n.id: c.name for c in snap.clusters for n in c.nodes}
+    draining = {n.id for c in snap.clusters for n in c.nodes if n.draining}
+    active = {c.name: c for c in snap.clusters if c.state is ClusterState.ACTIVE}
+    lent = {u.host: u.borrower for u in snap.host_use if u.borrower}
+    free = set(snap.free_hosts)
+
+    withdrawals, promotions, keep = [], [], {}
+    held = {n: c.held for n, c in active.items()}
+    for host, b in sorted(lent.items()):
+        if b not in active:
+            withdrawals.append(Withdraw(host, b, "the borrower is no longer active"))
+        elif not accepts(cfg.mode(b), task_kind):
+            withdrawals.append(Withdraw(host, b, f"the borrower's opt-in is {cfg.mode(b)}"))
+        elif owner.get(host) == b:
+            withdrawals.append(Withdraw(host, b, "the borrower holds the host itself now"))
+        elif host in free and targets.get(b, 0) > held[b]:
+            promotions.append(Promote(host, b))  # same node, never across nodes (U-3)
+            held[b] += 1
+        else:
+            keep[host] = b
+
+    eligible = sorted(n for n, c in active.items() if accepts(cfg.mode(n), task_kind) and demand_nodes(c) > 0)
+    count = {n: 0 for n in eligible}
+    for b in keep.values():
+        count[b] = count.get(b, 0) + 1
+    grants = []
+    if not free and eligible:
+        room = []
+        for u in snap.host_use:
+            a = owner.get(u.host)
+            if u.borrower or a is None or a not in active or u.host in draining:
+                continue
+            free_frac = min(cfg.t_alloc - u.cpu, cfg.t_alloc - u.mem)  # Avail_opp, the scarcer resource
+            if free_frac >= cfg.min_room:
+                room.append((-free_frac, u.host, a, (cfg.t_alloc - u.cpu) * u.cpus))
+        want = {n: demand_nodes(active[n]) for n in eligible}
+        for _, host, a, cpus in sorted(room):
+            cand = [n for n in eligible if n != a and count[n] < want[n]]
+            if not cand:
+                continue
+            # the slack layer's fair share: the fewest lent hosts first, then the larger demand, then the name
+            b = min(cand, key=lambda n: (count[n], -want[n], n))
+            grants.append(Grant(host, b, a, round(cpus, 4)))
+            count[b] += 1
+    return LendPlan(tuple(grants), tuple(promotions), tuple(withdrawals),
+                    slack_discrimination({k: v for k, v in count.items() if v}, eligible))

@@ -1,0 +1,139 @@
+"""UBIS live (issue 12, U-1, U-3..U-5): the pure lending decision (fawkes.mechanism.opportunistic.decide),
+the config section that opts clusters in, and the CLI's refusal of bad values."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from pydantic import ValidationError
+
+from fawkes.mechanism import opportunistic as opp
+from fawkes.mechanism.model import ClusterMetrics, ClusterState, ClusterView, HostUse, NodeView, Role, Snapshot
+
+A = ClusterState.ACTIVE
+
+
+def cluster(name, hosts, pending=0, state=A, draining=()):
+    nodes = tuple(NodeView(h, Role.CORE if i == 0 else Role.TR, draining=h in draining) for i, h in enumerate(hosts))
+    return ClusterView(name, state, 1, nodes, samples=(ClusterMetrics(0.0, pending_tasks=pending),), slots_per_node=2)
+
+
+def snap(clusters, use, free=()):
+    return Snapshot(now=100.0, capacity=8, free_hosts=tuple(free), clusters=tuple(clusters), host_use=tuple(use))
+
+
+CFG = opp.OpportunisticConfig(clusters={"b": "accept", "c": "accept"})
+
+
+def test_default_config_lends_nothing():
+    cfg = opp.OpportunisticConfig()
+    assert not cfg.enabled and cfg.mode("anything") == "refuse"
+    s = snap([cluster("a", ["h1", "h2"]), cluster("b", ["h3"], pending=10)],
+             [HostUse("h1", 0.1, 0.1), HostUse("h2", 0.05, 0.1)])
+    assert opp.decide(s, cfg).empty
+
+
+def test_an_idle_host_of_a_is_lent_to_b_with_a_cap_of_t_alloc_minus_use():
+    s = snap([cluster("a", ["h1", "h2"]), cluster("b", ["h3"], pending=10)],
+             [HostUse("h1", 0.5, 0.2, cpus=0.33), HostUse("h2", 0.1, 0.2, cpus=0.33), HostUse("h3", 0.9, 0.2)])
+    p = opp.decide(s, CFG)
+    # h2 first (most room), then h1 (0.9 - 0.5 = 0.4 >= min_room 0.2); never b's own host
+    assert [(g.host, g.cluster, g.owner) for g in p.grants] == [("h2", "b", "a"), ("h1", "b", "a")]
+    assert p.grants[0].cpus == pytest.approx((0.9 - 0.1) * 0.33, abs=1e-4)
+
+
+def test_nothing_is_lent_over_t_alloc_or_while_hosts_are_free_or_without_demand():
+    busy = [HostUse("h1", 0.95, 0.2), HostUse("h2", 0.2, 0.8)]  # cpu over t_alloc; memory leaves < min_room
+    assert opp.decide(snap([cluster("a", ["h1", "h2"]), cluster("b", ["h3"], pending=10)], busy), CFG).grants == ()
+    idle = [HostUse("h1", 0.1, 0.1), HostUse("h2", 0.1, 0.1)]
+    # regular capacity first: a free host is FAWKES's to give
+    assert opp.decide(snap([cluster("a", ["h1", "h2"]), cluster("b", ["h3"], pending=10)], idle, free=["h9"]),
+                      CFG).grants == ()
+    assert opp.decide(snap([cluster("a", ["h1", "h2"]), cluster("b", ["h3"], pending=0)], idle), CFG).grants == ()
+    # a draining node's host is not lent
+    assert opp.decide(snap([cluster("a", ["h1", "h2"], draining=["h2"]), cluster("b", ["h3"], pending=2)],
+                           idle), CFG).grants[0].host == "h1"
+
+
+def test_refuse_and_maps_only_borrow_nothing_from_a_spark_worker():
+    idle = [HostUse("h1", 0.1, 0.1)]
+    for mode in ("refuse", "maps_only"):
+        cfg = opp.OpportunisticConfig(clusters={"b": mode})
+        assert opp.decide(snap([cluster("a", ["h1"]), cluster("b", ["h3"], pending=9)], idle), cfg).grants == ()
+    # maps_only borrows where the framework can confine a worker to map tasks
+    cfg = opp.OpportunisticConfig(clusters={"b": "maps_only"})
+    assert len(opp.decide(snap([cluster("a", ["h1"]), cluster("b", ["h3"], pending=9)], idle), cfg,
+                          task_kind="map").grants) == 1
+
+
+def test_demand_caps_how_many_hosts_a_borrower_gets():
+    idle = [HostUse(h, 0.1, 0.1) for h in ("h1", "h2", "h4")]
+    # 3 pending tasks, 2 slots per node: 2 nodes' worth
+    p = opp.decide(snap([cluster("a", ["h1", "h2", "h4"]), cluster("b", ["h3"], pending=3)], idle), CFG)
+    assert len(p.grants) == 2
+
+
+def test_slack_layer_shares_the_lent_hosts_equally_among_accepting_clusters():
+    idle = [HostUse(h, 0.1, 0.1) for h in ("h1", "h2", "h4", "h5")]
+    cl = [cluster("a", ["h1", "h2", "h4", "h5"]), cluster("b", ["h3"], pending=20), cluster("c", ["h6"], pending=20),
+          cluster("d", ["h7"], pending=20)]  # d refuses: its share goes to b and c
+    p = opp.decide(snap(cl, idle), CFG)
+    per = {n: sum(g.cluster == n for g in p.grants) for n in "bcd"}
+    assert per == {"b": 2, "c": 2, "d": 0}
+    assert p.slack == {"b": 0.0, "c": 0.0}
+    # one lent already to b: the next goes to c
+    use = [HostUse("h1", 0.1, 0.1, borrower="b"), HostUse("h2", 0.1, 0.1)]
+    p = opp.decide(snap([cluster("a", ["h1", "h2"]), cluster("b", ["h3"], pending=20),
+                         cluster("c", ["h6"], pending=20)], use), CFG)
+    assert [(g.host, g.cluster) for g in p.grants] == [("h2", "c")]
+    assert opp.slack_discrimination({"b": 3, "c": 1}, ["b", "c"]) == {"b": 0.25, "c": -0.25}
+
+
+def test_promotion_on_the_same_host_when_the_owner_released_it_and_the_borrower_is_due_nodes():
+    # a released h2: it is free now, b's worker still runs there
+    use = [HostUse("h2", 0.3, 0.2, borrower="b")]
+    cl = [cluster("a", ["h1"]), cluster("b", ["h3"], pending=10)]
+    p = opp.decide(snap(cl, use, free=["h2"]), CFG, targets={"a": 1, "b": 2})
+    assert p.promotions == (opp.Promote("h2", "b"),) and p.grants == () and p.withdrawals == ()
+    # not due a regular node: it stays opportunistic (no promotion, no withdrawal)
+    assert opp.decide(snap(cl, use, free=["h2"]), CFG, targets={"b": 1}).empty
+    # never across nodes: a free h9 does not promote b's worker on h2
+    assert opp.decide(snap([cluster("a", ["h1", "h2"]), cluster("b", ["h3"], pending=10)], use, free=["h9"]), CFG,
+                      targets={"b": 5}).promotions == ()
+
+
+def test_withdrawals():
+    use = [HostUse("h2", 0.3, 0.2, borrower="b")]
+    gone = opp.decide(snap([cluster("a", ["h1", "h2"]), cluster("b", ["h3"], state=ClusterState.SAVING)], use), CFG)
+    assert [w.cluster for w in gone.withdrawals] == ["b"]
+    refusing = opp.decide(snap([cluster("a", ["h1", "h2"]), cluster("b", ["h3"], pending=5)], use),
+                          opp.OpportunisticConfig())
+    assert "refuse" in refusing.withdrawals[0].reason
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"clusters": {"b": "always"}}, "clusters"), ({"default": "yes"}, "default"), ({"t_alloc": 0}, "t_alloc"),
+    ({"t_alloc": 1.5}, "t_alloc"), ({"t_alloc": float("nan")}, "t_alloc"), ({"checks": 0}, "checks"),
+    ({"checks": True}, "checks"), ({"check_period_s": 0.01}, "check_period_s"), ({"nice": 20}, "nice"),
+    ({"cpu_shares": 1}, "cpu_shares"), ({"python": "python3; rm -rf /"}, "python"), ({"colour": 1}, "colour"),
+    ({"t_alloc": 0.99}, "t_alloc"), ({"clusters": {" b": "accept"}}, "clusters"),
+])
+def test_bad_values_are_refused(bad, field):
+    with pytest.raises(ValidationError) as exc:
+        opp.OpportunisticConfig(**bad)
+    assert field in str(exc.value)
+
+
+def test_a_bad_config_value_is_one_line_naming_file_and_field_exit_2(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("period: 10\nopportunistic:\n  clusters: {etl: sometimes}\n")
+    import os
+
+    env = {**os.environ, "FAWKES_STATE": f"sqlite:///{tmp_path}/s.db"}
+    r = subprocess.run([sys.executable, "-m", "fawkes", "coordinator", "run", "--config", str(cfg)],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and str(cfg) in r.stderr and "opportunistic.clusters.etl" in r.stderr
+    assert not (tmp_path / "s.db").exists()
