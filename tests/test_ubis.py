@@ -104,6 +104,12 @@ def test_promotion_on_the_same_host_when_the_owner_released_it_and_the_borrower_
                       targets={"b": 5}).promotions == ()
 
 
+def test_a_grow_of_the_plan_onto_the_lent_host_keeps_the_worker():
+    use = [HostUse("h2", 0.3, 0.2, borrower="b")]
+    p = opp.decide(snap([cluster("a", ["h1"]), cluster("b", ["h3", "h2"], pending=5)], use), CFG)
+    assert p.promotions == (opp.Promote("h2", "b", allocated=True),) and p.withdrawals == ()
+
+
 def test_withdrawals():
     use = [HostUse("h2", 0.3, 0.2, borrower="b")]
     gone = opp.decide(snap([cluster("a", ["h1", "h2"]), cluster("b", ["h3"], state=ClusterState.SAVING)], use), CFG)

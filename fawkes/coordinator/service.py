@@ -91,6 +91,7 @@ class Coordinator:
         self._lock = threading.Lock()
         self._stopped = False  # set once run() ends: a step the scheduler had queued then does nothing
         self.pool = pool  # a fawkes.coordinator.pool.SlurmPool, stepped after every sample
+        self.lender = None  # a fawkes.coordinator.ubis.Lender (config opportunistic:), stepped after every sample
 
     def sync_inventory(self) -> None:
         """The store's hosts = the inventory's now (a pool provider added or removed some)."""
@@ -109,6 +110,11 @@ class Coordinator:
             if self._stopped:
                 return
             self.sampler.step()
+            if self.lender is not None:
+                try:
+                    self.lender.step()
+                except FawkesError as exc:
+                    log.warning("ubis: %s", exc)
             if self.pool is not None:
                 try:
                     self.pool.step(self)
@@ -175,6 +181,8 @@ class Coordinator:
         """Stop the reconciler (waiting up to ``grace_s`` for running operations) and close SSH.
 
         Returns the operations still running: they resume from their recorded intent."""
+        if self.lender is not None:  # every opportunistic worker stopped by its watchdog
+            self.lender.close()
         left = self.reconciler.shutdown(grace_s)
         if left:
             log.warning("left running, resumed on the next start: %s", ", ".join(left))
@@ -281,6 +289,11 @@ def run_service(cfg, *, inventory_path=None, duration_s: float | None = None,
     with Leadership(cfg.state_url(), period) as lead:
         while lead.wait(until=end):
             coord = build(cfg, inventory=inv, leadership=lead)
+            if cfg.opportunistic.enabled:
+                from fawkes.coordinator.ubis import Lender
+
+                coord.lender = Lender(coord.store, coord.fleet, coord.control, cfg.opportunistic, coord.settings,
+                                      clock=coord.clock)
             if on_lead is not None:
                 on_lead(coord)
             left = coord.run(duration_s=None if end is None else max(0.0, end - time.time()), leadership=lead)

@@ -149,6 +149,7 @@ class Grant:
 class Promote:
     host: str
     cluster: str
+    allocated: bool = False  # the host is the borrower's already (a grow of the plan landed on it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,8 +214,8 @@ def decide(snap: Snapshot, cfg: OpportunisticConfig, targets: Mapping[str, int] 
             withdrawals.append(Withdraw(host, b, "the borrower is no longer active"))
         elif not accepts(cfg.mode(b), task_kind):
             withdrawals.append(Withdraw(host, b, f"the borrower's opt-in is {cfg.mode(b)}"))
-        elif owner.get(host) == b:
-            withdrawals.append(Withdraw(host, b, "the borrower holds the host itself now"))
+        elif owner.get(host) == b:  # the plan grew the borrower onto this very host: keep the worker
+            promotions.append(Promote(host, b, allocated=True))
         elif host in free and targets.get(b, 0) > held[b]:
             promotions.append(Promote(host, b))  # same node, never across nodes (U-3)
             held[b] += 1

@@ -1,0 +1,338 @@
+"""UBIS live (issue 12, U-1..U-5): opportunistic transient nodes on measured slack.
+
+With the config's ``opportunistic:`` section naming a cluster ``accept``, every sample step the
+coordinator
+
+1. **measures** each host held by an active cluster: the watchdog agent (:mod:`fawkes.agent.watchdog`,
+   copied to ``<host root>/fawkes-agent/watchdog.py``) run once with ``--sample`` over SSH, all hosts in
+   parallel: CPU and memory use as fractions of the host (its cgroup quota on a lab host);
+2. **decides** (:func:`fawkes.mechanism.opportunistic.decide`, pure) on a snapshot carrying those
+   signals (``Snapshot.host_use``) and the controller's targets: hosts to lend, workers to promote,
+   workers to withdraw;
+3. **carries it out**: a lent host gets the borrower's configs (as if it were its TR node) and, over one
+   SSH session kept open, the watchdog agent starting the borrower's Spark worker (``fawkes-daemon.sh
+   run worker``) in a cgroup capped at ``T_alloc x Cap - Util`` with ``cpu_shares`` and ``nice``.  The
+   session writes a line every second (the agent's ``--stdin-timeout``) and reads the agent's JSON
+   events: ``stopped`` (the watchdog preempted the worker on its own: three checks over
+   ``t_preempt``) is recorded as an event and the host cools down ``cooldown_s`` before it is lent
+   again.  A withdrawal closes the session's stdin: the agent stops the worker.  A promotion
+   (the owner released the host, the borrower is due a node) allocates the host to the borrower as a
+   TR node in the store first (intent), then tells the agent ``promote``: the worker stays, uncapped,
+   its pid in the daemon's pid file, and the reconciler's grow finds it running and registered.
+
+Nothing of this is durable: the opportunistic workers live as long as the coordinator's SSH
+sessions.  When the coordinator stops (or dies, or loses the host) the sessions close and every
+agent stops its worker; a restarted coordinator starts from nothing lent.
+
+Accounting, two layers (U-5): the regular layer is FAWKES's own (opportunistic workers are in no
+cluster's node count, allocation history or discrimination); the slack layer is
+:func:`~fawkes.mechanism.opportunistic.slack_discrimination` over the lent hosts plus the node-seconds
+each cluster borrowed (:attr:`Lender.slack_s`), in ``fawkes events`` (kind ``ubis``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import select
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+
+from fawkes.agent import watchdog as agent
+from fawkes.errors import FawkesError
+from fawkes.frameworks.render import CONTROL_SCRIPT
+from fawkes.mechanism import ClusterState, Role
+from fawkes.mechanism import opportunistic as opp
+from fawkes.mechanism.model import HostUse
+from fawkes.ssh.shell import Script
+
+log = logging.getLogger("fawkes.ubis")
+
+AGENT_TEXT = Path(agent.__file__).read_text()
+AGENT_DIR = "fawkes-agent"
+HEARTBEAT_S = 1.0
+STDIN_TIMEOUT_S = 10.0  # the agent stops the worker when the coordinator is silent this long
+
+
+def agent_path(root: str) -> str:
+    return str(PurePosixPath(root) / AGENT_DIR / "watchdog.py")
+
+
+@dataclass
+class Session:
+    """One opportunistic worker: the SSH session running its watchdog agent."""
+
+    host: str
+    cluster: str  # the borrower
+    owner: str
+    cpus: float
+    client: object
+    chan: object
+    started: float
+    events: list[dict] = field(default_factory=list)
+    ended: threading.Event = field(default_factory=threading.Event)
+    promoted: threading.Event = field(default_factory=threading.Event)
+    exit_code: int | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def send(self, data: bytes) -> bool:
+        with self.lock:
+            try:
+                self.chan.sendall(data)
+                return True
+            except Exception:  # noqa: BLE001 - the channel died with the host or the connection
+                return False
+
+    def run(self, on_event: Callable[["Session", dict], None]) -> None:
+        """Read the agent's lines, send a heartbeat every second, until the session ends."""
+        buf = b""
+        next_beat = time.monotonic()
+        try:
+            while True:
+                if time.monotonic() >= next_beat:
+                    self.send(b"\n")
+                    next_beat = time.monotonic() + HEARTBEAT_S
+                ready, _, _ = select.select([self.chan], [], [], 0.5)
+                if ready or self.chan.recv_ready():
+                    data = self.chan.recv(65536)
+                    if not data:
+                        break
+                    buf += data
+                    while b"\n" in buf:
+                        line, buf = buf.split(b"\n", 1)
+                        try:
+                            ev = json.loads(line)
+                        except ValueError:
+                            continue
+                        self.events.append(ev)
+                        del self.events[:-300]  # a check line a second: the last five minutes
+                        if ev.get("event") == "promoted":
+                            self.promoted.set()
+                        on_event(self, ev)
+                if self.chan.exit_status_ready() and not self.chan.recv_ready():
+                    break
+                transport = self.chan.get_transport()
+                if transport is None or not transport.is_active():
+                    break
+        except Exception as exc:  # noqa: BLE001 - a dead connection ends the session like an EOF
+            log.debug("%s on %s: session ended: %s", self.cluster, self.host, exc)
+        finally:
+            if self.chan.exit_status_ready():
+                self.exit_code = self.chan.recv_exit_status()
+            try:
+                self.client.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self.ended.set()
+            on_event(self, {"event": "session-ended", "code": self.exit_code})
+
+    def close(self, wait: float = 15.0) -> None:
+        """Withdraw: EOF on the agent's stdin (it stops the worker), then wait for it to exit."""
+        with self.lock:
+            try:
+                self.chan.shutdown_write()
+            except Exception:  # noqa: BLE001
+                pass
+        self.ended.wait(wait)
+        if not self.ended.is_set():
+            try:
+                self.client.close()  # the connection's end: the agent sees EOF (or silence) all the same
+            except Exception:  # noqa: BLE001
+                pass
+
+
+class Lender:
+    """The coordinator's UBIS pass: measure, decide, lend / promote / withdraw (module docstring)."""
+
+    def __init__(self, store, fleet, control, cfg: opp.OpportunisticConfig, settings, *,
+                 clock: Callable[[], float] = time.time, cooldown_s: float = 30.0):
+        self.store, self.fleet, self.control, self.cfg, self.settings = store, fleet, control, cfg, settings
+        self.clock = clock
+        self.cooldown_s = cooldown_s
+        self.sessions: dict[str, Session] = {}  # host -> its opportunistic worker
+        self.cool: dict[str, float] = {}  # host -> lendable again after (monotonic)
+        self.slack_s: dict[str, float] = {}  # borrower -> node-seconds of opportunistic workers
+        self.preemptions = 0
+        self.promotions = 0
+        self.last_use: dict[str, dict] = {}
+        self._agent_on: set[str] = set()
+        self._lock = threading.Lock()
+        self._last = time.monotonic()
+
+    # ------------------------------------------------------------------ measuring
+    def _ensure_agent(self, hosts) -> list[str]:
+        need = [h for h in hosts if h not in self._agent_on]
+        if not need:
+            return []
+        files = {h: [(agent_path(self.fleet.node_spec(h, Role.TR).root), AGENT_TEXT)] for h in need}
+        res = self.fleet.ex.put_each(files, mode=0o755)
+        bad = []
+        for h, r in res.items():
+            if r.ok:
+                self._agent_on.add(h)
+            else:
+                bad.append(f"{h}: {r.error}")
+        return bad
+
+    def measure(self, hosts) -> dict[str, dict]:
+        """Each host's use over ``cfg.measure_s`` (the agent's ``--sample``), in parallel; hosts that
+        did not answer are left out (nothing is lent on an unmeasured host)."""
+        hosts = sorted(set(hosts))
+        if not hosts:
+            return {}
+        for p in self._ensure_agent(hosts):
+            log.warning("ubis: cannot copy the watchdog agent: %s", p)
+        cmds = {h: Script("{py} {a} --sample --period {p}", py=self.cfg.python,
+                          a=agent_path(self.fleet.node_spec(h, Role.TR).root), p=f"{self.cfg.measure_s:g}")
+                for h in hosts if h in self._agent_on}
+        out = {}
+        for h, r in self.fleet.ex.run_each(cmds, timeout=self.cfg.measure_s + 30).items():
+            if not r.ok:
+                continue
+            try:
+                s = json.loads(r.stdout.strip().splitlines()[-1])
+                out[h] = {"cpu": float(s["cpu"]), "mem": float(s["mem"]), "cpus": float(s["cpus"])}
+            except (ValueError, KeyError, IndexError):
+                continue
+        self.last_use = out
+        return out
+
+    # ------------------------------------------------------------------ the pass
+    def step(self) -> opp.LendPlan | None:
+        if not self.cfg.enabled:
+            return None
+        from fawkes.coordinator.view import build_snapshot
+
+        now_m = time.monotonic()
+        with self._lock:
+            for s in self.sessions.values():  # the slack layer's node-seconds
+                self.slack_s[s.cluster] = self.slack_s.get(s.cluster, 0.0) + (now_m - self._last)
+            self._last = now_m
+            ended = [h for h, s in self.sessions.items() if s.ended.is_set()]
+            for h in ended:
+                del self.sessions[h]
+        snap = build_snapshot(self.store, self.settings, self.clock())
+        held = {n.id for c in snap.clusters if c.state is ClusterState.ACTIVE for n in c.nodes if not n.draining}
+        use = self.measure(held | set(self.sessions))
+        cooled = {h for h, t in self.cool.items() if t > now_m}
+        host_use = tuple(
+            HostUse(h, u["cpu"], u["mem"], u["cpus"], borrower=self.sessions[h].cluster if h in self.sessions else None)
+            for h, u in sorted(use.items()) if h in self.sessions or h not in cooled)
+        # a lent host that did not answer still has its borrower: the decision must see it
+        host_use += tuple(HostUse(h, 1.0, 1.0, 1.0, borrower=s.cluster) for h, s in sorted(self.sessions.items())
+                          if h not in use)
+        snap = replace(snap, host_use=host_use)
+        targets = {n: m.target for n, m in self.control.memory().clusters if m.target is not None}
+        plan = opp.decide(snap, self.cfg, targets)
+        for w in plan.withdrawals:
+            self._withdraw(w.host, w.reason)
+        for p in plan.promotions:
+            self._promote(p.host, p.cluster, allocate=not p.allocated)
+        for g in plan.grants:
+            try:
+                self._lend(g)
+            except FawkesError as exc:
+                self.store.record_event("ubis", f"lending {g.host} to {g.cluster} failed: {exc}", level="warning",
+                                        cluster=g.cluster, node=g.host)
+        return plan
+
+    # ------------------------------------------------------------------ carrying it out
+    def _lend(self, g: opp.Grant) -> Session:
+        spec, driver = self.fleet.spec(g.cluster)
+        node = self.fleet.node_spec(g.host, Role.TR)
+        lent = spec.with_node(node)
+        driver.push_configs(lent, [g.host])  # the borrower's configs on the host, as for a TR node
+        self._ensure_agent([g.host])
+        cdir = PurePosixPath(lent.cluster_dir(node))
+        c = self.cfg
+        cmd = Script(
+            "mkdir -p {pids} {logs} && exec {py} {a} --stdin-eof --stdin-timeout {hb} --cpu {cpu} --mem {mem} "
+            "--count {n} --period {p} --grace {g} --nice {nice} --worker-cpus {cpus} --worker-shares {sh} "
+            "--worker-log {wlog} --worker-pidfile {pidf} --status {status} --verbose -- /bin/sh {ctl} run worker",
+            pids=str(cdir / "pids"), logs=str(cdir / "logs"), py=c.python, a=agent_path(node.root),
+            hb=f"{STDIN_TIMEOUT_S:g}", cpu=f"{c.t_preempt_cpu:g}", mem=f"{c.t_preempt_mem:g}", n=str(c.checks),
+            p=f"{c.check_period_s:g}", g=f"{c.grace_s:g}", nice=str(c.nice), cpus=f"{max(0.01, g.cpus):.4f}",
+            sh=str(c.cpu_shares), wlog=str(cdir / "logs" / "opportunistic-worker.out"),
+            pidf=str(cdir / "pids" / "worker.pid"), status=str(cdir / "logs" / "opportunistic-watchdog.json"),
+            ctl=str(cdir / CONTROL_SCRIPT))
+        ex = self.fleet.ex
+        try:
+            client = ex._connect(ex.targets[g.host])  # a connection of its own: the session stays open
+            chan = client.get_transport().open_session(timeout=ex.connect_timeout)
+            chan.exec_command(str(cmd))
+        except Exception as exc:  # noqa: BLE001
+            raise FawkesError(f"{g.host}: cannot start the watchdog session: {exc}") from None
+        s = Session(g.host, g.cluster, g.owner, g.cpus, client, chan, time.monotonic())
+        with self._lock:
+            self.sessions[g.host] = s
+        threading.Thread(target=s.run, args=(self._on_event,), name=f"ubis-{g.host}", daemon=True).start()
+        self.store.record_event("ubis", f"{g.host} of {g.owner} lent to {g.cluster}: opportunistic worker, "
+                                f"CPU cap {g.cpus:.3f} cores (T_alloc x Cap - Util), nice {c.nice}, "
+                                f"shares {c.cpu_shares}", cluster=g.cluster, node=g.host)
+        log.info("ubis: %s of %s lent to %s (cap %.3f cores)", g.host, g.owner, g.cluster, g.cpus)
+        return s
+
+    def _on_event(self, s: Session, ev: dict) -> None:
+        kind = ev.get("event")
+        if kind == "stopped" and ev.get("reason") == "load":
+            self.preemptions += 1
+            self.cool[s.host] = time.monotonic() + self.cooldown_s
+            checks = ", ".join(f"cpu {c['cpu']:.2f} mem {c['mem']:.2f}" for c in ev.get("checks", []))
+            self.store.record_event("ubis", f"watchdog on {s.host} stopped {s.cluster}'s opportunistic worker "
+                                    f"({checks}; stopped in {ev.get('stop_s', 0):.1f} s)", level="warning",
+                                    cluster=s.cluster, node=s.host)
+            log.warning("ubis: watchdog on %s stopped %s's worker (%s)", s.host, s.cluster, checks)
+        elif kind == "stopped":
+            self.store.record_event("ubis", f"{s.cluster}'s opportunistic worker on {s.host} stopped: "
+                                    f"{ev.get('reason')}", cluster=s.cluster, node=s.host)
+        elif kind == "exit" and ev.get("reason") == "worker exited":
+            self.store.record_event("ubis", f"{s.cluster}'s opportunistic worker on {s.host} exited "
+                                    f"(rc {ev.get('worker_rc')})", level="warning", cluster=s.cluster, node=s.host)
+
+    def _withdraw(self, host: str, why: str) -> None:
+        s = self.sessions.get(host)
+        if s is None:
+            return
+        s.close()
+        with self._lock:
+            self.sessions.pop(host, None)
+        self.store.record_event("ubis", f"{s.cluster}'s opportunistic worker on {host} withdrawn: {why}",
+                                cluster=s.cluster, node=host)
+
+    def _promote(self, host: str, cluster: str, allocate: bool = True) -> bool:
+        s = self.sessions.get(host)
+        if s is None:
+            return False
+        if allocate:  # intent first: the host is the borrower's TR node in the store, then the worker is kept
+            done = self.store.allocate_nodes([(cluster, host, Role.TR, f"transient for {cluster} (promoted: its "
+                                               "opportunistic worker already runs there)")])
+            if isinstance(done[0], FawkesError):
+                log.info("ubis: %s on %s not promoted: %s", cluster, host, done[0])
+                return False
+        ok = s.send(b"promote\n") and s.promoted.wait(15)
+        with self._lock:
+            self.sessions.pop(host, None)
+        if ok:
+            self.promotions += 1
+            self.store.record_event("ubis", f"{cluster}'s opportunistic worker on {host} promoted to a regular TR "
+                                    "node (same host, the worker kept)", cluster=cluster, node=host)
+        else:  # the node is allocated: the reconciler's grow starts a worker of its own once ours is gone
+            s.close()
+            self.store.record_event("ubis", f"{cluster}'s worker on {host} not promoted in place (the agent did "
+                                    "not answer): stopped; the TR node starts afresh", level="warning",
+                                    cluster=cluster, node=host)
+        return ok
+
+    def status(self) -> dict:
+        return {"lent": {h: {"cluster": s.cluster, "owner": s.owner, "cpus": s.cpus,
+                             "age_s": round(time.monotonic() - s.started, 1)} for h, s in self.sessions.items()},
+                "slack_node_s": {k: round(v, 1) for k, v in self.slack_s.items()},
+                "preemptions": self.preemptions, "promotions": self.promotions}
+
+    def close(self) -> None:
+        """The coordinator stops: every agent stops its worker."""
+        for h in list(self.sessions):
+            self._withdraw(h, "the coordinator stops")
