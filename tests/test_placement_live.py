@@ -161,3 +161,17 @@ def test_host_list_shows_the_rack(tmp_path):
     r = subprocess.run([sys.executable, "-m", "fawkes", "host", "list", "--state", url], capture_output=True,
                        text=True, timeout=120)
     assert "rack" in r.stdout.splitlines()[1] and " r1 " in r.stdout
+
+
+def test_the_decision_says_which_grows_a_rack_decided():
+    from fawkes.mechanism import decide
+
+    snap = _snap()
+    s = Settings(policy="EQ", placement="hard", period_s=60.0, sample_period_s=10.0)
+    d = decide(snap, s, memory(a=dict(target=3), b=dict(target=3)))
+    # EQ: 4 each of 8; a (core on r1) takes f2, the one free r1 host, and waits for 2; b (r1) for 1
+    assert "a +1; placement a: hard: 1 on preferred racks, 2 wait for them; " \
+           "placement b: hard: 0 on preferred racks, 1 wait for them" in d.reason, d.reason
+    assert [g.host for g in d.plan.grows if g.cluster == "a"] == ["f2"]
+    assert "placement" not in decide(snap, Settings(policy="EQ", period_s=60.0, sample_period_s=10.0),
+                                     memory(a=dict(target=3), b=dict(target=3))).reason

@@ -170,6 +170,7 @@ def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Dec
     changes = _describe(plan)
     if changes:
         reasons.append(changes)
+    reasons += plan.placed  # placement: grows that wait for, or went off, a cluster's racks
     if votes:
         reasons.append(f"shrink deferred (shrink_after_ticks={settings.shrink_after_ticks}): " + ", ".join(
             f"{n} {v}/{settings.shrink_after_ticks}" for n, v in sorted(votes.items())))

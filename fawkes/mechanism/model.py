@@ -240,6 +240,7 @@ class Plan:
     grows: tuple[Grow, ...] = ()
     shrinks: tuple[Shrink, ...] = ()
     targets: dict[str, int] = field(default_factory=dict)
+    placed: tuple[str, ...] = ()  # placement hard/soft: per cluster whose grows a rack decided, why (explain)
 
     @property
     def empty(self) -> bool:

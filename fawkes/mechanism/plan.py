@@ -64,8 +64,8 @@ def plan_towards(
             deficits[name] = target - settled
     grows: list[Grow] = []
     if settings.placement != "none" and snap.host_racks:
-        grows = _placed_grows(snap, deficits, settings, grow_order, memory or Memory(), shrinks)
-        return Plan(grows=tuple(grows), shrinks=tuple(shrinks), targets=dict(targets))
+        grows, placed = _placed_grows(snap, deficits, settings, grow_order, memory or Memory(), shrinks)
+        return Plan(grows=tuple(grows), shrinks=tuple(shrinks), targets=dict(targets), placed=tuple(placed))
     free = snap.free_hosts
     next_free = 0
     requested = {r.name: r.min_core for r in snap.queue}
@@ -88,15 +88,17 @@ def plan_towards(
 
 
 def _placed_grows(snap: Snapshot, deficits: dict[str, int], settings: Settings, grow_order: Sequence[str] | None,
-                  memory: Memory, shrinks: list[Shrink]) -> list[Grow]:
+                  memory: Memory, shrinks: list[Shrink]) -> tuple[list[Grow], list[str]]:
     """The grows with placement hard/soft: per cluster in grow order, :func:`placement.grow_hosts` on
     the hosts still free.  W comes from the expected-free-time table (:mod:`fawkes.mechanism.forecast`),
     in which the nodes this plan removes free now; the work left (``dur_fast``) is the cluster's
-    workload end as the table estimates it, less now (unknown: 0, so soft goes)."""
+    workload end as the table estimates it, less now (unknown: 0, so soft goes).  Also returns, for
+    each cluster some of whose deficit waits for its racks or goes to other racks, the reason."""
     views = {c.name: c for c in snap.clusters}
     racks = snap.host_racks
     taken: set[str] = set()
     grows: list[Grow] = []
+    placed: list[str] = []
     requested = {r.name: r.min_core for r in snap.queue}
     order = list(grow_order) if grow_order is not None else [c.name for c in snap.clusters]
     order += [n for n in deficits if n not in set(order)]
@@ -131,4 +133,6 @@ def _placed_grows(snap: Snapshot, deficits: dict[str, int], settings: Settings, 
         for i, host in enumerate(choice.hosts):
             grows.append(Grow(name, host, Role.CORE if i < cores_missing else settings.grow_type))
             taken.add(host)
-    return grows
+        if choice.wait or not choice.preferred and preferred:
+            placed.append(f"placement {name}: {choice.reason}")
+    return grows, placed

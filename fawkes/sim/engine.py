@@ -655,7 +655,7 @@ class Simulator:
         queue = tuple(ClusterRequest(c.name, c.min_core, c.requested_at, c.spec.expected_duration_s,
                                      c.spec.deadline_s) for c in self.queue)
         racks = self.host_racks if self.settings is not None and self.settings.placement != "none" else {}
-        return Snapshot(now, self.capacity, tuple(self.free), tuple(views), queue, racks)
+        return Snapshot(now, self.capacity, tuple(self.free), tuple(views), queue, host_racks=racks)
 
     def _tick(self, now: float) -> None:
         if self.wl.controller == "ch2":
