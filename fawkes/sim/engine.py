@@ -702,8 +702,7 @@ class Simulator:
             if node is None or node.draining:
                 continue
             if sh.mode is ShrinkMode.FP:
-                c.stop_node(node, now)
-                self.push(now + self.cost.fp_stop_s, EV_RELEASE, node)
+                self._stop_fp(c, node, now)
             else:
                 dp.setdefault(sh.cluster, []).append(node)
         for name, nodes in dp.items():
@@ -729,6 +728,13 @@ class Simulator:
         for c in touched:
             self._maybe_deploy(c, now)
             c.dispatch(now)
+
+    def _stop_fp(self, c: SimCluster, node, now: float) -> None:
+        """FP: the node's tasks are killed now and the host is free ``fp_stop_s`` later (a subclass
+        may carry a TR shrink out otherwise: ``fawkes/sim/bigc.py`` models BIG-C's suspend and
+        graceful shrink)."""
+        c.stop_node(node, now)
+        self.push(now + self.cost.fp_stop_s, EV_RELEASE, node)
 
     def _spread_blocks(self, c: SimCluster, leaving) -> None:
         """Re-replicated blocks land on the DataNodes that stay."""
