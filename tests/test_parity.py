@@ -156,6 +156,25 @@ def test_preemption_settings_decide_alike_in_both_drivers(extra, tmp_path):
         assert any("tau bypassed" in ev.data[1].reason for ev in steps if ev.kind == "tick")
 
 
+# --- CERES (issue 11, mechanism/ceres.py): neither the store nor the base simulator carries the usage
+# windows or progress samples yet, so both drivers see none: with CERES on they must still decide alike,
+# and as without it (the settings act on the signals only)
+@pytest.mark.parametrize("extra", [
+    {"swollen_threshold": 0.5}, {"straggler_factor": 2.0, "straggler_expand_nodes": 2},
+    {"swollen_threshold": 0.9, "straggler_factor": 1.5, "shrink_amount": "demand_capped", "regrow_delay_ticks": 1},
+], ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
+def test_ceres_settings_decide_alike_in_both_drivers(extra, tmp_path):
+    s = Settings(**({"policy": "TD", "period_s": 60.0, "sample_period_s": 10.0, "tau": 1.0} | extra))
+    rec = Recorder()
+    run_both(workload(4, clusters=3, jobs=16), s, f"sqlite:///{tmp_path / 'state.db'}", rec=rec)
+    off = Settings(**(s.model_dump() | {"swollen_threshold": None, "straggler_factor": None}))
+    plain = Recorder()
+    Simulator(workload(4, clusters=3, jobs=16), off, recorder=plain).run()
+    assert plain.steps == rec.steps
+    assert [(ev.data[1].targets, ev.data[1].plan) for ev in plain.events if ev.kind == "tick"] == [
+        (ev.data[1].targets, ev.data[1].plan) for ev in rec.events if ev.kind == "tick"]
+
+
 @pytest.mark.parametrize("extra", [
     {"admission_order": "sjf"}, {"admission_order": "utility", "skip_unfittable": True},
     {"deadline_purge": True, "backfill": True}, {"admission_order": "utility", "deadline_purge": True,

@@ -24,7 +24,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from fawkes.mechanism import classes, preemption
+from fawkes.mechanism import ceres, classes, preemption
 from fawkes.mechanism.admission import Admission, admit
 from fawkes.mechanism.discrimination import global_factor, interval_discrimination
 from fawkes.mechanism.inactivity import is_inactive
@@ -140,6 +140,7 @@ def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Dec
             targets = weighted_targets(pool - sum(waiting.values()), rest, w, minima | held, caps) | waiting
             targets = {n: targets[n] for n in names}
         targets = _damp(targets, staying, mem, snap.now, settings)
+        shares = targets  # before the demand cap: CERES' reclaim never goes below them
         if settings.shrink_amount == "demand_capped":
             targets = preemption.demand_capped(targets, staying, pool, d, settings)
         if settings.reserve_fraction > 0:  # B-7's static partition replaces the rebalance (a baseline)
@@ -159,10 +160,16 @@ def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Dec
     for donor, k in adm.reclaim.items():
         if not gate:
             targets[donor] = max(minima[donor], targets[donor] - k)
+    c3 = None
+    if policy.resizes and ceres.active(settings):  # CERES (ceres.py): reclaim swollen first, expand stragglers
+        c3 = ceres.pipeline(targets, staying, pool, d, settings, shares if gate else None)
+        targets = c3.targets
 
     order = sorted(names, key=lambda n: d.get(n, -math.inf))
     plan = plan_towards(snap, targets, settings, order, memory)
     reasons = [why]
+    if c3 is not None and c3.reason():
+        reasons.append(c3.reason())
     if leaving:
         reasons.append("inactive, saving and releasing: " + ", ".join(sorted(leaving)))
     if adm.reason:

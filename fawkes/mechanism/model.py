@@ -73,6 +73,34 @@ HOLDING_STATES = ALLOCATED_STATES | {ClusterState.SAVING}
 
 
 @dataclass(frozen=True, slots=True)
+class NodeUsage:
+    """A node's maximum utilisation over a sliding window (CERES, C-1): the largest CPU and memory
+    use seen in the window, each a fraction of what the node holds (cores, memory).  Measured by
+    :mod:`fawkes.coordinator.usage` (cgroups, procfs) or the simulator; absent = unknown."""
+
+    cpu_max: float
+    mem_max: float
+    window_s: float = 0.0  # how long the window the maxima cover is
+
+    @property
+    def ratio(self) -> float:
+        """CERES' max-utilisation ratio, max used / limit: the larger of the two."""
+        return max(self.cpu_max, self.mem_max)
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    """Progress samples of one running job (or stage) of an MR-cluster (CERES, C-2): ``samples``
+    are ``(time, fraction done)`` in time order, the fraction in [0, 1] (Spark: completed tasks /
+    tasks over its stages); ``expected_s`` the job's reference runtime if known (the JS policy's)."""
+
+    job: str
+    samples: tuple[tuple[float, float], ...] = ()
+    expected_s: float | None = None
+    started_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class NodeView:
     """One node held by an MR-cluster."""
 
@@ -82,6 +110,7 @@ class NodeView:
     stored_bytes: int = 0  # HDFS bytes on this node (DP victim order)
     added_at: float = 0.0  # when it joined the cluster (FP tie-break: newest first)
     draining: bool = False  # being removed: still counts for its cluster until released (A-19)
+    usage: NodeUsage | None = None  # max utilisation over a window (CERES C-1); None = not measured
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +167,7 @@ class ClusterView:
     allocation: tuple[tuple[float, int], ...] = ()
     slots_per_node: int = 8  # used only by the optional demand cap (B.5)
     since: float = 0.0  # when this incarnation was requested (keys the controller's memory)
+    progress: tuple[JobProgress, ...] = ()  # running jobs' progress samples (CERES C-2); () = not measured
 
     @property
     def held(self) -> int:

@@ -120,6 +120,22 @@ class Settings(BaseModel):
         0.0, ge=0, lt=1, description="B-7's reserve baseline: best-effort clusters together hold at most "
         "floor((1 - this) * pool) nodes, the latency clusters the rest, demand or not (BIG-C: 0.6); 0 = off")
 
+    # --- CERES (issue 11; spec seeds §001 C-1..C-3, docs/mechanism.md "CERES"): off by default
+    swollen_threshold: float | None = Field(
+        None, gt=0, le=1, description="C-1: a node whose maximum CPU and memory use over the usage window are both "
+        "below this fraction of what it holds is swollen; when under-share clusters need nodes, idle swollen nodes "
+        "of clusters that do not grow are taken first, weight-driven preemption only for the rest (None = off)")
+    usage_window_s: float = Field(
+        300.0, ge=1, le=MAX_SECONDS, description="C-1: the sliding window over which the collector keeps each "
+        "node's maximum use (used only with swollen_threshold)")
+    straggler_factor: float | None = Field(
+        None, gt=1, le=1e6, description="C-2: a running job is a straggler when its estimated time to finish, from "
+        "its last three progress samples, is more than this many times its peers' median (or, with a reference "
+        "runtime, when elapsed + ETA exceeds this many times it); its cluster grows from idle capacity (None = off)")
+    straggler_expand_nodes: int = Field(
+        1, ge=1, le=1_000_000, description="C-2: nodes added per tick to a cluster with a straggler, from idle "
+        "capacity only (pool nodes no target wants)")
+
     @field_validator("policy")
     @classmethod
     def _known_policy(cls, v: str) -> str:
