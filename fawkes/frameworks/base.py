@@ -95,13 +95,29 @@ class NodeFacts:
         return "; ".join(parts)
 
 
+#: how a TR node can be taken away (the coordinator's ``shrink_mode``, docs/mechanism.md "Shrink modes"):
+#: ``fp`` stops its worker (its tasks re-run elsewhere), ``graceful`` decommissions it first (running
+#: tasks finish, bounded by ``timeouts.graceful``), ``suspend`` suspends it and lends its host
+SHRINK_MODES = ("fp", "graceful", "suspend")
+
+
 class FrameworkDriver(ABC):
     """Deploy, grow, shrink, observe and tear down MR-clusters of one framework kind."""
 
     kind: ClassVar[str]
+    #: B-6: how this kind's TR nodes leave when the coordinator's config sets no ``shrink_mode``
+    #: (one of :data:`SHRINK_MODES`, checked when the driver class is defined); a ``shrink_mode``
+    #: in the config wins for every cluster (:func:`shrink_mode_for`)
+    default_shrink_mode: ClassVar[str] = "fp"
     #: daemons per node role (the master node runs its master daemons in addition)
     role_daemons: ClassVar[Mapping[Role, tuple[str, ...]]]
     master_daemons: ClassVar[tuple[str, ...]]
+
+    def __init_subclass__(cls, **kw) -> None:
+        super().__init_subclass__(**kw)
+        mode = cls.__dict__.get("default_shrink_mode", cls.default_shrink_mode)
+        if not isinstance(mode, str) or mode not in SHRINK_MODES:
+            raise TypeError(f"{cls.__name__}.default_shrink_mode: {mode!r} is not one of {', '.join(SHRINK_MODES)}")
 
     def __init__(self, executor, *, progress: Progress | None = None, http_timeout: float = 5.0):
         self.ex = executor
@@ -214,6 +230,17 @@ def driver_class(kind: str) -> type[FrameworkDriver]:
     if drv is None or drv.kind != kind:
         raise FawkesError(f"unknown framework kind {kind!r} (known: {', '.join(kinds()) or 'none'})")
     return drv
+
+
+def shrink_mode_for(kind: str, configured: str | None = None) -> str:
+    """B-6: how the TR nodes of a cluster of framework ``kind`` leave: the config's ``shrink_mode``
+    when it sets one (checked: one of :data:`SHRINK_MODES`), else the kind's driver default
+    (``spark-hdfs``: ``fp``)."""
+    if configured is not None:
+        if not isinstance(configured, str) or configured not in SHRINK_MODES:
+            raise FawkesError(f"shrink_mode: {configured!r} is not one of {', '.join(SHRINK_MODES)}")
+        return configured
+    return driver_class(kind).default_shrink_mode
 
 
 def driver_for(kind: str, executor, **kw) -> FrameworkDriver:
