@@ -267,3 +267,87 @@ def test_good_ceres_settings_load_from_a_preset(tmp_path):
     for k in ("swollen_threshold: 0.4", "usage_window_s: 120", "straggler_factor: 1.5", "straggler_expand_nodes: 2"):
         assert k in r.stdout, r.stdout
 
+
+# --- SIM-C1, SIM-C2 (fawkes/sim/ceres.py): the directions the spec expects, on seeds 1-3 ---------------
+
+from fawkes.sim import ceres as sim_ceres  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def c1():
+    return dict(sim_ceres.sim_c1([1, 2, 3])["expect"])
+
+
+@pytest.fixture(scope="module")
+def c2():
+    return dict(sim_ceres.sim_c2([1, 2, 3])["expect"])
+
+
+def test_sim_c1_bigc_like_kills_less_than_a_full_kill_and_ceres_at_d0_kills_no_more(c1):
+    assert c1["BIG-C-like kills fewer tasks than TD's full kill"]
+    assert c1["fewer preemptions (tasks killed) with CERES than BIG-C-like (D=0)"]  # -0.2 %: about even
+
+
+@pytest.mark.xfail(strict=True, reason="measured (seeds 1-3): with BIG-C's regrow delay D=3, CERES' ordering kills "
+                   "14.6 % more tasks (251 vs 357 on seed 3, within 2 on seeds 1-2), S's mean scheduling latency +9.5 %, "
+                   "p95 running time +1.6 %: whole nodes only, so C-1 reclaims idle nodes, which the plan takes first "
+                   "anyway; it changes whose idle nodes go and the runs diverge in timing (docs/reproduction.md)")
+@pytest.mark.parametrize("statement", [
+    "fewer preemptions (tasks killed) with CERES than BIG-C-like (D=3)",
+    "the latency cluster's p95 running time lower with CERES than BIG-C-like (D=3)",
+    "the latency cluster's mean scheduling latency lower with CERES than BIG-C-like (D=3)",
+])
+def test_sim_c1_ceres_on_bigc_like(c1, statement):
+    assert c1[statement]
+
+
+def test_sim_c2_straggler_expansion_cuts_the_tail_when_idle_capacity_waits(c2):
+    assert c2["S's p95 running time lower with C-2 when idle capacity waits (tau 1000)"]
+    assert c2["S's p99 running time lower with C-2 when idle capacity waits (tau 1000)"]
+    assert c2["C-2 never makes S's p95 worse"]
+
+
+@pytest.mark.xfail(strict=True, reason="measured (seeds 1-3): at tau 100 (and 10) the gate opens often enough that "
+                   "TD hands out every free host at the next tick: no idle capacity is left for C-2, which never "
+                   "expands (S p95 +0.0 %)")
+def test_sim_c2_at_tau_100(c2):
+    assert c2["S's p95 running time lower with C-2 at tau 100"]
+
+
+def test_the_simulator_carries_the_signals_into_the_snapshot():
+    wl, use = sim_ceres.mixed(1)
+    s = sim_ceres._settings(swollen_threshold=0.5, usage_window_s=120.0)
+    sim = sim_ceres.CeresSimulator(wl, s, use=use)
+    seen = {}
+
+    def grab(sim_, now):
+        snap = sim_.snapshot(now)
+        seen["snap"] = snap
+
+    sim.at(400.0, grab)
+    sim.run()
+    snap = seen["snap"]
+    usage = [n.usage for c in snap.clusters for n in c.nodes if n.usage is not None]
+    assert usage and all(0.0 <= u.cpu_max <= 1.0 and 0.0 <= u.mem_max <= 1.0 and u.window_s <= 120.0 for u in usage)
+    b2 = snap.cluster("B2")
+    busy = [n.usage for n in b2.nodes if n.usage is not None and n.usage.cpu_max > 0]
+    assert busy and max(u.cpu_max for u in busy) <= 0.35 + 1e-9  # B2's tasks use 35 % of a slot
+    assert any(p.samples for c in snap.clusters for p in c.progress)
+    assert all(len(p.samples) <= 3 and all(0 <= f <= 1 for _, f in p.samples) for c in snap.clusters for p in c.progress)
+
+
+def test_simulate_lists_and_runs_sim_c1_and_refuses_options():
+    def fawkes(*args):
+        return subprocess.run([sys.executable, "-m", "fawkes", "simulate", *args], capture_output=True, text=True,
+                              timeout=300)
+
+    r = fawkes("--list")
+    assert r.returncode == 0 and "SIM-C1" in r.stdout and "SIM-C2" in r.stdout
+    r = fawkes("SIM-C1", "--seeds", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    import json
+
+    out = json.loads(r.stdout)
+    assert out["check"] == "SIM-C1" and len(out["rows"]) == 5 and "killed_tasks" in out["rows"][0]
+    r = fawkes("SIM-C2", "--set", "tau=1")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--set" in r.stderr

@@ -25,6 +25,7 @@ Examples:
   fawkes simulate SIM-P3
   fawkes simulate SIM-U1 --json
   fawkes simulate SIM-B2 --seeds 3
+  fawkes simulate SIM-C1 --seeds 5
   fawkes simulate --list
   fawkes simulate --trace week.csv --capacity 16 --min-core 4 --period 60 --cost map_slots=12 --cost reduce_slots=4
   fawkes simulate --trace live.csv --cost-file live-costs.yaml --clusters live-clusters.csv --capacity 8 \\
@@ -73,7 +74,7 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
              grow, seeds, first_seed, sets, costs, cost_file, scale, workers, check, as_json, plot_file, quiet,
              list_) -> None:
     """Simulate EXPERIMENT (ch2, A, B, C, D, E) or a --trace with the FAWKES mechanism; or run a
-    supporting seed's check (SIM-P1, SIM-P2, SIM-P3, SIM-U1 .. SIM-U4, SIM-B1, SIM-B2:
+    supporting seed's check (SIM-P1, SIM-P2, SIM-P3, SIM-U1 .. SIM-U4, SIM-B1, SIM-B2, SIM-C1, SIM-C2:
     docs/reproduction.md; --list names them all).
 
     Prints per-cluster mean slowdowns (against each job alone on a static 10-core-node
@@ -140,7 +141,7 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
             exp = experiment_name(experiment)
         except KeyError:
             raise FawkesError(f"unknown experiment {experiment!r}; choose one of {', '.join(EXPERIMENTS)}, "
-                              "SIM-P1..P3, SIM-U1..U4, SIM-B1, SIM-B2 (--list) or use --trace FILE") from None
+                              "SIM-P1..P3, SIM-U1..U4, SIM-B*, SIM-C1, SIM-C2 (--list) or use --trace FILE") from None
         if exp == "ch2" and (grow or sets):
             raise FawkesError("ch2 uses the chapter-2 policies; --grow and --set do not apply")
     if compare_:

@@ -1,6 +1,7 @@
 """The supporting seeds' simulation checks as named experiments of ``fawkes simulate``:
 SIM-P1..P3 (the YARN placement project, :mod:`fawkes.sim.racks`), SIM-U1..U4 (UBIS,
-:mod:`fawkes.sim.slack`) and SIM-B1 (partly), SIM-B2 (BIG-C, :mod:`fawkes.sim.bigc`).  Each returns rows of figures beside the paper's, and ``expect``: the
+:mod:`fawkes.sim.slack`), SIM-B1 (partly), SIM-B2 (BIG-C, :mod:`fawkes.sim.bigc`) and SIM-C1,
+SIM-C2 (CERES, :mod:`fawkes.sim.ceres`).  Each returns rows of figures beside the paper's, and ``expect``: the
 direction the spec expects, as a list of (statement, holds) pairs (``tests/test_seed_checks.py``
 asserts them).
 """
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from statistics import mean
 from typing import Any
 
-from fawkes.sim import bigc, racks, slack
+from fawkes.sim import bigc, ceres, racks, slack
 
 Result = dict[str, Any]
 
@@ -102,6 +103,7 @@ CHECKS: dict[str, Callable[[list[int]], Result]] = {
     "SIM-P1": sim_p1, "SIM-P2": sim_p2, "SIM-P3": sim_p3,
     "SIM-U1": sim_u1, "SIM-U2": sim_u2, "SIM-U3": sim_u3, "SIM-U4": sim_u4,
     **bigc.CHECKS,
+    **ceres.CHECKS,
 }
 
 
