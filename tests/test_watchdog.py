@@ -144,6 +144,7 @@ def test_cpu_load_on_the_host_stops_the_worker_within_5_s(host, tmp_path):
     stopped = next(e for e in ev if e["event"] == "stopped")
     assert stopped["reason"] == "load" and len(stopped["checks"]) == 3
     assert all(c["cpu"] > 0.99 for c in stopped["checks"])
+    print(f"\nwatchdog: load started -> worker stopped in {took:.2f} s (stop itself {stopped['stop_s']:.2f} s)")
     assert took < 5.0, f"stopped {took:.1f} s after the load started"
     assert wait_gone(members, 1.0)
     assert json.loads(status.read_text())["event"] == "exit"

@@ -95,8 +95,12 @@ class Session:
                 if time.monotonic() >= next_beat:
                     self.send(b"\n")
                     next_beat = time.monotonic() + HEARTBEAT_S
-                ready, _, _ = select.select([self.chan], [], [], 0.5)
-                if ready or self.chan.recv_ready():
+                select.select([self.chan], [], [], 0.5)
+                while self.chan.recv_stderr_ready():  # the agent's one-line errors
+                    err = self.chan.recv_stderr(65536).decode(errors="replace").strip()
+                    if err:
+                        log.warning("ubis: agent on %s: %s", self.host, err[:300])
+                if self.chan.recv_ready():
                     data = self.chan.recv(65536)
                     if not data:
                         break
@@ -112,7 +116,7 @@ class Session:
                         if ev.get("event") == "promoted":
                             self.promoted.set()
                         on_event(self, ev)
-                if self.chan.exit_status_ready() and not self.chan.recv_ready():
+                if (self.chan.eof_received or self.chan.exit_status_ready()) and not self.chan.recv_ready():
                     break
                 transport = self.chan.get_transport()
                 if transport is None or not transport.is_active():
