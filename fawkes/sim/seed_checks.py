@@ -1,6 +1,6 @@
 """The supporting seeds' simulation checks as named experiments of ``fawkes simulate``:
 SIM-P1..P3 (the YARN placement project, :mod:`fawkes.sim.racks`), SIM-U1..U4 (UBIS,
-:mod:`fawkes.sim.slack`), SIM-B1 (partly), SIM-B2 (BIG-C, :mod:`fawkes.sim.bigc`) and SIM-C1,
+:mod:`fawkes.sim.slack`), SIM-B1..B4 (BIG-C, :mod:`fawkes.sim.bigc`) and SIM-C1,
 SIM-C2 (CERES, :mod:`fawkes.sim.ceres`).  Each returns rows of figures beside the paper's, and ``expect``: the
 direction the spec expects, as a list of (statement, holds) pairs (``tests/test_seed_checks.py``
 asserts them).
