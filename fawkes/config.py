@@ -22,6 +22,8 @@ Config file (YAML, every key optional, unknown keys refused)::
       draining: 3600                              # a DP still unfinished is reported (nothing is ever stopped)
       op: 600                                     # the longest one driver operation waits (deploy, add, ...)
       drain: 60                                   # one DP operation's wait before it hands its worker back
+    shrink_mode: fp                               # fp | graceful | suspend (how a TR node leaves)
+    suspend: {cpu_percent: 1, memory_mb: 64, freeze: false}   # shrink_mode suspend: the footprint kept
     pool:                                         # grow the pool with SLURM allocations (docs/slurm.md)
       provider: slurm
       partition: batch                            # where to allocate
@@ -127,6 +129,23 @@ class TimeoutsConfig(BaseModel):
                                       "may finish its running tasks before it is stopped (FP) anyway")
 
 
+class SuspendConfig(BaseModel):
+    """``shrink_mode: suspend``: what a suspended worker keeps (BIG-C's minimal footprint: 1 % CPU and
+    64 MB), and whether it is frozen outright as well (:mod:`fawkes.coordinator.suspend`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    cpu_percent: float = Field(default=1.0, ge=1.0, le=100.0, allow_inf_nan=False, strict=True,
+                               description="CPU a suspended worker keeps, % of one CPU (the kernel's least is 1 %)")
+    memory_mb: int = Field(default=64, ge=0, le=1 << 20, strict=True,
+                           description="cgroup v2 memory.high of a suspended worker, MB (0: memory left alone)")
+    freeze: StrictBool = Field(default=False, description="freeze it outright as well (v1 freezer, v2 cgroup.freeze)")
+
+    def footprint(self):
+        from fawkes.ssh.cgroups import Footprint
+
+        return Footprint(cpu_percent=self.cpu_percent, memory_mb=self.memory_mb, freeze=self.freeze)
+
+
 _SLURM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 
 
@@ -177,8 +196,10 @@ class CoordinatorConfig(BaseModel):
     timeouts: TimeoutsConfig = TimeoutsConfig()
     #: how TR nodes leave: "fp" stops the worker (its running tasks are re-run elsewhere); "graceful"
     #: decommissions it (Spark: no new tasks, running ones finish, shuffle/RDD blocks migrate), then
-    #: stops it, after timeouts.graceful at most.  TC nodes always leave by DP.
-    shrink_mode: Literal["fp", "graceful"] = "fp"
+    #: stops it, after timeouts.graceful at most; "suspend" suspends its worker through cgroups and lends
+    #: the host to the next cluster that grows (BIG-C's IP, ``suspend`` below).  TC nodes always leave by DP.
+    shrink_mode: Literal["fp", "graceful", "suspend"] = "fp"
+    suspend: SuspendConfig = SuspendConfig()
     pool: PoolConfig | None = None
     opportunistic: OpportunisticConfig = OpportunisticConfig()  # UBIS (issue 12): who borrows measured slack
     source: Path | None = Field(default=None, exclude=True)

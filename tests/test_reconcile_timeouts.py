@@ -56,9 +56,9 @@ def test_values_from_the_file(tmp_path):
     ("period: 60\ntimeouts:\n  provision: 10\n", 3, "timeouts.provision", "unknown field"),
     ("timeouts: 30\n", 1, "timeouts", "valid dictionary"),
     ("timeouts:\n  graceful: -1\n", 2, "timeouts.graceful", "greater than 0"),
-    ("period: 60\nshrink_mode: kill\n", 2, "shrink_mode", "'fp' or 'graceful'"),
-    ("shrink_mode: \"graceful\\n\"\n", 1, "shrink_mode", "'fp' or 'graceful'"),
-    ("shrink_mode: 1\n", 1, "shrink_mode", "'fp' or 'graceful'"),
+    ("period: 60\nshrink_mode: kill\n", 2, "shrink_mode", "'fp', 'graceful' or 'suspend'"),
+    ("shrink_mode: \"graceful\\n\"\n", 1, "shrink_mode", "'fp', 'graceful' or 'suspend'"),
+    ("shrink_mode: 1\n", 1, "shrink_mode", "'fp', 'graceful' or 'suspend'"),
 ])
 def test_bad_timeouts_are_refused_naming_the_key(tmp_path, text, line, field, message):
     p = write(tmp_path, text)

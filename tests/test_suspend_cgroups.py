@@ -124,3 +124,35 @@ def test_parse_refuses_a_group_with_foreign_processes():
     out = "root 10\ntree 10 11 \nmembers /sys/fs/cgroup/freezer/g 10 11 99 \n"
     with pytest.raises(FawkesError, match="outside the suspended tree: 99"):
         parse("h1", out)
+
+
+@pytest.mark.skipif(not any(ln.split()[2] == "cgroup2" for ln in Path("/proc/mounts").read_text().splitlines()),
+                    reason="no cgroup v2 mount")
+def test_v2_only_host_freezes_with_cgroup_freeze(tree, tmp_path):
+    """The same scripts on a host that has only cgroup v2 without a delegated cpu controller (here: a
+    private mount namespace in which the v1 cpu and freezer hierarchies are unmounted): CPU cannot be
+    limited, so the tree is frozen with cgroup.freeze, and resumed."""
+    root, pidfile, bystander = tree
+    name = f"fawkes-test-{os.getpid()}"
+    procs = descendants(root.pid)
+    (tmp_path / "s.sh").write_text(render(suspend_script(Script("cat {f}", f=str(pidfile)), name, Footprint())))
+    (tmp_path / "r.sh").write_text(render(resume_script(name)))
+    v1 = [ln.split()[1] for ln in Path("/proc/mounts").read_text().splitlines()
+          if ln.split()[2] == "cgroup" and set(ln.split()[3].split(",")) & {"cpu", "freezer"}]
+    umounts = "".join(f"umount {m} && " for m in v1)
+    r = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --make-rprivate / && {umounts}sh {tmp_path / 's.sh'}"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    s = parse("local", r.stdout)
+    assert s.frozen and s.frozen.startswith("v2 ") and s.pids == frozenset(procs), r.stdout
+    assert "frozen instead" in " ".join(s.notes)
+    busy = max(procs, key=cpu_ticks)
+    t0 = cpu_ticks(busy)
+    time.sleep(1.0)
+    assert cpu_ticks(busy) - t0 == 0
+    r = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --make-rprivate / && {umounts}sh {tmp_path / 'r.sh'}"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "thawed v2" in r.stdout, r.stdout + r.stderr
+    t0 = cpu_ticks(busy)
+    time.sleep(0.5)
+    assert cpu_ticks(busy) - t0 >= 5

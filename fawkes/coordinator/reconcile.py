@@ -22,13 +22,16 @@ cluster state  operation                                                       k
 DEPLOYING      all core nodes allocated: deploy them (masters + workers + DNs)  cluster
 LOADING        load the input into HDFS, then ACTIVE                           cluster
 ACTIVE         nodes REQUESTED / PROVISIONING (not up): add them (TR or TC)    grow
-ACTIVE         nodes DRAINING: TR by FP; TC by DP: start the decommission,     shrink
+ACTIVE         nodes DRAINING: TR by FP (or suspended: shrink_mode suspend);   shrink
+               TC by DP: start the decommission,
                wait up to ``timeouts.drain``, stop and release once HDFS
                reports it Decommissioned (a later step finishes it)
 ACTIVE         nodes FAILED: stop what still runs (DP for TC), release         cleanup
 ACTIVE         idle, first step after a start and every ``drift_every_s``:     reconfigure
                re-render the configs, restart only daemons whose files changed
 SAVING         save the output, tear down, release every node, then RELEASED   cluster
+any            nodes SUSPENDED / LENT (shrink_mode suspend): lent, resumed     suspend:HOST
+               when the host comes back, stopped at teardown (suspend.py)
 =============  ==============================================================  ===========
 
 Every driver operation is idempotent, so after a crash the same step simply runs again on
@@ -48,10 +51,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from fawkes import faults
 from fawkes.config import TimeoutsConfig
 from fawkes.coordinator.fleet import Fleet
+from fawkes.coordinator.suspend import Suspender
 from fawkes.errors import FawkesError
 from fawkes.frameworks.base import DecommissionInterrupted, DecommissionTimeout, NodeFacts
 from fawkes.mechanism import ClusterState, Role, ShrinkMode
 from fawkes.store import Store
+from fawkes.ssh.cgroups import Footprint
 from fawkes.store.lifecycle import NodeState
 
 log = logging.getLogger("fawkes.reconcile")
@@ -66,10 +71,14 @@ class Reconciler:
     default: its defaults).  ``clock`` must be the store's clock (node ages are ``state_since``)."""
 
     def __init__(self, store: Store, fleet: Fleet, *, workers: int = 4, clock: Callable[[], float] = time.time,
-                 timeouts: TimeoutsConfig | None = None, drift_every_s: float = 300.0, shrink_mode: str = "fp"):
-        if shrink_mode not in ("fp", "graceful"):
-            raise FawkesError(f"shrink_mode: {shrink_mode!r} is neither 'fp' nor 'graceful'")
+                 timeouts: TimeoutsConfig | None = None, drift_every_s: float = 300.0, shrink_mode: str = "fp",
+                 footprint: Footprint | None = None):
+        if shrink_mode not in ("fp", "graceful", "suspend"):
+            raise FawkesError(f"shrink_mode: {shrink_mode!r} is not one of 'fp', 'graceful', 'suspend'")
         self.shrink_mode = shrink_mode
+        # shrink_mode suspend: a TR node's worker suspended through cgroups, its host lent (coordinator/suspend.py);
+        # its pass runs whatever the mode (suspended nodes of an earlier run are resumed or stopped)
+        self.suspender = Suspender(self, footprint if footprint is not None else Footprint())
         self.store = store
         self.drift_every_s = drift_every_s  # how often an idle active cluster's configs are compared
         self._drift_due: dict[str, float] = {}  # per cluster: when its configs are compared next
@@ -93,6 +102,7 @@ class Reconciler:
     # ------------------------------------------------------------------ the loop body
     def step(self) -> None:
         self._collect()
+        self.suspender.step()
         waiting = self._sync()
         self._expire_stuck()
         self._act(waiting)
@@ -134,7 +144,8 @@ class Reconciler:
                     self._drift_due[name] = self.clock() + self.drift_every_s
                     self.start(name, "reconfigure", self._reconfigure, name)
             elif state is ClusterState.SAVING:
-                if not any(self.busy(name, k) for k in ("grow", "shrink", "cleanup", "reconfigure")):
+                if not any(self.busy(name, k) for k in ("grow", "shrink", "cleanup", "reconfigure")) \
+                        and not self.suspender.pending(name):  # its suspended workers stopped first
                     self.start(name, "cluster", self._save_and_release, name)
 
     # ------------------------------------------------------------------ phase 1: reality -> store
@@ -277,6 +288,10 @@ class Reconciler:
             if not group:
                 continue
             tr = Role(group[0].role) is Role.TR
+            if tr and self.shrink_mode == "suspend":  # suspended and lent instead; the rest by FP
+                group = self.suspender.suspend(name, group)
+                if not group:
+                    continue
             try:
                 if tr and graceful:  # decommission the workers, let their tasks finish (bounded), then stop
                     driver.remove_nodes(spec, [n.host for n in group], ShrinkMode.DP, timeout=self.drain_timeout,

@@ -70,7 +70,7 @@ class Coordinator:
     def __init__(self, store: Store, inventory: Inventory, settings: Settings, *, executor=None,
                  clock: Callable[[], float] = time.time, workers: int = 4, max_running_jobs: int = 1,
                  host_grace_s: float = 30.0, cluster_options: dict[str, str] | None = None, retention=None,
-                 timeouts=None, runner=None, pool=None, shrink_mode: str = "fp"):
+                 timeouts=None, runner=None, pool=None, shrink_mode: str = "fp", footprint=None):
         from fawkes.config import RetentionConfig
 
         self.store = store
@@ -85,7 +85,7 @@ class Coordinator:
         self.counters["ssh_failures"] = lambda: float(getattr(self.fleet.ex, "failures", 0))
         self.control = Control(store, settings, clock, runner=runner)  # runner: a chapter-2 policy
         self.reconciler = Reconciler(store, self.fleet, workers=workers, clock=clock, timeouts=timeouts,
-                                     shrink_mode=shrink_mode)
+                                     shrink_mode=shrink_mode, footprint=footprint)
         self.dispatcher = Dispatcher(store, self.fleet, max_running=max_running_jobs)
         self.sampler = Sampler(store, self.fleet, self.dispatcher, settings, clock=clock, grace_s=host_grace_s)
         self._lock = threading.Lock()
@@ -353,7 +353,7 @@ def build(cfg, *, inventory_path=None, leadership=None, inventory: Inventory | N
             pool.adopt()
         return Coordinator(store, inv, settings, runner=runner, cluster_options=dict(cfg.cluster_options),
                            host_grace_s=cfg.host_grace, retention=cfg.retention, timeouts=cfg.timeouts, pool=pool,
-                       shrink_mode=cfg.shrink_mode)
+                           shrink_mode=cfg.shrink_mode, footprint=cfg.suspend.footprint())
     except Exception:
         store.close()
         raise

@@ -14,17 +14,21 @@ from fawkes.mechanism import ClusterRequest, ClusterState, ClusterView, NodeView
 from fawkes.mechanism.admission import admission_key
 from fawkes.store import Store
 from fawkes.store.base import gc_paused
-from fawkes.store.lifecycle import HostState, NodeState
+from fawkes.coordinator.suspend import suspension_gaps
+from fawkes.store.lifecycle import NODE_SUSPENDED, HostState, NodeState
 
 _USABLE = frozenset({HostState.FREE.value, HostState.ALLOCATED.value})  # host states counted in C
 _ROLES = {r.value: r for r in Role}
 
 
-def allocation_history(nodes: Iterable, since: float, admitted_at: float | None = None) -> tuple[tuple[float, int], ...]:
+def allocation_history(nodes: Iterable, since: float, admitted_at: float | None = None,
+                       gaps: dict | None = None) -> tuple[tuple[float, int], ...]:
     """Change points ``(time, nodes held)`` from node lifetimes, the first at or before ``since``.
 
     A cluster exists from its admission (``admitted_at``): one admitted with no nodes yet holds 0
-    while it is entitled to a share, which is discrimination too."""
+    while it is entitled to a share, which is discrimination too.  ``gaps``: per node id, the
+    stretches ``(start, end or None)`` in which it was suspended (shrink_mode suspend): its host
+    counted for the cluster it was lent to, not for this one."""
     deltas: dict[float, int] = {}
     if admitted_at is not None:
         deltas[max(admitted_at, since)] = 0
@@ -36,6 +40,10 @@ def allocation_history(nodes: Iterable, since: float, admitted_at: float | None 
         deltas[max(start, since)] = deltas.get(max(start, since), 0) + 1
         if end is not None:
             deltas[end] = deltas.get(end, 0) - 1
+        for g0, g1 in (gaps.get(n.id, ()) if gaps else ()):
+            deltas[max(g0, since)] = deltas.get(max(g0, since), 0) - 1
+            if g1 is not None:
+                deltas[g1] = deltas.get(g1, 0) + 1
     held, points = 0, []
     for t in sorted(deltas):
         held += deltas[t]
@@ -88,6 +96,11 @@ def _build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
     inside = store.samples_of_live_clusters(since=start, until=now)
     missed = [c.name for c in clusters if c.state != ClusterState.REQUESTED and c.name not in inside]
     before = store.samples_of_live_clusters(since=now - window, until=start, clusters=missed) if missed else {}
+    # nodes suspended in the interval (shrink_mode suspend) count for no one of theirs meanwhile: their
+    # history, read only for the nodes that are suspended or started, resumed or released in it
+    touched = [n.id for ns in nodes_of.values() for n in ns if n.state in NODE_SUSPENDED
+               or (n.running_at or 0.0) > start or (n.released_at or 0.0) > start]
+    gaps = suspension_gaps(store, touched, start) if touched else {}
     for c in clusters:
         state = ClusterState(c.state)
         if state is ClusterState.REQUESTED:
@@ -108,7 +121,7 @@ def _build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
         recent = inside.get(c.name) or before.get(c.name, [])
         views.append(ClusterView(
             name=c.name, state=state, min_core=c.min_core, nodes=tuple(nodes),
-            samples=interval_samples(recent, start), allocation=allocation_history(every, start, c.admitted_at),
+            samples=interval_samples(recent, start), allocation=allocation_history(every, start, c.admitted_at, gaps),
             # task slots per node = a Spark worker's cores = its host's cores; the fewest is the safe side
             slots_per_node=min(slots, default=pool_cores),
             since=c.requested_at,

@@ -45,16 +45,19 @@ set -u
 say() { echo "$*"; }
 die() { echo "fawkes-cgroup: $*" >&2; exit 3; }
 tree() {  # tree PID: the process and its descendants, one pid a line
-  ps -e -o pid= -o ppid= | awk -v r="$1" '{k[$2] = k[$2] " " $1} END {q = r; while (q != "") {n = split(q, a, " "); q = ""; for (i = 1; i <= n; i++) {print a[i]; q = q k[a[i]]}}}'
+  ps -e -o pid= -o ppid= | awk -v r="$1" '{k[$2] = k[$2] " " $1}
+    END {q = r; while (q != "") {n = split(q, a, " "); q = ""; for (i = 1; i <= n; i++) {print a[i]; q = q k[a[i]]}}}'
 }
 v1mount() {  # v1mount CONTROLLER: where its v1 hierarchy is mounted
-  awk -v c="$1" '$3 == "cgroup" {n = split($4, o, ","); for (i = 1; i <= n; i++) if (o[i] == c) {print $2; exit}}' /proc/mounts
+  awk -v c="$1" '$3 == "cgroup" {n = split($4, o, ","); for (i = 1; i <= n; i++) if (o[i] == c) {print $2; exit}}' \
+    /proc/mounts
 }
 v2mount() { awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts; }
 cgpath() {  # cgpath PID CONTROLLER ("" for v2): the process's group in that hierarchy
   awk -v c="$2" '{i = index($0, ":"); id = substr($0, 1, i - 1); r = substr($0, i + 1); j = index(r, ":");
     ctl = substr(r, 1, j - 1); p = substr(r, j + 1);
-    if (c == "") { if (id == "0") {print p; exit} } else { n = split(ctl, o, ","); for (k = 1; k <= n; k++) if (o[k] == c) {print p; exit} } }' "/proc/$1/cgroup"
+    if (c == "") { if (id == "0") {print p; exit} }
+    else { n = split(ctl, o, ","); for (k = 1; k <= n; k++) if (o[k] == c) {print p; exit} } }' "/proc/$1/cgroup"
 }
 v2has() {  # v2has CONTROLLER: the v2 hierarchy offers it at its root
   [ -n "$V2" ] && [ -f "$V2/cgroup.controllers" ] && tr ' ' '\n' < "$V2/cgroup.controllers" | grep -qx "$1"
@@ -148,7 +151,9 @@ for g in $(found "$V1FRZ"); do
 done
 V2G=$(found "$V2")
 for g in $V2G; do
-  if [ -f "$g/cgroup.freeze" ] && [ "$(cat "$g/cgroup.freeze")" = 1 ]; then echo 0 > "$g/cgroup.freeze"; say "thawed v2 $g"; fi
+  if [ -f "$g/cgroup.freeze" ] && [ "$(cat "$g/cgroup.freeze")" = 1 ]; then
+    echo 0 > "$g/cgroup.freeze"; say "thawed v2 $g"
+  fi
 done
 # 2. memory, 3. CPU
 for g in $V2G; do
@@ -206,7 +211,8 @@ class Footprint:
 
 def suspend_script(getpid: Script, name: str, footprint: Footprint = Footprint()) -> Script:
     """The script that suspends the tree of the process whose pid ``getpid`` prints (see the module)."""
-    head = Script("NAME={name}; Q={quota}; P={period}; MEM={mem}; FREEZE={freeze}\nroot=$({getpid}) || root=''\n",
+    head = Script("NAME={name}; Q={quota}; P={period}; MEM={mem}; FREEZE={freeze}\n"
+                  "root=$({getpid}) || root=''\n",
                   getpid=getpid, name=group_name(name), quota=footprint.quota_us(), period=PERIOD_US,
                   mem=int(footprint.memory_mb) * MIB, freeze=1 if footprint.freeze else 0)
     return Script("{head}{body}", head=head, body=trusted(_SUSPEND))

@@ -45,6 +45,7 @@ class NodeRow(NamedTuple):
     stored_bytes: int
     host_state: str  # the host's HostState
     host_cores: int
+    running_at: float | None = None  # when it last became RUNNING (started, or resumed: shrink_mode suspend)
 
 
 _CLUSTER_STAMP = {ClusterState.DEPLOYING: "admitted_at", ClusterState.ACTIVE: "active_at",
@@ -296,6 +297,7 @@ class ClustersMixin(StoreBase):
             if n is None:
                 raise FawkesError(f"node {node_id}: not found")
             old = NodeState(n.state)
+            held = n.holds_host is not None  # (the update below synchronizes n)
             check(NODE_TRANSITIONS, "node", f"{node_id} ({n.host})", old, to)
             values = _node_move(to, now)
             if stored_bytes is not None:
@@ -303,7 +305,7 @@ class ClustersMixin(StoreBase):
             if config_hash is not None:
                 values["config_hash"] = config_hash
             self._cas(s, update(Node).where(Node.id == node_id, Node.state == old).values(**values), f"node {node_id}")
-            if to == NodeState.RELEASED:
+            if to == NodeState.RELEASED and held:  # a suspended node let go of its host earlier
                 s.execute(update(Host).where(Host.name == n.host, Host.state == HostState.ALLOCATED)
                           .values(state=HostState.FREE))
             s.add(NodeTransition(node_id=node_id, from_state=old, to_state=to, time=now, detail=detail))
@@ -351,7 +353,8 @@ class ClustersMixin(StoreBase):
         nodes_t = Node.__table__
         with self.session(write=True) as s:
             rows = {r.id: r for r in s.execute(
-                select(Node.id, Node.host, Node.state, MRCluster.name).join(MRCluster, Node.cluster_id == MRCluster.id)
+                select(Node.id, Node.host, Node.state, MRCluster.name, Node.holds_host)
+                .join(MRCluster, Node.cluster_id == MRCluster.id)
                 .where(self._in(Node.id, [m[0] for m in chunk])))}
             groups: dict[tuple[NodeState, NodeState], list[int]] = {}
             for k, (node_id, to, _) in enumerate(chunk):
@@ -374,9 +377,10 @@ class ClustersMixin(StoreBase):
                         done.append(k)
                     else:
                         out[k] = FawkesError(f"node {chunk[k][0]}: changed concurrently; retry")
-                if to == NodeState.RELEASED and moved:
+                held = [rows[i].host for i in moved if rows[i].holds_host is not None]
+                if to == NodeState.RELEASED and held:  # a suspended node let go of its host earlier
                     hosts_t = Host.__table__
-                    s.execute(update(hosts_t).where(self._in(hosts_t.c.name, [rows[i].host for i in moved]),
+                    s.execute(update(hosts_t).where(self._in(hosts_t.c.name, held),
                                                     hosts_t.c.state == HostState.ALLOCATED).values(state=HostState.FREE))
             moves = [(rows[chunk[k][0]], *chunk[k]) for k in sorted(done)]  # history and events in step order
             insert_many(s.connection(), NodeTransition.__table__, [
@@ -423,7 +427,7 @@ class ClustersMixin(StoreBase):
         older ones)."""
         q = (select(MRCluster.live_name.label("cluster"), Node.id, Node.host, Node.holds_host, Node.role, Node.state,
                     Node.requested_at, Node.released_at, Node.running_tasks, Node.stored_bytes,
-                    Host.state.label("host_state"), Host.cores.label("host_cores"))
+                    Host.state.label("host_state"), Host.cores.label("host_cores"), Node.running_at)
              .join(MRCluster, Node.cluster_id == MRCluster.id).join(Host, Node.host == Host.name)
              .where(col(MRCluster.live_name).is_not(None))
              .order_by(Node.id))  # grouped below: each cluster's nodes oldest first, no sort on SQLite

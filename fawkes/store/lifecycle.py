@@ -25,6 +25,8 @@ class NodeState(StrEnum):
     PROVISIONING = "provisioning"  # config rendered, daemons being started on the host
     RUNNING = "running"  # daemons up and registered with the cluster's masters
     DRAINING = "draining"  # being removed: FP stop or DP decommission in progress
+    SUSPENDED = "suspended"  # shrink_mode suspend: its worker frozen on the host (BIG-C's IP), host lendable
+    LENT = "lent"  # suspended, and another cluster's node runs on its host (counts for that cluster)
     RELEASED = "released"  # host handed back to the pool (terminal)
     FAILED = "failed"  # something broke; the host stays held until cleaned up
 
@@ -70,7 +72,19 @@ NODE_TRANSITIONS: dict[NodeState, frozenset[NodeState]] = {
         N.DRAINING,  # shrink (FP: stop now; DP: decommission first) or cluster teardown
         N.FAILED,  # host lost or daemon died
     }),
+    N.SUSPENDED: frozenset({
+        N.LENT,  # another cluster's node took the host
+        N.RUNNING,  # resumed: its own cluster grew onto the host again
+        N.RELEASED,  # cluster teardown: the worker thawed and stopped
+        N.FAILED,  # host lost, or freezing/resuming failed
+    }),
+    N.LENT: frozenset({
+        N.RUNNING,  # the borrower gave the host back: the worker resumed
+        N.RELEASED,  # cluster teardown: the worker thawed and stopped (the borrower keeps the host)
+        N.FAILED,  # host lost
+    }),
     N.DRAINING: frozenset({
+        N.SUSPENDED,  # shrink_mode suspend: a TR node's worker suspended (cgroups) instead of stopped, host lendable
         N.RELEASED,  # daemons stopped (and, for DP, blocks re-replicated): host is free
         N.FAILED,  # stop/decommission failed or timed out
     }),
@@ -111,10 +125,16 @@ NODE_TIMEOUTS: dict[NodeState, float | None] = {
     N.PROVISIONING: 600.0,
     N.RUNNING: None,
     N.DRAINING: 3600.0,  # DP re-replication can be long
+    N.SUSPENDED: None,  # until lent, resumed or torn down
+    N.LENT: None,  # as long as the borrower keeps the host
     N.FAILED: 600.0,
     N.RELEASED: None,
 }
 
+#: node states of a suspended worker (shrink_mode suspend): not counted for its cluster, whose host is
+#: lendable (SUSPENDED) or lent (LENT, counted for the borrower); ``nodes.holds_host`` is NULL in both
+#: once the worker is frozen
+NODE_SUSPENDED = frozenset({N.SUSPENDED, N.LENT})
 #: node states in which the node holds its host
 NODE_HOLDING = frozenset(s for s in NodeState if s is not N.RELEASED)
 #: cluster states that accept job submissions
