@@ -15,7 +15,7 @@ setting defaults to off, and a snapshot without the signals leaves every decisio
   swollen cluster first; then the surplus of swollen clusters (ratio below the threshold), most
   swollen first; only the rest from the other over-share clusters by ``victim_order``.  Never
   below a cluster's weighted share (CERES reclaims swollen allocations whatever their share; here
-  a cluster taken below its share regrows at the next tick by preempting another).  With
+  a cluster taken below its share would be wanted back at the next tick, preempting another).  With
   ``shrink_amount: full`` every surplus is taken anyway (and the plan removes idle nodes first):
   C-1 changes who gives only when less is taken, with ``demand_capped`` (BIG-C's Algorithm 1).
   An idle node is taken without killing a task: preemptions drop.  Nodes are whole here (fawkes
@@ -92,8 +92,9 @@ def reclaim_first(targets: Mapping[str, int], views: Sequence[ClusterView], pool
 
     ``shares`` are the targets before BIG-C's demand cap (default ``targets``): a donor gives at
     most its surplus over its share, ``settled - shares``, so no cluster is taken below the share
-    its weights give it (taken below it, it regrows at the next tick by preempting another one:
-    SIM-C1 measured more kills that way).  Need: what the clusters ``targets`` want bigger lack
+    its weights give it (taken below it, the weights want it back at the next tick, and without a
+    free host that preempts another cluster; in SIM-C1 the bound never binds: the same figures
+    without it, seeds 1-5).  Need: what the clusters ``targets`` want bigger lack
     beyond the nodes free or on their way back (``pool`` less the settled nodes).  The growing
     clusters' targets are unchanged, and so is what the donors give in total."""
     if settings.swollen_threshold is None:
