@@ -29,6 +29,16 @@ def cpu_ticks(pid: int) -> int:
     return int(f[11]) + int(f[12])  # utime + stime
 
 
+def runs_again(pid: int, ticks: int = 5, within: float = 10.0) -> bool:
+    """The process gets CPU again (at nice 19 on a loaded machine that can take a while)."""
+    t0, deadline = cpu_ticks(pid), time.monotonic() + within
+    while time.monotonic() < deadline:
+        if cpu_ticks(pid) - t0 >= ticks:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def descendants(pid: int) -> set[int]:
     out = subprocess.run(["ps", "-e", "-o", "pid=", "-o", "ppid="], capture_output=True, text=True).stdout
     kids: dict[int, list[int]] = {}
@@ -105,9 +115,7 @@ def test_suspend_moves_only_the_tree_stops_it_and_resume_restores_everything(tre
     assert {int(p) for p in r.stdout.split("resumed", 1)[1].split()} == procs
     assert {p: cgroup_of(p) for p in procs} == before  # every process back in its own group
     assert sh(state_script(name)).stdout.strip() == ""  # the groups are gone
-    t0 = cpu_ticks(busy)
-    time.sleep(0.5)
-    assert cpu_ticks(busy) - t0 >= 5  # running again (at nice 19 it still gets some CPU)
+    assert runs_again(busy)
     assert sh(resume_script(name)).returncode == 0  # resuming twice does nothing
 
 
@@ -153,6 +161,4 @@ def test_v2_only_host_freezes_with_cgroup_freeze(tree, tmp_path):
     r = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --make-rprivate / && {umounts}sh {tmp_path / 'r.sh'}"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "thawed v2" in r.stdout, r.stdout + r.stderr
-    t0 = cpu_ticks(busy)
-    time.sleep(0.5)
-    assert cpu_ticks(busy) - t0 >= 5
+    assert runs_again(busy)

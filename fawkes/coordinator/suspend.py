@@ -337,10 +337,14 @@ class Suspender:
             elif n.holder_cluster is not None and n.holder_cluster != n.cluster:
                 if n.state == N.SUSPENDED:
                     self.rec._try(mark_lent, self.store, n.id, n.holder_cluster)
-            elif n.holder_cluster == n.cluster and n.holder_state == N.REQUESTED:
-                self.rec.start(n.cluster, key, self._resume, n)  # its own grow onto the host: resume instead
-            elif n.holder_cluster is None and n.state == N.LENT and n.host_state == HostState.FREE:
-                self.rec.start(n.cluster, key, self._resume, n)  # the borrower gave the host back
+            elif (n.holder_cluster == n.cluster and n.holder_state == N.REQUESTED) or \
+                    (n.holder_cluster is None and n.state == N.LENT and n.host_state == HostState.FREE):
+                # its own grow onto the host (resume instead), or the borrower gave the host back: the host is
+                # taken here, before the act phase could start that grow or a tick lend the host again
+                if self.rec._try(reclaim, self.store, n.id):
+                    self.rec.start(n.cluster, key, self._resume, n)
+            elif n.holder_cluster == n.cluster:  # its own new node started there all the same (a race, a restart)
+                self.rec.start(n.cluster, key, self._adopt, n)
 
     def suspend(self, cluster: str, nodes: list) -> list:
         """The shrink of DRAINING TR nodes under ``shrink_mode: suspend`` (called by the reconciler's
@@ -372,6 +376,11 @@ class Suspender:
         pids = resume_worker(self.rec.fleet.ex, n.host, n.cluster)
         resumed(self.store, n.id, f"worker resumed ({len(pids)} processes)")
         log.info("%s: worker on %s resumed (%d processes)", n.cluster, n.host, len(pids))
+
+    def _adopt(self, n: SuspendedNode) -> None:
+        """Its cluster's new node on the host runs the worker now: thaw it, drop the suspended node."""
+        resume_worker(self.rec.fleet.ex, n.host, n.cluster)
+        given_up(self.store, n.id, "its cluster's new node on the host took the worker over")
 
     def _stop(self, n: SuspendedNode) -> None:
         if n.host_state in (HostState.FREE, HostState.ALLOCATED):

@@ -75,7 +75,7 @@ NODE_TRANSITIONS: dict[NodeState, frozenset[NodeState]] = {
     N.SUSPENDED: frozenset({
         N.LENT,  # another cluster's node took the host
         N.RUNNING,  # resumed: its own cluster grew onto the host again
-        N.RELEASED,  # cluster teardown: the worker thawed and stopped
+        N.RELEASED,  # cluster teardown: the worker thawed and stopped; or a new node of its cluster took it over
         N.FAILED,  # host lost, or freezing/resuming failed
     }),
     N.LENT: frozenset({
