@@ -336,18 +336,19 @@ def test_the_simulator_carries_the_signals_into_the_snapshot():
     assert all(len(p.samples) <= 3 and all(0 <= f <= 1 for _, f in p.samples) for c in snap.clusters for p in c.progress)
 
 
-def test_simulate_lists_and_runs_sim_c1_and_refuses_options():
+def test_simulate_lists_and_runs_the_checks_and_refuses_options():
     def fawkes(*args):
         return subprocess.run([sys.executable, "-m", "fawkes", "simulate", *args], capture_output=True, text=True,
                               timeout=300)
 
     r = fawkes("--list")
     assert r.returncode == 0 and "SIM-C1" in r.stdout and "SIM-C2" in r.stdout
-    r = fawkes("SIM-C1", "--seeds", "1", "--json")
+    r = fawkes("SIM-C2", "--seeds", "1", "--json")
     assert r.returncode == 0, r.stderr
     import json
 
     out = json.loads(r.stdout)
-    assert out["check"] == "SIM-C1" and len(out["rows"]) == 5 and "killed_tasks" in out["rows"][0]
+    assert out["check"] == "SIM-C2" and len(out["rows"]) == 6 and "s_trt_p95_s" in out["rows"][0]
+    assert {e["expected"]: e["holds"] for e in out["expect"]}["C-2 never makes S's p95 worse"]
     r = fawkes("SIM-C2", "--set", "tau=1")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--set" in r.stderr
