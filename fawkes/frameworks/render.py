@@ -81,6 +81,7 @@ DEFAULT_OPTIONS: dict[str, str] = {
     "heartbeat_s": "3",
     "recheck_ms": "300000",
     "decommission_interval_s": "5",
+    "decommission_retry_s": "30",  # spark.storage.decommission.replicationReattemptInterval (Spark's default)
     "replication_max_streams": "4",
     "replication_max_streams_hard": "8",
     "replication_work_multiplier": "4",
@@ -96,6 +97,7 @@ _SIZE = re.compile(r"[1-9][0-9]{0,12}[kKmMgGtT]?")  # a JVM memory size / HDFS b
 _JVM_FLAGS = re.compile(r"(-[A-Za-z0-9:+=._/-]+)( -[A-Za-z0-9:+=._/-]+)*")
 _SIZE_OPTS = ("blocksize", "spark_daemon_memory", "nn_heap", "dn_heap", "tool_heap", "executor_memory")
 _INT_OPTS = ("replication", "worker_timeout_s", "heartbeat_s", "recheck_ms", "decommission_interval_s",
+             "decommission_retry_s",
              "replication_max_streams", "replication_max_streams_hard", "replication_work_multiplier",
              "yarn_min_allocation_mb", "graceful_decommission_timeout_s", "nm_expiry_ms")
 _FRACTION_OPTS = ("reduce_slowstart", "max_am_resource_percent")

@@ -683,12 +683,14 @@ class SparkHdfsDriver(FrameworkDriver):
         an application takes executors on every worker, the ones a grow adds included."""
         from fawkes.frameworks.render import _options
 
-        u = self.urls(cluster)
+        u, opt = self.urls(cluster), _options(cluster)
         return {"spark.master": u["master"], "spark.hadoop.fs.defaultFS": u["namenode"],
                 "spark.decommission.enabled": "true", "spark.storage.decommission.enabled": "true",
                 "spark.storage.decommission.rddBlocks.enabled": "true",
                 "spark.storage.decommission.shuffleBlocks.enabled": "true",
-                "spark.executor.memory": _options(cluster)["executor_memory"]}
+                # a decommissioned executor exits once a migration pass finds nothing left: passes this far apart
+                "spark.storage.decommission.replicationReattemptInterval": f"{opt['decommission_retry_s']}s",
+                "spark.executor.memory": opt["executor_memory"]}
 
 
 DRIVER = SparkHdfsDriver
