@@ -38,10 +38,15 @@ def lab() -> None:
 @click.option("--memory", default=None, metavar="SIZE|auto",
               help="memory limit per host (a cgroup, no swap), e.g. 2G or 512M (MiB without a unit); auto: "
                    "the machine's memory / hosts; default: unlimited")
+@click.option("--racks", default=2, show_default=True, type=int,
+              help="rack labels r1..rN in the inventory, the hosts split in order (placement)")
+@click.option("--rack-bandwidth", default=None, metavar="RATE",
+              help="one bridge per rack, traffic between racks limited to RATE (e.g. 100mbit; tc htb); "
+                   "default: one bridge, racks are labels only")
 @click.option("--slurm", "with_slurm", is_flag=True,
               help="also start SLURM: munged, slurmctld and a slurmd per host (as `fawkes lab slurm up`)")
 def up(hosts: int, dir_: str | None, prefix: str, subnet: str, cpus: str | None, memory: str | None,
-       with_slurm: bool) -> None:
+       racks: int, rack_bandwidth: str | None, with_slurm: bool) -> None:
     """Start (or keep) a lab of N hosts and write its inventory.
 
     With --cpus/--memory every host runs under its own CPU quota and memory limit, and all hosts
@@ -51,12 +56,15 @@ def up(hosts: int, dir_: str | None, prefix: str, subnet: str, cpus: str | None,
     if with_slurm:
         from fawkes.lab.slurm import require
         require()  # refuse before the lab is created
-    lab_ = Lab.up(hosts, _dir(dir_), prefix=prefix, subnet=subnet, cpus=cpus, memory=memory)
+    lab_ = Lab.up(hosts, _dir(dir_), prefix=prefix, subnet=subnet, cpus=cpus, memory=memory, racks=racks,
+                  rack_bandwidth=rack_bandwidth)
     quota = _quota(lab_.cpus, lab_.memory_mb)
     click.echo(f"lab up: {len(lab_.hosts)} hosts in {lab_.dir} "
                f"({lab_.hosts[0].address} .. {lab_.hosts[-1].address}, controller {lab_.controller_address}"
                f"{f', {quota} each' if quota else ''})")
-    click.echo(f"inventory: {lab_.inventory_path}")
+    click.echo(f"inventory: {lab_.inventory_path} ({lab_.racks} rack{'s' if lab_.racks > 1 else ''}"
+               + (f", one bridge each, {lab_.rack_bandwidth} between racks)" if lab_.rack_bandwidth and lab_.racks > 1
+                  else ")"))
     click.echo(f"ssh: ssh -i {lab_.key_file} -o UserKnownHostsFile={lab_.known_hosts} root@{lab_.hosts[0].address}")
     if with_slurm:
         _slurm_up(lab_)

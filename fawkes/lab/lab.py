@@ -2,7 +2,7 @@
 
 Layout of the lab directory::
 
-    lab.json                 state: prefix, subnet, CPU quota and memory limit per host, hosts (netns, veth, pid)
+    lab.json                 state: prefix, subnet, CPU quota and memory limit per host, racks, hosts (netns, veth, pid)
     id_ed25519(.pub)         the lab's login key;  authorized_keys
     known_hosts              every host's key, under its name and address
     etc_hosts                bind-mounted over /etc/hosts on every host (hosts + "controller")
@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -52,11 +53,13 @@ class Lab:
     """A running (or crashed/partly running) lab.  Build one with :meth:`up` or :meth:`load`."""
 
     def __init__(self, dir: Path, prefix: str, subnet: str, hosts: list[LabHost], cpus: float | None = None,
-                 memory_mb: int | None = None):
+                 memory_mb: int | None = None, racks: int = 2, rack_bandwidth: str | None = None):
         self.dir = Path(dir).resolve()
         self.prefix, self.subnet = prefix, subnet
         self.cpus = cpus  # CPU quota per host in cores (cgroup), None = unlimited
         self.memory_mb = memory_mb  # memory limit per host in MiB (cgroup), None = unlimited
+        self.racks = racks  # rack labels r1..rN in the inventory, hosts split in order (placement, issue 12)
+        self.rack_bandwidth = rack_bandwidth  # with a rate: one bridge per rack, inter-rack traffic shaped
         self.hosts = hosts
         self.inventory_path = self.dir / "inventory.yaml"
         self.known_hosts = self.dir / "known_hosts"
@@ -68,26 +71,32 @@ class Lab:
     @classmethod
     def up(cls, hosts: int = 4, dir: Path | None = None, *, prefix: str = "fawkes",
            subnet: str = "10.200.0", cpus: float | str | None = None,
-           memory: int | str | None = None) -> "Lab":
+           memory: int | str | None = None, racks: int = 2, rack_bandwidth: str | None = None) -> "Lab":
         """Bring up ``hosts`` SSH hosts (idempotent: a healthy lab of that shape is reused).
 
         ``cpus`` (cores, e.g. 0.25) and ``memory`` (MiB as an int, or a size such as ``"2G"``):
         each host's CPU quota and memory limit (cgroups holding all its processes), so that a node
         is a fixed slice of this machine; ``"auto"`` divides the machine evenly; None leaves every
         host the whole machine.  All hosts together must fit the machine (:mod:`fawkes.lab.capacity`).
+
+        ``racks``: the hosts, in order, are split into this many racks ``r1..rN`` (inventory labels);
+        ``rack_bandwidth`` (e.g. ``"100mbit"``): each rack gets its own bridge, linked to the lab's, and
+        traffic between hosts of different racks is limited to that rate (docs/lab.md, "Racks").
         """
         dir = Path(dir or default_dir()).resolve()
         _check_args(hosts, dir, prefix, subnet)
+        _check_racks(hosts, racks, rack_bandwidth)
         cpus, memory_mb = capacity.size(hosts, cpus, memory)
         netns.require_support()
         cgroup.require([c for c, v in ((cgroup.CPU, cpus), (cgroup.MEMORY, memory_mb)) if v is not None])
-        shape = (prefix, subnet, hosts, cpus, memory_mb)
+        shape = (prefix, subnet, hosts, cpus, memory_mb, racks, rack_bandwidth)
         if (dir / "lab.json").is_file():
             try:
                 old = cls.load(dir)
             except FawkesError:
                 old = None
-            if old and (old.prefix, old.subnet, len(old.hosts), old.cpus, old.memory_mb) == shape \
+            if old and (old.prefix, old.subnet, len(old.hosts), old.cpus, old.memory_mb, old.racks,
+                        old.rack_bandwidth) == shape \
                     and old.healthy():
                 return old
             if old and (old.prefix, old.subnet) != (prefix, subnet):
@@ -97,7 +106,7 @@ class Lab:
         if users:
             raise FawkesError(f"lab: subnet {subnet}.0/24 is already used by {', '.join(users)} "
                               "(another lab?); choose another --subnet")
-        lab = cls(dir, prefix, subnet, [], cpus, memory_mb)
+        lab = cls(dir, prefix, subnet, [], cpus, memory_mb, racks, rack_bandwidth)
         try:
             lab._create(hosts)
         except BaseException:
@@ -115,7 +124,8 @@ class Lab:
                 raise FileNotFoundError(dir / "lab.json")
             state = json.loads((dir / "lab.json").read_text())
             hosts = [LabHost(**{**h, "root": Path(h["root"])}) for h in state["hosts"]]
-            return cls(dir, state["prefix"], state["subnet"], hosts, state.get("cpus"), state.get("memory_mb"))
+            return cls(dir, state["prefix"], state["subnet"], hosts, state.get("cpus"), state.get("memory_mb"),
+                       state.get("racks", 2), state.get("rack_bandwidth"))
         except FileNotFoundError:
             raise FawkesError(f"no lab in {dir} (start one with `fawkes lab up --dir {dir}`)") from None
         except (ValueError, KeyError, TypeError) as exc:
@@ -150,6 +160,11 @@ class Lab:
         (d / "bashrc").write_text("# fawkes lab: root's ~/.bashrc on the lab hosts (see fawkes/lab/sshd.py start)\n")
         known = []
         netns.create_bridge(self.prefix, self.subnet)
+        bridged = self.rack_bandwidth is not None and self.racks > 1  # one bridge per rack
+        if bridged:
+            for r in range(1, self.racks + 1):
+                others = [a for j, a in enumerate(addrs) if self.rack_of(j, n) != r]
+                netns.create_rack(self.prefix, r, self.rack_bandwidth, others)
         for i, (name, addr) in enumerate(zip(names, addrs), start=1):
             hd = d / "hosts" / name
             (hd / "root").mkdir(parents=True, exist_ok=True)
@@ -158,7 +173,8 @@ class Lab:
             known.append(f"{name},{addr} {sshd.public_key(key)}")
             (hd / "sshd_config").write_text(sshd.sshd_config(
                 name=name, host_key=key, authorized_keys=d / "authorized_keys", log_root=hd / "root"))
-            netns.create_host_net(self.prefix, i, addr)
+            netns.create_host_net(self.prefix, i, addr,
+                                  netns.rack_bridge_name(self.prefix, self.rack_of(i - 1, n)) if bridged else None)
             self.hosts.append(LabHost(name, addr, hd / "root", netns.netns_name(self.prefix, i),
                                       netns.veth_name(self.prefix, i)))
         self.known_hosts.write_text("\n".join(known) + "\n")
@@ -178,6 +194,7 @@ class Lab:
 
     def _save(self) -> None:
         state = {"prefix": self.prefix, "subnet": self.subnet, "cpus": self.cpus, "memory_mb": self.memory_mb,
+                 "racks": self.racks, "rack_bandwidth": self.rack_bandwidth,
                  "hosts": [{**asdict(h), "root": str(h.root)} for h in self.hosts]}
         tmp = self.dir / "lab.json.tmp"
         tmp.write_text(json.dumps(state, indent=2) + "\n")
@@ -219,6 +236,11 @@ class Lab:
         self.hosts = [new if h.name == new.name else h for h in self.hosts]
         self._save()
 
+    def rack_of(self, i: int, n: int | None = None) -> int:
+        """The rack (1..racks) of the ``i``-th host (from 0) of ``n``: the hosts split in order."""
+        n = len(self.hosts) if n is None else n
+        return 1 + i * self.racks // max(1, n)
+
     def healthy(self) -> bool:
         return all(s["alive"] for s in self.status()["hosts"])
 
@@ -237,7 +259,7 @@ class Lab:
                           "root": str(h.root), "cpus": cgroup.quota(self.prefix, h.name) if self.cpus else None,
                           "memory_mb": cgroup.memory_limit_mb(self.prefix, h.name) if self.memory_mb else None})
         return {"dir": str(self.dir), "prefix": self.prefix, "subnet": self.subnet, "cpus": self.cpus,
-                "memory_mb": self.memory_mb,
+                "memory_mb": self.memory_mb, "racks": self.racks, "rack_bandwidth": self.rack_bandwidth,
                 "controller": self.controller_address, "inventory": str(self.inventory_path), "hosts": hosts}
 
     def down(self) -> dict:
@@ -265,9 +287,8 @@ class Lab:
                  "defaults:", "  user: root", "  port: 22", "  key_file: id_ed25519",
                  f"  cores: {cores}", f"  memory: {memory}", f"  work_dir: {self.node_dir}", "  labels: [lab]",
                  "groups:", f"  lab: [{', '.join(h.name for h in self.hosts)}]", "hosts:"]
-        half = (len(self.hosts) + 1) // 2
         for i, h in enumerate(self.hosts):
-            lines.append(f"  - {{name: {h.name}, address: {h.address}, rack: r{1 + (i >= half)}}}")
+            lines.append(f"  - {{name: {h.name}, address: {h.address}, rack: r{self.rack_of(i)}}}")
         return "\n".join(lines) + "\n"
 
     def wait_gone(self, host: str, timeout: float = 5.0) -> None:
@@ -276,6 +297,15 @@ class Lab:
         deadline = time.monotonic() + timeout
         while netns.netns_pids(ns) and time.monotonic() < deadline:
             time.sleep(0.01)
+
+
+def _check_racks(hosts: int, racks: int, rack_bandwidth: str | None) -> None:
+    if isinstance(racks, bool) or not isinstance(racks, int) or not 1 <= racks <= max(1, min(hosts, 99)):
+        raise FawkesError(f"lab: --racks must be between 1 and the number of hosts ({hosts}, at most 99), not {racks!r}")
+    if rack_bandwidth is not None:
+        netns.rate_bits(rack_bandwidth)
+        if shutil.which("tc") is None:
+            raise FawkesError("lab: --rack-bandwidth needs tc (apt-get install iproute2)")
 
 
 def _check_args(hosts: int, dir: Path, prefix: str, subnet: str) -> None:

@@ -15,7 +15,7 @@ import time
 
 from fawkes.errors import FawkesError
 
-TOOLS = ("ip", "unshare", "/usr/sbin/sshd", "ssh-keygen")
+TOOLS = ("ip", "unshare", "/usr/sbin/sshd", "ssh-keygen")  # and tc, for shaped racks only
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -66,14 +66,72 @@ def create_bridge(prefix: str, subnet: str) -> None:
     sh("ip", "route", "replace", "unreachable", guard_net(subnet))
 
 
-def create_host_net(prefix: str, i: int, address: str) -> None:
+def create_host_net(prefix: str, i: int, address: str, bridge: str | None = None) -> None:
+    """Host ``i``'s namespace, its ``eth0`` on ``bridge`` (default: the lab's bridge)."""
     ns, veth = netns_name(prefix, i), veth_name(prefix, i)
     sh("ip", "netns", "add", ns)
     sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-    sh("ip", "link", "set", veth, "master", bridge_name(prefix), "up")
+    sh("ip", "link", "set", veth, "master", bridge or bridge_name(prefix), "up")
     sh("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
     sh("ip", "-n", ns, "link", "set", "eth0", "up")
     sh("ip", "-n", ns, "link", "set", "lo", "up")
+
+
+# --- racks (issue 12): one bridge per rack, each linked to the lab's bridge (the spine, which holds the
+# controller's address) by a veth "uplink"; traffic entering a rack from another rack's hosts is
+# shaped to the inter-rack bandwidth on the uplink's spine end (HTB, a u32 filter per source host).
+# Added latency (netem) is not possible where the kernel lacks sch_netem (docs/lab.md, "Racks").
+_RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(kbit|mbit|gbit)$")
+_RATE_BITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+
+
+def rate_bits(rate: str) -> float:
+    """``"100mbit"`` -> 1e8; a one-line FawkesError unless ``<number>(kbit|mbit|gbit)`` in [1 kbit/s, 100 gbit/s]."""
+    m = _RATE.match(rate) if isinstance(rate, str) else None
+    bits = float(m.group(1)) * _RATE_BITS[m.group(2)] if m else 0.0
+    if not 1e3 <= bits <= 1e11:
+        raise FawkesError(f"lab: --rack-bandwidth {rate!r} must be a rate like 100mbit or 1gbit "
+                          "(kbit, mbit, gbit; between 1kbit and 100gbit)")
+    return bits
+
+
+def rack_bridge_name(prefix: str, r: int) -> str:
+    return f"{prefix}br{r}"  # r >= 1; the spine is br0
+
+
+def uplink_names(prefix: str, r: int) -> tuple[str, str]:
+    """Rack ``r``'s uplink: the end on its rack bridge, the end on the spine."""
+    return f"{prefix}-u{r}", f"{prefix}-s{r}"
+
+
+def create_rack(prefix: str, r: int, rate: str | None, other_racks: list[str]) -> None:
+    """Rack ``r``'s bridge and uplink; with ``rate``, what enters the rack from ``other_racks``'s
+    addresses is limited to ``rate`` (everything else, e.g. the controller's SSH, is not)."""
+    br = rack_bridge_name(prefix, r)
+    up, spine = uplink_names(prefix, r)
+    sh("ip", "link", "add", br, "type", "bridge")
+    sh("ip", "link", "set", br, "up")
+    sh("ip", "link", "add", up, "type", "veth", "peer", "name", spine)
+    sh("ip", "link", "set", up, "master", br, "up")
+    sh("ip", "link", "set", spine, "master", bridge_name(prefix), "up")
+    if rate is None:
+        return
+    rate_bits(rate)
+    sh("tc", "qdisc", "add", "dev", spine, "root", "handle", "1:", "htb", "default", "10")
+    sh("tc", "class", "add", "dev", spine, "parent", "1:", "classid", "1:10", "htb", "rate", "10gbit",
+       "quantum", "60000")
+    sh("tc", "class", "add", "dev", spine, "parent", "1:", "classid", "1:20", "htb", "rate", rate, "ceil", rate,
+       "quantum", "60000")
+    for addr in other_racks:
+        sh("tc", "filter", "add", "dev", spine, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+           "match", "ip", "src", f"{addr}/32", "flowid", "1:20")
+
+
+def shaped_bytes(prefix: str, r: int) -> int:
+    """Bytes sent so far through rack ``r``'s inter-rack class (0 without shaping)."""
+    out = sh("tc", "-s", "class", "show", "dev", uplink_names(prefix, r)[1], check=False).stdout
+    m = re.search(r"class htb 1:20 .*?\n\s*Sent (\d+) bytes", out, re.S)
+    return int(m.group(1)) if m else 0
 
 
 def netns_pids(ns: str) -> list[int]:
@@ -126,7 +184,7 @@ def list_netns(prefix: str) -> list[str]:
 
 
 def list_links(prefix: str) -> list[str]:
-    pat = re.compile(rf"^({re.escape(prefix)}-v\d+|{re.escape(bridge_name(prefix))})$")
+    pat = re.compile(rf"^({re.escape(prefix)}-[vus]\d+|{re.escape(prefix)}br\d+)$")
     out = sh("ip", "-o", "link", "show", check=False).stdout
     names = [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line]
     return [n for n in names if pat.match(n)]
@@ -141,7 +199,8 @@ def teardown(prefix: str, subnet: str) -> dict:
         removed["processes"] += len(pids)
         sh("ip", "netns", "del", ns, check=False)
         removed["netns"] += 1
-    for link in sorted(list_links(prefix), key=lambda n: n == bridge_name(prefix)):  # bridge last
+    bridges = re.compile(rf"^{re.escape(prefix)}br\d+$")
+    for link in sorted(list_links(prefix), key=lambda n: bool(bridges.match(n))):  # bridges last
         if sh("ip", "link", "del", link, check=False).returncode == 0:
             removed["links"] += 1
     guard = guard_net(subnet)
