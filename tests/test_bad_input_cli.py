@@ -292,3 +292,10 @@ def test_trace_from_spark_output_ignores_a_planted_tmp_symlink(tmp_path):
     assert r.returncode == 0, r.stderr
     assert victim.read_text() == "precious\n"
     assert (tmp_path / "out.csv").read_text().startswith("submit_s,cluster,app,input_bytes,maps,reduces")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-5", "0", "1e30", "abc", "1\n2"])
+def test_demo_reference_is_checked_before_the_lab(tmp_path, value):
+    r = fawkes("demo", "--reference", value, "--dir", str(tmp_path / "demo"))
+    refused(r, "--reference")
+    assert not (tmp_path / "demo").exists()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from fawkes.cli.params import seconds
 from fawkes.errors import FawkesError
 
 
@@ -20,14 +21,18 @@ from fawkes.errors import FawkesError
 @click.option("--dir", "workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="work dir (default: a new temp dir); keeps the state, logs, trace, costs, report and plot")
 @click.option("--prefix", default="fwdemo", show_default=True, help="lab prefix (network namespaces, cgroups)")
+@click.option("--reference", "reference_s", type=seconds(1, 86400), default=None, metavar="SECONDS",
+              help="the reference runtime R from an earlier demo on this machine (its report's reference_s): "
+                   "skips the calibration job, about 3 minutes")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
-def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, as_json: bool) -> None:
+def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, reference_s: float | None,
+         as_json: bool) -> None:
     """Three MR-clusters on a local SSH lab of CPU-limited hosts and two bursts of real CPU-bound
     Spark jobs on different clusters: the loaded cluster grows, the idle ones stay at their
     minimum, and the nodes move when the burst moves.
 
-    Needs root (network namespaces, cgroups).  Takes about 10 minutes on 2 cores (20 with
-    --measure-none).  Ends with a report (mean slowdown per cluster under the policy, and under
+    Needs root (network namespaces, cgroups).  Takes about 12 minutes on 2 cores, 9 with
+    --reference (20 with --measure-none).  Ends with a report (mean slowdown per cluster under the policy, and under
     None: measured, or predicted by the simulator replaying this run with its measured costs)
     and a plot of the allocations over time.
     """
@@ -68,10 +73,15 @@ def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, as_
         session.setup_clusters()
         with Live(table(), console=console, refresh_per_second=2) as live:
             show = lambda: live.update(table())  # noqa: E731
-            phase[0] = "calibrating"
-            console.print("calibrating: one job alone on a 1-node cluster (policy None)")
-            ref = calibrate(session, show)
-            console.print(f"reference runtime R = {ref:.1f} s; now the stream under {policy}")
+            if reference_s is None:
+                phase[0] = "calibrating"
+                console.print("calibrating: one job alone on a 1-node cluster (policy None)")
+                ref = calibrate(session, show)
+                console.print(f"reference runtime R = {ref:.1f} s (measured); now the stream under {policy}")
+            else:
+                ref = reference_s
+                console.print(f"reference runtime R = {ref:.1f} s (given by --reference); now the stream under "
+                              f"{policy}")
             phase[0] = f"stream under {policy}"
             out = run_stream(session, policy, ref, show)
             if measure_none:
@@ -84,7 +94,8 @@ def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, as_
         session.close()
     predicted = twin(workdir, session, out, policy, console)
     png = plot(out, workdir / "allocations.png", plan.clusters)
-    result = {"policy": out.policy, "reference_s": out.reference_s, "cluster_mean_slowdown": out.slowdowns(),
+    result = {"policy": out.policy, "reference_s": out.reference_s,
+              "reference_source": "measured" if reference_s is None else "given", "cluster_mean_slowdown": out.slowdowns(),
               "mean_slowdown": out.mean_slowdown(), "reconfigurations": out.reconfigurations,
               "peak_nodes": out.peak_nodes(), "makespan_s": out.makespan_s, "plot": str(png),
               "none": ({"source": "measured", "cluster_mean_slowdown": base.slowdowns(),
