@@ -162,3 +162,34 @@ def test_v2_only_host_freezes_with_cgroup_freeze(tree, tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "thawed v2" in r.stdout, r.stdout + r.stderr
     assert runs_again(busy)
+
+
+def test_inside_a_network_namespace_whose_sys_hides_the_cgroups(tree):
+    """``ip netns exec`` mounts a fresh /sys (no cgroup mount visible: the lab's hosts): the scripts
+    mount the hierarchies in a private mount namespace of their own, and the namespace keeps none."""
+    root, pidfile, bystander = tree
+    ns = f"fwsusp{os.getpid()}"
+    if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode != 0:
+        pytest.skip("cannot create a network namespace")
+    try:
+        def in_ns(script) -> subprocess.CompletedProcess:
+            return subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", render(script)], capture_output=True,
+                                  text=True, timeout=60)
+
+        hidden = subprocess.run(["ip", "netns", "exec", ns, "grep", "-c", "cgroup", "/proc/mounts"],
+                                capture_output=True, text=True)
+        assert hidden.stdout.strip() == "0"  # nothing visible there
+        name = f"fawkes-test-{os.getpid()}"
+        procs = descendants(root.pid)
+        r = in_ns(suspend_script(Script("cat {f}", f=str(pidfile)), name, Footprint(freeze=True)))
+        assert r.returncode == 0, r.stderr
+        s = parse("local", r.stdout)
+        assert s.pids == frozenset(procs) and s.frozen, r.stdout
+        assert all(name in cgroup_of(p) for p in procs)
+        r = in_ns(resume_script(name))
+        assert r.returncode == 0 and "resumed" in r.stdout, r.stderr
+        assert not any(name in cgroup_of(p) for p in procs)
+        assert subprocess.run(["ip", "netns", "exec", ns, "grep", "-c", "cgroup", "/proc/mounts"],
+                              capture_output=True, text=True).stdout.strip() == "0"
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)

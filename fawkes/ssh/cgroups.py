@@ -189,6 +189,31 @@ done
 """
 
 
+#: when no cgroup hierarchy is mounted where the script runs (a network namespace entered with
+#: ``ip netns exec`` mounts a fresh /sys over the machine's cgroup mounts: the lab's hosts), the
+#: script runs in a private mount namespace of its own in which every v1 hierarchy (controllers
+#: grouped as /proc/cgroups says) and cgroup2 are mounted under /sys/fs/cgroup; the groups it
+#: creates and changes are the kernel's, they outlive that namespace
+_MOUNT_ALL = r"""
+mount -t tmpfs fawkes-cgroups /sys/fs/cgroup || exit 3
+for h in $(awk 'NR > 1 && $2 > 0 && $4 == 1 {print $2}' /proc/cgroups | sort -un); do
+  o=$(awk -v h="$h" 'NR > 1 && $2 == h && $4 == 1 {printf "%s%s", s, $1; s = ","}' /proc/cgroups)
+  mkdir -p "/sys/fs/cgroup/$o" && mount -t cgroup -o "$o" cgroup "/sys/fs/cgroup/$o" 2>/dev/null
+done
+if grep -qw cgroup2 /proc/filesystems; then
+  mkdir -p /sys/fs/cgroup/unified && mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified 2>/dev/null
+fi
+"""
+
+
+def _visible(body: Script) -> Script:
+    """``body`` run where cgroups are mounted (see :data:`_MOUNT_ALL`)."""
+    text = str(body)
+    return Script("if awk '$3 == \"cgroup\" || $3 == \"cgroup2\" {{f = 1}} END {{exit !f}}' /proc/mounts; then\n"
+                  "  sh -c {inline}\nelse\n  unshare -m --propagation private sh -c {mounted}\nfi\n",
+                  inline=text, mounted=_MOUNT_ALL + text)
+
+
 def group_name(owner: str) -> str:
     """The child group's name for ``owner`` (say ``fawkes-suspend-CLUSTER@HOST``), checked."""
     if not _NAME.match(owner):
@@ -215,17 +240,18 @@ def suspend_script(getpid: Script, name: str, footprint: Footprint = Footprint()
                   "root=$({getpid}) || root=''\n",
                   getpid=getpid, name=group_name(name), quota=footprint.quota_us(), period=PERIOD_US,
                   mem=int(footprint.memory_mb) * MIB, freeze=1 if footprint.freeze else 0)
-    return Script("{head}{body}", head=head, body=trusted(_SUSPEND))
+    return _visible(Script("{head}{body}", head=head, body=trusted(_SUSPEND)))
 
 
 def resume_script(name: str) -> Script:
     """The script that resumes every group called ``name`` on the host (a no-op when there is none)."""
-    return Script("NAME={name}; P={period}\n{body}", name=group_name(name), period=PERIOD_US, body=trusted(_RESUME))
+    return _visible(Script("NAME={name}; P={period}\n{body}", name=group_name(name), period=PERIOD_US,
+                           body=trusted(_RESUME)))
 
 
 def state_script(name: str) -> Script:
     """The script that lists the groups called ``name``, their limits and members."""
-    return Script("NAME={name}\n{body}", name=group_name(name), body=trusted(_STATE))
+    return _visible(Script("NAME={name}\n{body}", name=group_name(name), body=trusted(_STATE)))
 
 
 @dataclass(frozen=True)
