@@ -156,6 +156,41 @@ def own_dir(controller: str):
     return None
 
 
+def ensure_cgroups() -> str | None:
+    """Make the cgroup hierarchies visible to this process where none is mounted (a lab host: ``ip netns
+    exec`` gave it a fresh /sys): in a mount namespace of its own (nothing changes for anyone else), a
+    tmpfs over /sys/fs/cgroup and each v1 hierarchy of /proc/cgroups (co-mounted controllers together),
+    or the v2 one.  Returns what was done (None: nothing was needed or possible)."""
+    if hierarchy("cpu") is not None or hierarchy("memory") is not None or os.geteuid() != 0:
+        return None
+    libc = _libc()
+    if libc is None or not os.path.isdir("/sys/fs/cgroup"):
+        return None
+    clone_newns, ms_rec, ms_private = 0x20000, 16384, 1 << 18
+    if libc.unshare(clone_newns) != 0:
+        return None
+    libc.mount(b"none", b"/", None, ms_rec | ms_private, None)
+    if libc.mount(b"cgroup_root", b"/sys/fs/cgroup", b"tmpfs", 0, b"mode=755") != 0:
+        return None
+    groups: dict[int, list[str]] = {}
+    for line in (_read("/proc/cgroups") or "").splitlines()[1:]:
+        f = line.split()
+        if len(f) >= 4 and f[3] == "1" and f[1] != "0":
+            groups.setdefault(int(f[1]), []).append(f[0])
+    done = []
+    for ctrls in groups.values():
+        opts = ",".join(ctrls)
+        d = os.path.join("/sys/fs/cgroup", opts)
+        os.makedirs(d, exist_ok=True)
+        if libc.mount(b"cgroup", d.encode(), b"cgroup", 0, opts.encode()) == 0:
+            done.append(opts)
+    if not groups:  # v2 only
+        d = "/sys/fs/cgroup"
+        if libc.mount(b"cgroup2", d.encode(), b"cgroup2", 0, None) == 0:
+            done.append("cgroup2")
+    return "mounted " + " ".join(done) if done else None
+
+
 def _read(path: str) -> str | None:
     try:
         with open(path) as f:
@@ -734,6 +769,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     report = Reporter(args.status)
     groups: list[str] = []
+    mounted = ensure_cgroups()
     if args.sample:
         try:
             if cmd or args.pgid or args.pid:
@@ -746,7 +782,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu.sample()
         time.sleep(args.period)
         report("sample", cpu=round(cpu.sample() or 0.0, 4), mem=round(mem.sample(), 4), cpus=round(cpu.capacity, 4),
-               mem_bytes=mem.capacity, cpu_scope=cpu.where, mem_scope=mem.where)
+               mem_bytes=mem.capacity, cpu_scope=cpu.where, mem_scope=mem.where, cgroups=mounted)
         return EXIT_DONE
     try:
         modes = sum(x is not None for x in (args.pgid, args.pid)) + bool(cmd)
@@ -784,7 +820,7 @@ def main(argv: list[str] | None = None) -> int:
     limit = {"cpu": args.cpu, "mem": args.mem}
     report("started", pid=guard.child or guard.pgid, pgid=guard.pgid, start_time=guard.start, watchdog=os.getpid(),
            cpu_scope=cpu.where, cpu_capacity=round(cpu.capacity, 4), mem_scope=mem.where, mem_capacity=mem.capacity,
-           limits=limit, count=args.count, period=args.period, groups=groups)
+           limits=limit, count=args.count, period=args.period, groups=groups, cgroups=mounted)
     cpu.sample()
     streak, recent = 0, []
     t0 = time.monotonic()

@@ -195,6 +195,7 @@ class Lender:
         out = {}
         for h, r in self.fleet.ex.run_each(cmds, timeout=self.cfg.measure_s + 30).items():
             if not r.ok:
+                self._agent_on.discard(h)  # copied again next time (a wiped or replaced host)
                 continue
             try:
                 s = json.loads(r.stdout.strip().splitlines()[-1])
@@ -293,6 +294,7 @@ class Lender:
             self.store.record_event("ubis", f"{s.cluster}'s opportunistic worker on {s.host} stopped: "
                                     f"{ev.get('reason')}", cluster=s.cluster, node=s.host)
         elif kind == "exit" and ev.get("reason") == "worker exited":
+            self.cool[s.host] = time.monotonic() + self.cooldown_s  # a worker that cannot run: not at once again
             self.store.record_event("ubis", f"{s.cluster}'s opportunistic worker on {s.host} exited "
                                     f"(rc {ev.get('worker_rc')})", level="warning", cluster=s.cluster, node=s.host)
 
