@@ -123,8 +123,9 @@ def test_suspend_lend_resume_on_spark(lab, tmp_path):
         t_sus = time.monotonic()
         s = suspend_worker(ex, x.name, x.root, a.name, FOOTPRINT)  # BIG-C's footprint: 1 % CPU
         root = worker_pid(ex, a, x)
-        assert s.root == root and s.pids == s.tree and root in s.pids
-        cmds = cmdlines(ex, x.name, s.pids)
+        assert s.root == root and root in s.pids and s.pids <= s.tree  # parse(): nothing else in the group
+        cmds = cmdlines(ex, x.name, s.tree)
+        assert s.pids == s.tree, {p: cmds.get(p) for p in s.tree - s.pids}  # every process of the tree
         assert "deploy.worker.Worker" in cmds[root]
         assert any("CoarseGrainedExecutorBackend" in c for c in cmds.values()), cmds  # A's executor too
         print(f"suspended {len(s.pids)} processes of {a.name}'s worker on {x.name}: {describe(s)}")

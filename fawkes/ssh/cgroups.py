@@ -44,8 +44,8 @@ _LIB = r"""
 set -u
 say() { echo "$*"; }
 die() { echo "fawkes-cgroup: $*" >&2; exit 3; }
-tree() {  # tree PID: the process and its descendants, one pid a line
-  ps -e -o pid= -o ppid= | awk -v r="$1" '{k[$2] = k[$2] " " $1}
+tree() {  # tree PID: the process and its descendants (zombies left out: they cannot move), one pid a line
+  ps -e -o pid= -o ppid= -o stat= | awk -v r="$1" '$3 !~ /^Z/ {k[$2] = k[$2] " " $1}
     END {q = r; while (q != "") {n = split(q, a, " "); q = ""; for (i = 1; i <= n; i++) {print a[i]; q = q k[a[i]]}}}'
 }
 v1mount() {  # v1mount CONTROLLER: where its v1 hierarchy is mounted
