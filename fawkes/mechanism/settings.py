@@ -80,8 +80,9 @@ class Settings(BaseModel):
         "otherwise); soft (preferred hosts first; for the rest go to other racks now unless the wait for "
         "preferred ones, from the expected-free-time table, is shorter than the work left x (locality_penalty - 1))")
     locality_penalty: float = Field(
-        1.1, ge=1, le=100, description="placement soft: how many times longer a cluster's work runs on hosts off "
-        "its preferred racks (1.1: the YARN placement project's slowDuration/duration, 345/315; docs/mechanism.md)")
+        1.14, ge=1, le=100, description="placement soft: how many times longer a cluster's work runs on hosts off "
+        "its preferred racks (1.14: measured on the lab, racks joined at 100 Mbit/s, bench/bench_locality.py; the YARN "
+        "placement project's jobs had 1.095-1.16; docs/mechanism.md)")
 
     # --- inactivity
     inactivity: Literal["decoupled", "weight_zero"] = Field("decoupled", description="A-12")
