@@ -54,7 +54,6 @@ log = logging.getLogger("fawkes.ubis")
 AGENT_TEXT = Path(agent.__file__).read_text()
 AGENT_DIR = "fawkes-agent"
 HEARTBEAT_S = 1.0
-STDIN_TIMEOUT_S = 10.0  # the agent stops the worker when the coordinator is silent this long
 
 
 def agent_path(root: str) -> str:
@@ -258,7 +257,7 @@ class Lender:
             "--count {n} --period {p} --grace {g} --nice {nice} --worker-cpus {cpus} --worker-shares {sh} "
             "--worker-log {wlog} --worker-pidfile {pidf} --status {status} --verbose -- /bin/sh {ctl} run worker",
             pids=str(cdir / "pids"), logs=str(cdir / "logs"), py=c.python, a=agent_path(node.root),
-            hb=f"{STDIN_TIMEOUT_S:g}", cpu=f"{c.t_preempt_cpu:g}", mem=f"{c.t_preempt_mem:g}", n=str(c.checks),
+            hb=f"{c.silence_s:g}", cpu=f"{c.t_preempt_cpu:g}", mem=f"{c.t_preempt_mem:g}", n=str(c.checks),
             p=f"{c.check_period_s:g}", g=f"{c.grace_s:g}", nice=str(c.nice), cpus=f"{max(0.01, g.cpus):.4f}",
             sh=str(c.cpu_shares), wlog=str(cdir / "logs" / "opportunistic-worker.out"),
             pidf=str(cdir / "pids" / "worker.pid"), status=str(cdir / "logs" / "opportunistic-watchdog.json"),

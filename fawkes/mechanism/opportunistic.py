@@ -110,6 +110,8 @@ class OpportunisticConfig(BaseModel):
     nice: int = Field(19, ge=0, le=19, description="nice value of an opportunistic worker")
     cpu_shares: int = Field(2, ge=2, le=262144, description="cgroup cpu.shares of an opportunistic worker (v2: scaled weight)")
     measure_s: float = Field(1.0, ge=0.2, le=60, description="how long one measurement of a host's use lasts")
+    silence_s: float = Field(30.0, ge=2, le=3600, description="the agent stops the worker when the coordinator's "
+                             "heartbeat (a line a second) has been silent this long")
     python: str = Field("python3", min_length=1, max_length=256, pattern=r"^[A-Za-z0-9_./+-]+$",
                         description="the Python on the hosts that runs the watchdog agent")
 
