@@ -637,7 +637,8 @@ class Simulator:
                               completed_tasks=c.completed_tasks, loading=c.state is not ClusterState.ACTIVE)
 
     def snapshot(self, now: float, fresh: bool = True) -> Snapshot:
-        keep_from = now - 2 * (self.settings.period_s if self.settings else 60.0)
+        period = self.settings.period_s if self.settings else 60.0
+        keep_from = now - 2 * period
         views = []
         for c in self.order:
             alloc = c.alloc
@@ -650,7 +651,12 @@ class Simulator:
                 c.views = tuple(_view(n) for n in c.nodes.values())
                 c.views_ver = c.node_ver
             nodes = c.views
-            views.append(ClusterView(c.name, c.state, c.min_core, nodes, tuple(c.samples), tuple(alloc),
+            # the samples of the interval (now - T, now], as the live view reads them (the latest one if
+            # none: coordinator/view.interval_samples); c.samples is trimmed at sample times only
+            smp = c.samples
+            if smp and smp[0].time <= now - period:
+                smp = [m for m in smp if m.time > now - period] or smp[-1:]
+            views.append(ClusterView(c.name, c.state, c.min_core, nodes, tuple(smp), tuple(alloc),
                                      self.cost.slots_per_node, c.requested_at))
         queue = tuple(ClusterRequest(c.name, c.min_core, c.requested_at, c.spec.expected_duration_s,
                                      c.spec.deadline_s) for c in self.queue)
