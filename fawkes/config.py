@@ -22,7 +22,7 @@ Config file (YAML, every key optional, unknown keys refused)::
       draining: 3600                              # a DP still unfinished is reported (nothing is ever stopped)
       op: 600                                     # the longest one driver operation waits (deploy, add, ...)
       drain: 60                                   # one DP operation's wait before it hands its worker back
-    shrink_mode: fp                               # fp | graceful | suspend (how a TR node leaves)
+    shrink_mode: fp                               # fp | graceful | suspend (how a TR node leaves; default: the framework kind's, spark-hdfs fp)
     suspend: {cpu_percent: 1, memory_mb: 64, freeze: false}   # shrink_mode suspend: the footprint kept
     pool:                                         # grow the pool with SLURM allocations (docs/slurm.md)
       provider: slurm
@@ -198,7 +198,7 @@ class CoordinatorConfig(BaseModel):
     #: decommissions it (Spark: no new tasks, running ones finish, shuffle/RDD blocks migrate), then
     #: stops it, after timeouts.graceful at most; "suspend" suspends its worker through cgroups and lends
     #: the host to the next cluster that grows (BIG-C's IP, ``suspend`` below).  TC nodes always leave by DP.
-    shrink_mode: Literal["fp", "graceful", "suspend"] = "fp"
+    shrink_mode: Literal["fp", "graceful", "suspend"] | None = None  # None: the framework kind's default (B-6)
     suspend: SuspendConfig = SuspendConfig()
     pool: PoolConfig | None = None
     opportunistic: OpportunisticConfig = OpportunisticConfig()  # UBIS (issue 12): who borrows measured slack

@@ -30,7 +30,7 @@ def test_defaults_are_the_lifecycle_timeouts():
     assert (t.requested, t.provisioning, t.draining) == (
         NODE_TIMEOUTS[NodeState.REQUESTED], NODE_TIMEOUTS[NodeState.PROVISIONING], NODE_TIMEOUTS[NodeState.DRAINING])
     assert (t.op, t.drain, t.graceful) == (600.0, 60.0, 120.0)
-    assert CoordinatorConfig().shrink_mode == "fp"
+    assert CoordinatorConfig().shrink_mode is None  # the framework kind decides: spark-hdfs fp (B-6)
 
 
 def test_values_from_the_file(tmp_path):

@@ -348,7 +348,7 @@ def write(tmp_path, text: str) -> Path:
 
 
 def test_shrink_mode_suspend_and_its_footprint_from_the_file(tmp_path):
-    assert CoordinatorConfig().shrink_mode == "fp"  # the default changes nothing
+    assert CoordinatorConfig().shrink_mode is None  # the kind's default (spark-hdfs: fp): changes nothing
     cfg = load_config(write(tmp_path, "shrink_mode: suspend\n"
                                       "suspend: {cpu_percent: 2.5, memory_mb: 0, freeze: true}\n"))
     assert cfg.shrink_mode == "suspend"

@@ -53,7 +53,7 @@ from fawkes.config import TimeoutsConfig
 from fawkes.coordinator.fleet import Fleet
 from fawkes.coordinator.suspend import Suspender
 from fawkes.errors import FawkesError
-from fawkes.frameworks.base import DecommissionInterrupted, DecommissionTimeout, NodeFacts
+from fawkes.frameworks.base import DecommissionInterrupted, DecommissionTimeout, NodeFacts, shrink_mode_for
 from fawkes.mechanism import ClusterState, Role, ShrinkMode
 from fawkes.store import Store
 from fawkes.ssh.cgroups import Footprint
@@ -71,11 +71,11 @@ class Reconciler:
     default: its defaults).  ``clock`` must be the store's clock (node ages are ``state_since``)."""
 
     def __init__(self, store: Store, fleet: Fleet, *, workers: int = 4, clock: Callable[[], float] = time.time,
-                 timeouts: TimeoutsConfig | None = None, drift_every_s: float = 300.0, shrink_mode: str = "fp",
-                 footprint: Footprint | None = None):
-        if shrink_mode not in ("fp", "graceful", "suspend"):
+                 timeouts: TimeoutsConfig | None = None, drift_every_s: float = 300.0,
+                 shrink_mode: str | None = None, footprint: Footprint | None = None):
+        if shrink_mode is not None and shrink_mode not in ("fp", "graceful", "suspend"):
             raise FawkesError(f"shrink_mode: {shrink_mode!r} is not one of 'fp', 'graceful', 'suspend'")
-        self.shrink_mode = shrink_mode
+        self.shrink_mode = shrink_mode  # None: each framework kind's default (B-6, shrink_mode_for)
         # shrink_mode suspend: a TR node's worker suspended through cgroups, its host lent (coordinator/suspend.py);
         # its pass runs whatever the mode (suspended nodes of an earlier run are resumed or stopped)
         self.suspender = Suspender(self, footprint if footprint is not None else Footprint())
@@ -283,12 +283,13 @@ class Reconciler:
             bad = ", ".join(n.host for n in nodes if Role(n.role) is Role.CORE)
             raise FawkesError(f"cluster {name}: refusing to remove core node(s) {bad} of an active cluster")
         spec, driver = self.fleet.spec(name)
-        graceful = self.shrink_mode == "graceful"
+        mode = shrink_mode_for(spec.framework.kind, self.shrink_mode)
+        graceful = mode == "graceful"
         for group in ([n for n in nodes if Role(n.role) is Role.TR], [n for n in nodes if Role(n.role) is Role.TC]):
             if not group:
                 continue
             tr = Role(group[0].role) is Role.TR
-            if tr and self.shrink_mode == "suspend":  # suspended and lent instead; the rest by FP
+            if tr and mode == "suspend":  # suspended and lent instead; the rest by FP
                 group = self.suspender.suspend(name, group)
                 if not group:
                     continue

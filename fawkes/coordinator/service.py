@@ -70,7 +70,7 @@ class Coordinator:
     def __init__(self, store: Store, inventory: Inventory, settings: Settings, *, executor=None,
                  clock: Callable[[], float] = time.time, workers: int = 4, max_running_jobs: int = 1,
                  host_grace_s: float = 30.0, cluster_options: dict[str, str] | None = None, retention=None,
-                 timeouts=None, runner=None, pool=None, shrink_mode: str = "fp", footprint=None):
+                 timeouts=None, runner=None, pool=None, shrink_mode: str | None = None, footprint=None):
         from fawkes.config import RetentionConfig
 
         self.store = store
