@@ -152,10 +152,13 @@ def test_state_from_config_file(url, tmp_path):
 
 
 def test_newer_schema_refused_by_every_command(url):
+    from fawkes.store.migrations import CURRENT
+
+    newer = CURRENT + 1
     with Store(url) as s, s.engine.begin() as c:
-        c.execute(text("UPDATE schema_version SET version = 7"))
-    refused(fawkes("status", state=url), "schema version 7 is newer than this fawkes understands")
-    refused(fawkes("submit", "a", "--", "wc", state=url), "schema version 7 is newer")
+        c.execute(text(f"UPDATE schema_version SET version = {newer}"))
+    refused(fawkes("status", state=url), f"schema version {newer} is newer than this fawkes understands")
+    refused(fawkes("submit", "a", "--", "wc", state=url), f"schema version {newer} is newer")
 
 
 def test_parallel_cli_submits_are_all_queued_once(url):

@@ -38,15 +38,16 @@ def lab() -> None:
 @click.option("--memory", default=None, metavar="SIZE|auto",
               help="memory limit per host (a cgroup, no swap), e.g. 2G or 512M (MiB without a unit); auto: "
                    "the machine's memory / hosts; default: unlimited")
-@click.option("--racks", default=2, show_default=True, type=int,
-              help="rack labels r1..rN in the inventory, the hosts split in order (placement)")
+@click.option("--racks", default=None, type=int,
+              help="rack labels r1..rN in the inventory, the hosts split in order (placement; default 2, "
+                   "1 for a 1-host lab)")
 @click.option("--rack-bandwidth", default=None, metavar="RATE",
               help="one bridge per rack, traffic between racks limited to RATE (e.g. 100mbit; tc htb); "
                    "default: one bridge, racks are labels only")
 @click.option("--slurm", "with_slurm", is_flag=True,
               help="also start SLURM: munged, slurmctld and a slurmd per host (as `fawkes lab slurm up`)")
 def up(hosts: int, dir_: str | None, prefix: str, subnet: str, cpus: str | None, memory: str | None,
-       racks: int, rack_bandwidth: str | None, with_slurm: bool) -> None:
+       racks: int | None, rack_bandwidth: str | None, with_slurm: bool) -> None:
     """Start (or keep) a lab of N hosts and write its inventory.
 
     With --cpus/--memory every host runs under its own CPU quota and memory limit, and all hosts

@@ -71,7 +71,7 @@ class Lab:
     @classmethod
     def up(cls, hosts: int = 4, dir: Path | None = None, *, prefix: str = "fawkes",
            subnet: str = "10.200.0", cpus: float | str | None = None,
-           memory: int | str | None = None, racks: int = 2, rack_bandwidth: str | None = None) -> "Lab":
+           memory: int | str | None = None, racks: int | None = None, rack_bandwidth: str | None = None) -> "Lab":
         """Bring up ``hosts`` SSH hosts (idempotent: a healthy lab of that shape is reused).
 
         ``cpus`` (cores, e.g. 0.25) and ``memory`` (MiB as an int, or a size such as ``"2G"``):
@@ -85,6 +85,8 @@ class Lab:
         """
         dir = Path(dir or default_dir()).resolve()
         _check_args(hosts, dir, prefix, subnet)
+        if racks is None:  # 2 racks unless the lab has a single host
+            racks = 2 if isinstance(hosts, int) and hosts >= 2 else 1
         _check_racks(hosts, racks, rack_bandwidth)
         cpus, memory_mb = capacity.size(hosts, cpus, memory)
         netns.require_support()
