@@ -55,21 +55,26 @@ def bursts(seed: int, burst: str = "high", l_maps: int = 24, l_every: float = 20
         jobs.append(make_job(cost, rng, 0, "L", "wordcount", l_maps / 8 * GB, l_maps, 4, t, map_s=600.0, reduce_s=60.0,
                              size="long"))
         t += l_every
-    slots = CAPACITY * cost.map_slots
-    load = BURSTS[burst]
-    t = 0.0
-    while True:
-        t += float(rng.exponential(6 * 10.0 / (load(t) * slots)))
-        if t >= HORIZON:
-            break
-        jobs.append(make_job(cost, rng, 0, "S", "wordcount", 0.5 * GB, 6, 1, t, map_s=10.0, reduce_s=5.0,
-                             size="short"))
+    jobs += short_stream(cost, rng, BURSTS[burst], CAPACITY, HORIZON, "short")
     jobs.sort(key=lambda j: j.submit_s)
     jobs = [replace(j, id=k) for k, j in enumerate(jobs)]
     clusters = (ClusterSpec("L", 0.0, 4, 10 * GB), ClusterSpec("S", 0.0, 4, 10 * GB))
     return Workload(f"BIG-C {burst}", clusters, tuple(jobs), CAPACITY, period_s=PERIOD, grow_type=Role.TR,
                     cost=cost, settings={"idle_timeout_s": 3600.0},
                     note="BIG-C's synthetic mix: L long jobs, S short jobs with a burst at 300-700 s")
+
+
+def short_stream(cost, rng, load, capacity: int, horizon: float, size: str) -> list:
+    """Cluster S's jobs (6 maps of 10 s, 1 reduce of 5 s), Poisson arrivals that offer the fraction
+    ``load(t)`` of ``capacity`` nodes' map slots, until ``horizon``."""
+    slots = capacity * cost.map_slots
+    jobs, t = [], 0.0
+    while True:
+        t += float(rng.exponential(6 * 10.0 / (load(t) * slots)))
+        if t >= horizon:
+            return jobs
+        jobs.append(make_job(cost, rng, 0, "S", "wordcount", 0.5 * GB, 6, 1, t, map_s=10.0, reduce_s=5.0,
+                             size=size))
 
 
 def settings(**extra: Any) -> Settings:

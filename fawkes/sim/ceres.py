@@ -30,6 +30,7 @@ import numpy as np
 
 from fawkes.mechanism import Role, Settings, Snapshot
 from fawkes.mechanism.model import JobProgress, NodeUsage
+from fawkes.sim.bigc import short_stream
 from fawkes.sim.costs import GB, cost_model
 from fawkes.sim.engine import Simulator
 from fawkes.sim.workloads import ClusterSpec, Workload, make_job
@@ -138,15 +139,8 @@ def mixed(seed: int) -> tuple[Workload, dict[int, tuple[float, float]]]:
         jobs.append(make_job(cost, rng, 0, "B2", "wordcount", 1.5 * GB, 96, 1, t, map_s=30.0, reduce_s=400.0,
                              size="swollen"))
         t += 300.0
-    slots = CAPACITY * cost.map_slots
-    load = (lambda t: 0.85 if (300 <= t < 450 or 550 <= t < 700) else 0.2)
-    t = 0.0
-    while True:
-        t += float(rng.exponential(6 * 10.0 / (load(t) * slots)))
-        if t >= HORIZON:
-            break
-        jobs.append(make_job(cost, rng, 0, "S", "wordcount", 0.5 * GB, 6, 1, t, map_s=10.0, reduce_s=5.0,
-                             size="query"))
+    jobs += short_stream(cost, rng, lambda t: 0.85 if (300 <= t < 450 or 550 <= t < 700) else 0.2, CAPACITY,
+                         HORIZON, "query")
     jobs.sort(key=lambda j: j.submit_s)
     jobs = [replace(j, id=k) for k, j in enumerate(jobs)]
     use = {j.id: (0.35, 0.3) for j in jobs if j.cluster == "B2"}
