@@ -60,10 +60,10 @@ def test_nothing_is_lent_over_t_alloc_or_while_hosts_are_free_or_without_demand(
 def test_refuse_and_maps_only_borrow_nothing_from_a_spark_worker():
     idle = [HostUse("h1", 0.1, 0.1)]
     for mode in ("refuse", "maps_only"):
-        cfg = opp.OpportunisticConfig(clusters={"b": mode})
+        # the pure decision still knows maps_only (the simulator's per-task model); the live config refuses it
+        cfg = opp.OpportunisticConfig.model_construct(**{**opp.OpportunisticConfig().__dict__, "clusters": {"b": mode}})
         assert opp.decide(snap([cluster("a", ["h1"]), cluster("b", ["h3"], pending=9)], idle), cfg).grants == ()
     # maps_only borrows where the framework can confine a worker to map tasks
-    cfg = opp.OpportunisticConfig(clusters={"b": "maps_only"})
     assert len(opp.decide(snap([cluster("a", ["h1"]), cluster("b", ["h3"], pending=9)], idle), cfg,
                           task_kind="map").grants) == 1
 
@@ -125,6 +125,7 @@ def test_withdrawals():
     ({"checks": True}, "checks"), ({"check_period_s": 0.01}, "check_period_s"), ({"nice": 20}, "nice"),
     ({"cpu_shares": 1}, "cpu_shares"), ({"python": "python3; rm -rf /"}, "python"), ({"colour": 1}, "colour"),
     ({"t_alloc": 0.99}, "t_alloc"), ({"clusters": {" b": "accept"}}, "clusters"),
+    ({"clusters": {"b": "maps_only"}}, "maps_only is not supported live"), ({"default": "maps_only"}, "default"),
 ])
 def test_bad_values_are_refused(bad, field):
     with pytest.raises(ValidationError) as exc:
@@ -142,4 +143,19 @@ def test_a_bad_config_value_is_one_line_naming_file_and_field_exit_2(tmp_path):
                        capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and str(cfg) in r.stderr and "opportunistic.clusters.etl" in r.stderr
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_maps_only_is_refused_live_one_line_exit_2(tmp_path):
+    """spark-hdfs cannot confine a standalone worker to map tasks: maps_only is refused before anything is written."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("period: 10\nopportunistic:\n  clusters: {etl: maps_only, bi: accept}\n")
+    import os
+
+    env = {**os.environ, "FAWKES_STATE": f"sqlite:///{tmp_path}/s.db"}
+    r = subprocess.run([sys.executable, "-m", "fawkes", "coordinator", "run", "--config", str(cfg)],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and str(cfg) in r.stderr and "opportunistic.clusters" in r.stderr
+    assert "maps_only is not supported live" in r.stderr and "Spark standalone" in r.stderr
     assert not (tmp_path / "s.db").exists()

@@ -93,13 +93,17 @@ def promote(opportunistic_oldest_first: Sequence[str], freed_regular: int) -> li
 
 
 # ====================================================================== live: whole opportunistic nodes
+MAPS_ONLY_LIVE = ("maps_only is not supported live: a Spark standalone worker (spark-hdfs) runs any task, it "
+                  "cannot be confined to map tasks; use accept or refuse")
+
+
 class OpportunisticConfig(BaseModel):
     """The coordinator config's ``opportunistic:`` section (UBIS live).  The default lends nothing:
     every cluster ``refuse``, and the coordinator then measures nothing and starts nothing."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
     default: Accept = Field("refuse", description="the opt-in of a cluster not named in clusters")
-    clusters: dict[str, Accept] = Field(default_factory=dict, description="per MR-cluster: accept | refuse | maps_only")
+    clusters: dict[str, Accept] = Field(default_factory=dict, description="per MR-cluster: accept | refuse (maps_only: refused live)")
     t_alloc: float = Field(T_ALLOC, gt=0, le=1, description="lend a host while its use is under t_alloc x capacity")
     t_preempt_cpu: float = Field(T_PREEMPT["cpu"], gt=0, le=1, description="the watchdog's CPU limit")
     t_preempt_mem: float = Field(T_PREEMPT["mem"], gt=0, le=1, description="the watchdog's memory limit")
@@ -122,6 +126,16 @@ class OpportunisticConfig(BaseModel):
             for name in v:
                 if not isinstance(name, str) or not name or len(name) > 128 or not name.isprintable() or name != name.strip():
                     raise ValueError(f"{name!r} is not a cluster name")
+        return v
+
+    @field_validator("clusters", "default", mode="after")
+    @classmethod
+    def _no_maps_only_live(cls, v):
+        # the live opportunistic unit is a whole Spark standalone worker, and a standalone worker runs any
+        # task of its applications (no node labels, no per-stage executor placement): spark-hdfs, the one
+        # live framework, cannot confine it to map tasks (the simulator's per-task model honours maps_only)
+        if v == "maps_only" or (isinstance(v, dict) and "maps_only" in v.values()):
+            raise ValueError(MAPS_ONLY_LIVE)
         return v
 
     @model_validator(mode="after")
