@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from fawkes import faults
 from fawkes.coordinator.intent import apply, record_decision
-from fawkes.coordinator.view import build_snapshot
+from fawkes.coordinator.view import Signals, build_snapshot
 from fawkes.errors import FawkesError
 from fawkes.mechanism import ClusterState, Decision, Settings, Snapshot, controller
 from fawkes.mechanism.controller import Between
@@ -36,6 +36,13 @@ class Control:
         self.settings = settings
         self.clock = clock
         self.runner = runner
+        #: CERES' measured signals for each snapshot (the coordinator's sampler; none: not measured)
+        self.signals: Callable[[], Signals] | None = None
+
+    def snapshot(self) -> Snapshot:
+        """The snapshot of now, from the store and the sampler's in-memory signals."""
+        return build_snapshot(self.store, self.settings, self.clock(),
+                              self.signals() if self.signals is not None else None)
 
     def memory(self) -> Memory:
         """The controller memory the last step stored (empty before the first)."""
@@ -46,13 +53,13 @@ class Control:
 
     def preview(self) -> Decision:
         """The decision the next tick would take now (nothing recorded, nothing changed)."""
-        snap = build_snapshot(self.store, self.settings, self.clock())
+        snap = self.snapshot()
         return self._decide(self.memory(), snap)[0]
 
     def tick(self) -> tuple[int, Decision, list[str]]:
         """One decision: (tick number, decision, problems applying its plan).  The decision and
         the memory it leaves are stored in one transaction, before its plan is written as intent."""
-        snap = build_snapshot(self.store, self.settings, self.clock())
+        snap = self.snapshot()
         with gc_paused():  # tens of thousands of small acyclic values: the collector's passes cost 40 ms
             d, memory = self._decide(self.memory(), snap)
         tick = record_decision(self.store, d, snap, self.settings, memory)
@@ -70,7 +77,7 @@ class Control:
     def between(self) -> tuple[Between | None, list[str]]:
         """Admission on arrivals and releases, then growth into freed hosts, between ticks:
         (what was decided, None if there was nothing to decide; problems applying it)."""
-        snap = build_snapshot(self.store, self.settings, self.clock())
+        snap = self.snapshot()
         if not snap.queue and not snap.free_hosts:
             return None, []
         b = controller.between(self.memory(), snap, self.settings)

@@ -9,6 +9,14 @@ job as ``tasks_seen``, so a restart keeps it), at least one per input split; so 
 job whose driver lists no stage yet.  DataNode bytes per node
 go to the store for DP's victim order.  Hosts that stop answering SSH for ``grace_s`` are
 marked failed (their nodes too), and the mechanism replaces their capacity.
+
+CERES (``docs/mechanism.md``): with ``swollen_threshold`` set, each sample also reads every
+running node's host once (:class:`~fawkes.coordinator.usage.NodeWindows`: one SSH command per
+host, bounded, a host that fails is unknown); with ``straggler_factor`` set, each running job's
+progress (completed tasks / tasks seen, from the driver's stages, which the sampling reads anyway)
+is kept over its last three samples.  Both stay in memory and reach the snapshot as
+:class:`~fawkes.coordinator.view.Signals` (:meth:`Sampler.signals`).  With both off nothing of
+this runs.
 """
 
 from __future__ import annotations
@@ -16,13 +24,17 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 
 from fawkes.coordinator.dispatch import Dispatcher
 from fawkes.coordinator.fleet import Fleet
+from fawkes.coordinator.usage import NodeWindows
+from fawkes.coordinator.view import Signals
 from fawkes.errors import FawkesError
 from fawkes.frameworks.metrics import TaskCounts
 from fawkes.mechanism import ClusterState, JobFacts, Settings, sample_cluster
+from fawkes.mechanism.model import JobProgress
 from fawkes.store import Store
 from fawkes.store.lifecycle import HostState, JobState, NodeState
 
@@ -42,9 +54,16 @@ class Sampler:
         self.grace_s = grace_s
         self.baseline_used: dict[str, float] = {}  # HDFS used when the cluster became ACTIVE (DU)
         self.unreachable_since: dict[str, float] = {}
+        # CERES' signals, in memory (docs/mechanism.md, CERES): only when their setting is on
+        self.windows = NodeWindows(settings.usage_window_s) if settings.swollen_threshold is not None else None
+        self.track_progress = settings.straggler_factor is not None
+        self.progress: dict[str, dict[int, deque]] = {}  # cluster -> job id -> last three (time, fraction)
+        self.job_info: dict[int, tuple[float | None, float | None]] = {}  # job id -> (reference runtime, start)
 
     def step(self) -> None:
         self.check_hosts()
+        if self.windows is not None:
+            self.read_usage()
         for c in self.store.list_clusters(include_released=False):
             state = ClusterState(c.state)
             if state not in (ClusterState.LOADING, ClusterState.ACTIVE):
@@ -53,6 +72,53 @@ class Sampler:
                 self.sample(c.name, loading=state is ClusterState.LOADING)
             except FawkesError as exc:
                 log.warning("sampling %s: %s", c.name, exc)
+        if self.track_progress:
+            live = {c.name for c in self.store.list_clusters(include_released=False)}
+            for name in [n for n in self.progress if n not in live]:
+                del self.progress[name]
+
+    def read_usage(self) -> None:
+        """CERES C-1: one reading of every RUNNING node's host (those the liveness check just
+        found unreachable are skipped: unknown), folded into the node's window.  Never raises."""
+        try:
+            nodes = {n.id: n.host for n in self.store.list_nodes() if n.state == NodeState.RUNNING
+                     and n.host not in self.unreachable_since}
+            errors = self.windows.step(self.fleet.ex, nodes)
+        except FawkesError as exc:  # the store away: the windows stay as they were, the step goes on
+            log.warning("usage: %s", exc)
+            return
+        for host, err in sorted(errors.items()):
+            log.info("usage of %s unknown: %s", host, err)
+
+    def signals(self) -> Signals:
+        """What the snapshot takes from this sampler's memory (empty with CERES off)."""
+        usage = self.windows.usage() if self.windows is not None else {}
+        progress = {c: tuple(JobProgress(str(j), tuple(q), *self.job_info.get(j, (None, None)))
+                             for j, q in sorted(jobs.items()) if q) for c, jobs in self.progress.items()}
+        return Signals(usage, {c: p for c, p in progress.items() if p})
+
+    def note_progress(self, name: str, now: float, jobs, tasks_by_app) -> None:
+        """CERES C-2: per running job with stages listed by its driver, the fraction of its tasks
+        done (completed / (pending + running + completed), Spark's per-stage counts summed), the last
+        three samples kept; jobs no longer running are forgotten."""
+        mine = self.progress.setdefault(name, {})
+        running = set()
+        for j in jobs:
+            if j.state != JobState.RUNNING or not j.app_id:
+                continue
+            running.add(j.id)
+            counts = tasks_by_app.get(j.app_id)
+            if counts is None or not counts.total:  # between two actions no stage is listed: no sample
+                continue
+            seen = counts.pending + counts.running + counts.completed
+            q = mine.setdefault(j.id, deque(maxlen=3))
+            if q and q[-1][0] >= now:
+                continue
+            q.append((now, counts.completed / seen if seen else 0.0))
+            self.job_info[j.id] = (j.ref_runtime, j.started_at)
+        for jid in [k for k in mine if k not in running]:
+            del mine[jid]
+            self.job_info.pop(jid, None)
 
     def sample(self, name: str, *, loading: bool = False) -> None:
         spec, driver = self.fleet.spec(name, states={NodeState.RUNNING, NodeState.DRAINING})
@@ -72,6 +138,8 @@ class Sampler:
                                   pending_tasks=pending, running_tasks=running, started_at=j.started_at,
                                   ref_runtime=j.ref_runtime))
         self.store.note_job_tasks(seen)
+        if self.track_progress:
+            self.note_progress(name, now, jobs, fs.tasks_by_app)
         used = fs.stored_bytes
         if not loading and name not in self.baseline_used and fs.hdfs is not None:
             self.baseline_used[name] = used

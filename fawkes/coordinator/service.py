@@ -88,6 +88,8 @@ class Coordinator:
                                      shrink_mode=shrink_mode, footprint=footprint)
         self.dispatcher = Dispatcher(store, self.fleet, max_running=max_running_jobs)
         self.sampler = Sampler(store, self.fleet, self.dispatcher, settings, clock=clock, grace_s=host_grace_s)
+        if settings.swollen_threshold is not None or settings.straggler_factor is not None:
+            self.control.signals = self.sampler.signals  # CERES: usage and progress, kept by the sampler
         self._lock = threading.Lock()
         self._stopped = False  # set once run() ends: a step the scheduler had queued then does nothing
         self.pool = pool  # a fawkes.coordinator.pool.SlurmPool, stepped after every sample

@@ -321,6 +321,70 @@ class UsageWindow:
         return NodeUsage(min(1.0, max(cpu)), min(1.0, max(mem)), covered)
 
 
+#: the longest one reading may take over SSH, as the sampler's liveness check (``true``) is bounded
+READ_TIMEOUT_S = 10.0
+
+
+class NodeWindows:
+    """The live side of CERES' C-1 signal: one :class:`UsageWindow` per held node, fed once per
+    sample by one run of :data:`SCRIPT` per host (:func:`collect`, all hosts at once, each bounded
+    by ``timeout``).
+
+    Keyed by the store's node id, so a host that passes to another cluster starts a new window
+    (the simulator keys its windows by cluster, host and the node's start: the same).  A host that
+    cannot be read (SSH error, timeout, unparsable output) loses its window: its usage is unknown
+    (None) until two readings in a row succeed again, because the CPU between the readings around
+    a gap would be the gap's mean, which can hide a busy stretch and make a busy node look swollen.
+
+    Kept in memory, not in the store (``docs/mechanism.md``, CERES): a restarted or newly leading
+    coordinator starts every window afresh, and since a node is judged only once observed for the
+    whole ``usage_window_s`` (:func:`fawkes.mechanism.ceres.node_swollen`), for one window after a
+    restart C-1 judges no node swollen and the decision is the one without C-1."""
+
+    def __init__(self, window_s: float, *, timeout: float = READ_TIMEOUT_S):
+        self.window_s = window_s
+        self.timeout = timeout
+        self.windows: dict[int, tuple[str, UsageWindow]] = {}  # node id -> (host, window)
+        self.errors: dict[str, str] = {}  # host -> why its last reading failed
+        self.reads = 0  # SSH commands run (one per host per step)
+
+    def step(self, executor, nodes: dict[int, str]) -> dict[str, str]:
+        """Read the hosts of ``nodes`` (node id -> host) once and fold each reading into its node's
+        window; windows of nodes not given are dropped.  Returns host -> error of the hosts that
+        could not be read (never raises for a host: an executor that fails as a whole makes every
+        host unknown)."""
+        for nid in [k for k, (h, _) in self.windows.items() if nodes.get(k) != h]:
+            del self.windows[nid]
+        hosts = sorted(set(nodes.values()))
+        if not hosts:
+            self.errors = {}
+            return {}
+        try:
+            got: dict[str, Reading | FawkesError] = collect(executor, hosts, timeout=self.timeout)
+        except Exception as exc:  # noqa: BLE001 - the sampling step must go on: every host is unknown
+            got = {h: FawkesError(f"{h}: cannot read CPU and memory use: {exc}") for h in hosts}
+        self.reads += len(hosts)
+        errors = {}
+        for h in hosts:
+            r = got.get(h)
+            if not isinstance(r, Reading):
+                errors[h] = str(r) if r is not None else f"{h}: no answer"
+        for nid, host in nodes.items():
+            if host in errors:
+                self.windows.pop(nid, None)
+                continue
+            w = self.windows.get(nid)
+            if w is None:
+                w = self.windows[nid] = (host, UsageWindow(self.window_s))
+            w[1].add(got[host])
+        self.errors = errors
+        return errors
+
+    def usage(self) -> dict[int, NodeUsage]:
+        """Node id -> its :class:`NodeUsage` (nodes with fewer than two readings left out: unknown)."""
+        return {nid: u for nid, (_, w) in self.windows.items() if (u := w.usage()) is not None}
+
+
 def collect(executor, hosts, *, timeout: float = 20.0) -> dict[str, Reading | FawkesError]:
     """Run :data:`SCRIPT` on ``hosts`` through a :class:`fawkes.ssh.Executor`: each host's reading,
     or the error (one line naming the host) when it cannot be read."""
@@ -336,4 +400,4 @@ def collect(executor, hosts, *, timeout: float = 20.0) -> dict[str, Reading | Fa
     return out
 
 
-__all__ = ["Reading", "SCRIPT", "UsageWindow", "collect", "parse_reading"]
+__all__ = ["NodeWindows", "READ_TIMEOUT_S", "Reading", "SCRIPT", "UsageWindow", "collect", "parse_reading"]

@@ -8,9 +8,11 @@ votes, clocks) is the controller's memory, stored beside it (:mod:`fawkes.coordi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from fawkes.mechanism import ClusterRequest, ClusterState, ClusterView, NodeView, Role, Settings, Snapshot
+from fawkes.mechanism.model import JobProgress, NodeUsage
 from fawkes.mechanism.admission import admission_key
 from fawkes.store import Store
 from fawkes.store.base import gc_paused
@@ -19,6 +21,20 @@ from fawkes.store.lifecycle import NODE_SUSPENDED, HostState, NodeState
 
 _USABLE = frozenset({HostState.FREE.value, HostState.ALLOCATED.value})  # host states counted in C
 _ROLES = {r.value: r for r in Role}
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What the sampler measures for CERES and keeps in memory, not in the store
+    (:class:`fawkes.coordinator.usage.NodeWindows`; ``docs/mechanism.md``, CERES): per node (the
+    store's node id) its maximum use over the usage window, per cluster its running jobs' progress
+    samples.  Empty (the default) = not measured: the snapshot is as without CERES."""
+
+    usage: Mapping[int, NodeUsage] = field(default_factory=dict)
+    progress: Mapping[str, tuple[JobProgress, ...]] = field(default_factory=dict)
+
+
+NO_SIGNALS = Signals()
 
 
 def allocation_history(nodes: Iterable, since: float, admitted_at: float | None = None,
@@ -71,13 +87,14 @@ def sample_window(settings: Settings) -> float:
     return max(settings.period_s, settings.idle_timeout) + settings.period_s
 
 
-def build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
-    """The snapshot of the tick at ``now`` (interval (now − T, now])."""
+def build_snapshot(store: Store, settings: Settings, now: float, signals: Signals | None = None) -> Snapshot:
+    """The snapshot of the tick at ``now`` (interval (now − T, now]); ``signals``: CERES' node usage
+    and job progress as the sampler measured them (none: not measured)."""
     with gc_paused():  # ~100,000 small objects at 50,000 nodes
-        return _build_snapshot(store, settings, now)
+        return _build_snapshot(store, settings, now, signals or NO_SIGNALS)
 
 
-def _build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
+def _build_snapshot(store: Store, settings: Settings, now: float, signals: Signals) -> Snapshot:
     start = now - settings.period_s
     window = sample_window(settings)
     # a few batched reads instead of two per cluster: the pool (free hosts, how many are usable and
@@ -101,6 +118,7 @@ def _build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
     touched = [n.id for ns in nodes_of.values() for n in ns if n.state in NODE_SUSPENDED
                or (n.running_at or 0.0) > start or (n.released_at or 0.0) > start]
     gaps = suspension_gaps(store, touched, start) if touched else {}
+    usage = signals.usage
     for c in clusters:
         state = ClusterState(c.state)
         if state is ClusterState.REQUESTED:
@@ -116,7 +134,7 @@ def _build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
                 continue
             nodes.append(NodeView(n.host, _ROLES[n.role], running_tasks=n.running_tasks or 0,
                                   stored_bytes=n.stored_bytes or 0, added_at=n.requested_at,
-                                  draining=n.state == NodeState.DRAINING))
+                                  draining=n.state == NodeState.DRAINING, usage=usage.get(n.id)))
             slots.append(max(1, int(n.host_cores or 1)))
         recent = inside.get(c.name) or before.get(c.name, [])
         views.append(ClusterView(
@@ -124,7 +142,7 @@ def _build_snapshot(store: Store, settings: Settings, now: float) -> Snapshot:
             samples=interval_samples(recent, start), allocation=allocation_history(every, start, c.admitted_at, gaps),
             # task slots per node = a Spark worker's cores = its host's cores; the fewest is the safe side
             slots_per_node=min(slots, default=pool_cores),
-            since=c.requested_at,
+            since=c.requested_at, progress=tuple(signals.progress.get(c.name, ())),
         ))
     # admission order (the mechanism's tie and grow order), not request order: with backfill or another
     # admission discipline a later request can be admitted first
