@@ -144,6 +144,8 @@ def test_cpu_load_on_the_host_stops_the_worker_within_5_s(host, tmp_path):
     stopped = next(e for e in ev if e["event"] == "stopped")
     assert stopped["reason"] == "load" and len(stopped["checks"]) == 3
     assert all(c["cpu"] > 0.99 for c in stopped["checks"])
+    # FP-style (--load-grace 0): SIGKILL at once, no SIGTERM a worker starved by the load could not act on
+    assert stopped["terminated"] == 0 and stopped["killed"] >= 4
     print(f"\nwatchdog: load started -> worker stopped in {took:.2f} s (stop itself {stopped['stop_s']:.2f} s)")
     assert took < 5.0, f"stopped {took:.1f} s after the load started"
     assert wait_gone(members, 1.0)
@@ -438,3 +440,31 @@ def test_sample_measures_once(host):
     r = subprocess.run([sys.executable, str(AGENT), "--sample", "--period", "1", *idle(host)],
                        capture_output=True, text=True, timeout=30)
     assert json.loads(r.stdout)["cpu"] > 0.9
+
+
+def test_sample_follow_reports_every_period_until_stdin_closes(host):
+    """--sample --follow: the coordinator's monitor of a host, one process a host (not an interpreter per
+    measurement); a line per period, the load seen, and it exits when its stdin closes."""
+    dirs, spawn = host
+    p = run_wd("--sample", "--follow", "--period", "0.3", "--stdin-eof", *idle(host))
+    first = events(p, "sample")
+    assert first[-1]["cpus"] == pytest.approx(0.05) and first[-1]["cpu"] < 0.5 and "cpu_scope" in first[-1]
+    spawn(["sh", "-c", "while :; do :; done"])
+    deadline = time.monotonic() + 15
+    busy = None
+    while time.monotonic() < deadline:
+        ev = events(p, "sample")[-1]
+        assert "cpu_scope" not in ev and ev["cpus"] == pytest.approx(0.05)  # the scopes once, at the start
+        if ev["cpu"] > 0.9:
+            busy = ev
+            break
+    assert busy is not None, "the monitor never saw the load"
+    p.stdin.close()
+    assert p.wait(10) == wd.EXIT_GONE
+    assert json.loads(p.stdout.read().strip().splitlines()[-1])["reason"] == "coordinator gone: stdin closed"
+
+
+def test_follow_without_sample_is_refused():
+    r = subprocess.run([sys.executable, str(AGENT), "--follow", "--", "true"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == wd.EXIT_BAD and r.stderr.strip() == "watchdog: --follow goes with --sample"

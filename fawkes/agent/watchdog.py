@@ -760,8 +760,56 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", action="store_true", help="a line per check")
     p.add_argument("--worker-pidfile", help="file the started worker's pid is written to")
     p.add_argument("--sample", action="store_true", help="measure the host's use once (over --period s) and exit")
+    p.add_argument("--follow", action="store_true", help="with --sample: a sample every --period s until stdin "
+                   "closes or stays silent (--stdin-eof, --stdin-timeout) or a signal")
+    p.add_argument("--load-grace", type=_number(0, 600), default=0.0,
+                   help="seconds between SIGTERM and SIGKILL when the load stops the worker (0: SIGKILL at once, "
+                   "FP-style: a worker starved of CPU by the owner's load cannot shut down in time anyway)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARG...: the worker to start")
     return p
+
+
+def follow(args, cpu, mem, report, mounted) -> int:
+    """``--sample --follow``: a sample line every ``--period`` s until the coordinator is gone (stdin
+    closed or silent) or a signal: the coordinator's view of a host's use, one process per host kept
+    running instead of an interpreter started per measurement (that costs a small lab host more than
+    a tenth of its CPU quota at one a second)."""
+    try:
+        coord = Coordinator(args)
+    except BadInput as exc:
+        sys.stderr.write(f"watchdog: {exc}\n")
+        return EXIT_BAD
+    stop_sig: list[str] = []
+
+    def on_signal(sig, _frame):
+        stop_sig.append(signal.Signals(sig).name)
+        coord.wake.set()
+
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, on_signal)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    coord.start()
+    cpu.sample()
+    first = True
+    next_at = time.monotonic() + args.period
+    while not stop_sig:
+        coord.wake.wait(max(0.0, min(next_at - time.monotonic(), 0.5)))
+        gone = coord.gone()
+        if gone:
+            report("exit", reason=f"coordinator gone: {gone}", code=EXIT_GONE)
+            return EXIT_GONE
+        if stop_sig or time.monotonic() < next_at:
+            continue
+        next_at += args.period
+        if next_at < time.monotonic():  # a stall: no burst of catching up
+            next_at = time.monotonic() + args.period
+        fields = {"mem_bytes": mem.capacity, "cpu_scope": cpu.where, "mem_scope": mem.where,
+                  "cgroups": mounted} if first else {}
+        first = False
+        report("sample", cpu=round(cpu.sample() or 0.0, 4), mem=round(mem.sample(), 4), cpus=round(cpu.capacity, 4),
+               **fields)
+    report("exit", reason=f"signal {stop_sig[0]}", code=EXIT_SIGNAL)
+    return EXIT_SIGNAL
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -769,6 +817,9 @@ def main(argv: list[str] | None = None) -> int:
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     report = Reporter(args.status)
     groups: list[str] = []
+    if args.follow and not args.sample:
+        sys.stderr.write("watchdog: --follow goes with --sample\n")
+        return EXIT_BAD
     mounted = ensure_cgroups()
     if args.sample:
         try:
@@ -779,11 +830,14 @@ def main(argv: list[str] | None = None) -> int:
         except BadInput as exc:
             sys.stderr.write(f"watchdog: {exc}\n")
             return EXIT_BAD
-        cpu.sample()
-        time.sleep(args.period)
-        report("sample", cpu=round(cpu.sample() or 0.0, 4), mem=round(mem.sample(), 4), cpus=round(cpu.capacity, 4),
-               mem_bytes=mem.capacity, cpu_scope=cpu.where, mem_scope=mem.where, cgroups=mounted)
-        return EXIT_DONE
+        if not args.follow:
+            cpu.sample()
+            time.sleep(args.period)
+            report("sample", cpu=round(cpu.sample() or 0.0, 4), mem=round(mem.sample(), 4),
+                   cpus=round(cpu.capacity, 4), mem_bytes=mem.capacity, cpu_scope=cpu.where, mem_scope=mem.where,
+                   cgroups=mounted)
+            return EXIT_DONE
+        return follow(args, cpu, mem, report, mounted)
     try:
         modes = sum(x is not None for x in (args.pgid, args.pid)) + bool(cmd)
         if modes != 1:
@@ -876,12 +930,13 @@ def main(argv: list[str] | None = None) -> int:
     stopped = {}
     if code != EXIT_DONE:
         t = time.monotonic()
-        term = guard.signal(signal.SIGTERM)
-        deadline = t + args.grace
+        grace = args.load_grace if code == EXIT_LOAD else args.grace
+        term = guard.signal(signal.SIGTERM) if grace > 0 else 0
+        deadline = t + grace
         while guard.members() and time.monotonic() < deadline:
             time.sleep(0.1)
         killed = guard.signal(signal.SIGKILL) if guard.members() else 0
-        while guard.members() and time.monotonic() < t + args.grace + 5:
+        while guard.members() and time.monotonic() < t + grace + 5:
             time.sleep(0.1)
         stopped = {"terminated": term, "killed": killed, "stop_s": round(time.monotonic() - t, 3),
                    "left": len(guard.members())}
