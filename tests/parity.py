@@ -6,7 +6,9 @@ releases (FP stopped / DP decommissioned), samples and per-node facts (running t
 bytes).  At each recorded controller step it sets the clock, runs ``Control.tick`` or
 ``Control.between`` and compares, field by field, the snapshot the store gives with the one the
 simulator built, then the decision, plans and memory.  Nothing else is shared: the coordinator
-reads only its store.
+reads only its store, and CERES' two signals, which its sampler keeps in memory (node usage
+windows, job progress: :class:`~fawkes.coordinator.view.Signals`), are handed to its Control as
+the sampler hands them, keyed by the store's node ids (empty when the simulator measured none).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import math
 from dataclasses import fields, is_dataclass
 
 from fawkes.coordinator.control import Control
-from fawkes.coordinator.view import build_snapshot
+from fawkes.coordinator.view import Signals, build_snapshot
 from fawkes.mechanism import ClusterState, Settings
 from fawkes.mechanism.discrimination import held_integral
 from fawkes.sim.record import Recorder
@@ -80,6 +82,7 @@ def same_snapshot(live, sim, settings: Settings) -> None:
         same((a.state, a.min_core, a.since, a.slots_per_node), (b.state, b.min_core, b.since, b.slots_per_node), p)
         same(sorted(a.nodes, key=lambda n: n.id), sorted(b.nodes, key=lambda n: n.id), f"{p}.nodes")
         same(a.samples, b.samples, f"{p}.samples")
+        same(a.progress, b.progress, f"{p}.progress")
         same(held_integral(a.allocation, start, sim.now), held_integral(b.allocation, start, sim.now),
              f"{p}.allocation integral")
 
@@ -93,6 +96,8 @@ def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capaci
     store.sync_hosts([{"name": f"h{i:05d}", "address": "127.0.0.1", "cores": slots,
                        "rack": racks.get(f"h{i:05d}")} for i in range(capacity)])
     control = Control(store, settings, clock, runner=runner)
+    signals = [Signals()]
+    control.signals = lambda: signals[0]  # as the coordinator wires its sampler's (service.py)
     facts: dict[int, tuple[int, int]] = {}
     steps = 0
     for i, ev in enumerate(rec.events):
@@ -122,7 +127,8 @@ def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capaci
             else:
                 snap, result, memory = ev.data
                 _node_facts(store, snap, facts)
-                same_snapshot(build_snapshot(store, settings, ev.time), snap, settings)
+                signals[0] = _signals(store, snap)
+                same_snapshot(build_snapshot(store, settings, ev.time, signals[0]), snap, settings)
                 if ev.kind == "tick":
                     _, d, problems = control.tick()
                     same(d, result, "decision")
@@ -190,6 +196,20 @@ def _start_requested(store: Store) -> None:
         if n.state == NodeState.REQUESTED:
             store.transition_node(n.id, NodeState.PROVISIONING, "replay")
             store.transition_node(n.id, NodeState.RUNNING, "replay")
+
+
+def _signals(store: Store, snap) -> Signals:
+    """What the coordinator's sampler would hold at this step: the usage window of each node the
+    simulator measured, under the store's id of that node, and each cluster's job progress."""
+    held = {(c.name, n.id): n.usage for c in snap.clusters for n in c.nodes if n.usage is not None}
+    progress = {c.name: c.progress for c in snap.clusters if c.progress}
+    if not held and not progress:
+        return Signals()
+    names = {c.id: c.name for c in store.list_clusters(include_released=False)}
+    usage = {n.id: u for n in store.list_nodes() if (u := held.get((names.get(n.cluster_id), n.host))) is not None}
+    if len(usage) != len(held):
+        raise Mismatch(f"nodes measured in the simulator but not held in the store: {sorted(held)}")
+    return Signals(usage, progress)
 
 
 def _node_facts(store: Store, snap, facts: dict[int, tuple[int, int]]) -> None:

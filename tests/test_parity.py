@@ -70,9 +70,9 @@ def fail_a_host(sim: Simulator, t: float) -> None:
 
 def run_both(wl: Workload, settings: Settings | None, url: str, runner: ResizeParams | None = None,
              failures: tuple[float, ...] = (), rec: Recorder | None = None,
-             host_racks: dict[str, str] | None = None) -> tuple[Simulator, int]:
+             host_racks: dict[str, str] | None = None, make=Simulator) -> tuple[Simulator, int]:
     rec = Recorder() if rec is None else rec
-    sim = Simulator(wl, settings, recorder=rec, check_invariants=True, ch2=runner, host_racks=host_racks)
+    sim = make(wl, settings, recorder=rec, check_invariants=True, ch2=runner, host_racks=host_racks)
     for t in failures:
         sim.at(t, fail_a_host)
     sim.run()
@@ -173,6 +173,34 @@ def test_ceres_settings_decide_alike_in_both_drivers(extra, tmp_path):
     assert plain.steps == rec.steps
     assert [(ev.data[1].targets, ev.data[1].plan) for ev in plain.events if ev.kind == "tick"] == [
         (ev.data[1].targets, ev.data[1].plan) for ev in rec.events if ev.kind == "tick"]
+
+
+# --- CERES with its signals: the simulator that measures node usage windows and job progress
+# (fawkes/sim/ceres.py) recorded, and the same usage and progress handed to the coordinator as its
+# sampler hands them (tests/parity.py): the snapshots (usage on every measured node, progress per
+# cluster), decisions, plans and memory agree, and each run exercises its signal
+@pytest.mark.parametrize("arm", ["C-1", "C-2"])
+def test_ceres_signals_decide_alike_in_both_drivers(arm, tmp_path):
+    from functools import partial
+
+    from fawkes.sim import ceres as simc
+
+    if arm == "C-1":  # SIM-C1's mix (a swollen batch cluster) under CERES on BIG-C-like, cut to 450 s
+        wl, use = simc.mixed(1)
+        extra = simc.BIGC_LIKE | simc.CERES_C1
+        want = "C-1 reclaimed idle swollen nodes first"
+    else:  # SIM-C2's stragglers with idle capacity waiting for the weights (tau 1000), cut to 450 s
+        wl, use = simc.stragglers(1)
+        extra = {"idle_timeout_s": 60.0, "tau": 1000.0} | simc.C2_ON
+        want = "expanded from idle capacity"
+    wl = replace(wl, jobs=tuple(j for j in wl.jobs if j.submit_s < 450.0))
+    s = simc._settings(**extra)
+    rec = Recorder()
+    run_both(wl, s, f"sqlite:///{tmp_path / 'state.db'}", rec=rec, make=partial(simc.CeresSimulator, use=use))
+    snaps = [ev.data[0] for ev in rec.events if ev.kind in ("tick", "between")]
+    assert any(n.usage is not None for sn in snaps for c in sn.clusters for n in c.nodes)
+    assert any(c.progress for sn in snaps for c in sn.clusters)
+    assert any(want in ev.data[1].reason for ev in rec.events if ev.kind == "tick")
 
 
 @pytest.mark.parametrize("extra", [
