@@ -58,7 +58,7 @@ class GroupExecutor:
 
     def scripts(self) -> list[str]:
         """Hosts the usage script ran on, in order."""
-        return [h for h, text in self.commands if text == render(usage.SCRIPT)]
+        return [h for h, text in self.commands if text == render(usage.COMMAND)]
 
 
 @pytest.fixture
@@ -217,3 +217,19 @@ def test_the_coordinator_takes_the_idle_swollen_node_first(tmp_path, hosts):
     assert [g.cluster for g in d.plan.grows] == [] or all(g.cluster == "C" for g in d.plan.grows)
     assert {n.host: n.state for n in store.list_nodes("B")}["h4"] == NodeState.DRAINING  # written as intent
     store.close()
+
+
+def test_where_no_cgroup_is_mounted_the_command_still_reads_the_hosts_group(hosts):
+    """A lab host (``ip netns exec`` mounts a fresh /sys: no cgroup mount visible) reads its own quota,
+    not the whole machine: the command mounts the hierarchies in a private mount namespace."""
+    hide = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+            'umount -R /sys/fs/cgroup && ! awk \'$3 ~ /^cgroup/ {f = 1} END {exit !f}\' /proc/mounts && exec "$@"',
+            "hide"]
+    ex = GroupExecutor({"h1": hosts["h1"] + hide})
+    got = usage.collect(ex, ["h1"], timeout=30)["h1"]
+    assert isinstance(got, usage.Reading), got
+    assert got.cpus == 0.5 and got.cpu_scope.startswith("cgroup") and got.cpu_scope.endswith("/h1")
+    assert got.mem_held == 256 << 20 and got.mem_scope.endswith("/h1")
+    plain = subprocess.run(hosts["h1"] + hide + ["sh", "-c", render(usage.SCRIPT)], capture_output=True, text=True,
+                           timeout=30)
+    assert usage.parse_reading("h1", plain.stdout).cpu_scope == "host"  # the bare script would read the machine

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from fawkes.errors import FawkesError
 from fawkes.mechanism.model import NodeUsage
-from fawkes.ssh.shell import trusted
+from fawkes.ssh.shell import Script, trusted
 
 #: v1 reports "no memory limit" as a huge number (9223372036854771712)
 UNLIMITED_BYTES = 1 << 60
@@ -83,6 +83,19 @@ fi
 sec v1cpupath; v1path cpu
 sec end
 """)
+
+
+def _visible_command() -> Script:
+    from fawkes.ssh.cgroups import _visible
+
+    return _visible(SCRIPT)
+
+
+#: what runs on a host: :data:`SCRIPT`, in a private mount namespace with the cgroup hierarchies
+#: mounted where none is visible (``ip netns exec`` mounts a fresh /sys over the machine's cgroup
+#: mounts: every lab host; without them the script would read the whole machine, not the host's
+#: quota), as the suspension scripts run (:mod:`fawkes.ssh.cgroups`)
+COMMAND = _visible_command()
 
 
 # --- pure parsers of the files' text -------------------------------------------------------------
@@ -386,10 +399,10 @@ class NodeWindows:
 
 
 def collect(executor, hosts, *, timeout: float = 20.0) -> dict[str, Reading | FawkesError]:
-    """Run :data:`SCRIPT` on ``hosts`` through a :class:`fawkes.ssh.Executor`: each host's reading,
+    """Run :data:`COMMAND` on ``hosts`` through a :class:`fawkes.ssh.Executor`: each host's reading,
     or the error (one line naming the host) when it cannot be read."""
     out: dict[str, Reading | FawkesError] = {}
-    for host, res in executor.run(list(hosts), SCRIPT, timeout=timeout).items():
+    for host, res in executor.run(list(hosts), COMMAND, timeout=timeout).items():
         if not res.ok:
             out[host] = FawkesError(f"{host}: cannot read CPU and memory use: {res.error}")
             continue
@@ -400,4 +413,4 @@ def collect(executor, hosts, *, timeout: float = 20.0) -> dict[str, Reading | Fa
     return out
 
 
-__all__ = ["NodeWindows", "READ_TIMEOUT_S", "Reading", "SCRIPT", "UsageWindow", "collect", "parse_reading"]
+__all__ = ["COMMAND", "NodeWindows", "READ_TIMEOUT_S", "Reading", "SCRIPT", "UsageWindow", "collect", "parse_reading"]
