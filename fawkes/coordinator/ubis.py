@@ -4,8 +4,12 @@ With the config's ``opportunistic:`` section naming a cluster ``accept``, every 
 coordinator
 
 1. **measures** each host held by an active cluster: the watchdog agent (:mod:`fawkes.agent.watchdog`,
-   copied to ``<host root>/fawkes-agent/watchdog.py``) run once with ``--sample`` over SSH, all hosts in
-   parallel: CPU and memory use as fractions of the host (its cgroup quota on a lab host);
+   copied to ``<host root>/fawkes-agent/watchdog.py``) runs on each with ``--sample --follow`` over an
+   SSH session kept open (a *monitor*): a line every ``measure_s`` with CPU and memory use as fractions
+   of the host (its cgroup quota on a lab host).  A host's use is the maximum over its samples of the
+   last ``WINDOW_S`` seconds; a host without a fresh sample is not measured (nothing is lent on it).
+   (A ``--sample`` run per measurement started an interpreter and an SSH exec every second on every
+   host: more than a tenth of a 0.6-core lab host's quota, taken from the owner being measured.);
 2. **decides** (:func:`fawkes.mechanism.opportunistic.decide`, pure) on a snapshot carrying those
    signals (``Snapshot.host_use``) and the controller's targets: hosts to lend, workers to promote,
    workers to withdraw;
@@ -54,6 +58,7 @@ log = logging.getLogger("fawkes.ubis")
 AGENT_TEXT = Path(agent.__file__).read_text()
 AGENT_DIR = "fawkes-agent"
 HEARTBEAT_S = 1.0
+WINDOW_S = 3.0  # a host's use: the maximum of its monitor's samples over the last WINDOW_S seconds
 
 
 def agent_path(root: str) -> str:
@@ -161,6 +166,8 @@ class Lender:
         self.preemptions = 0
         self.promotions = 0
         self.last_use: dict[str, dict] = {}
+        self.monitors: dict[str, Session] = {}  # host -> the agent sampling its use (--sample --follow)
+        self.samples: dict[str, list[tuple[float, float, float, float]]] = {}  # host -> (monotonic, cpu, mem, cpus)
         self._agent_on: set[str] = set()
         self._lock = threading.Lock()
         self._last = time.monotonic()
@@ -180,27 +187,67 @@ class Lender:
                 bad.append(f"{h}: {r.error}")
         return bad
 
-    def measure(self, hosts) -> dict[str, dict]:
-        """Each host's use over ``cfg.measure_s`` (the agent's ``--sample``), in parallel; hosts that
-        did not answer are left out (nothing is lent on an unmeasured host)."""
-        hosts = sorted(set(hosts))
-        if not hosts:
-            return {}
-        for p in self._ensure_agent(hosts):
-            log.warning("ubis: cannot copy the watchdog agent: %s", p)
-        cmds = {h: Script("{py} {a} --sample --period {p}", py=self.cfg.python,
-                          a=agent_path(self.fleet.node_spec(h, Role.TR).root), p=f"{self.cfg.measure_s:g}")
-                for h in hosts if h in self._agent_on}
-        out = {}
-        for h, r in self.fleet.ex.run_each(cmds, timeout=self.cfg.measure_s + 30).items():
-            if not r.ok:
-                self._agent_on.discard(h)  # copied again next time (a wiped or replaced host)
-                continue
+    def _open(self, host: str, cmd: Script):
+        """A connection of its own and a session running ``cmd`` on ``host`` (kept open)."""
+        ex = self.fleet.ex
+        try:
+            client = ex._connect(ex.targets[host])
+            chan = client.get_transport().open_session(timeout=ex.connect_timeout)
+            chan.exec_command(str(cmd))
+        except Exception as exc:  # noqa: BLE001
+            raise FawkesError(f"{host}: cannot start the agent's session: {exc}") from None
+        return client, chan
+
+    def _on_sample(self, s: Session, ev: dict) -> None:
+        if ev.get("event") == "sample":
             try:
-                s = json.loads(r.stdout.strip().splitlines()[-1])
-                out[h] = {"cpu": float(s["cpu"]), "mem": float(s["mem"]), "cpus": float(s["cpus"])}
-            except (ValueError, KeyError, IndexError):
+                rec = (time.monotonic(), float(ev["cpu"]), float(ev["mem"]), float(ev["cpus"]))
+            except (KeyError, TypeError, ValueError):
+                return
+            kept = [x for x in self.samples.get(s.host, []) if x[0] > rec[0] - WINDOW_S]
+            self.samples[s.host] = kept + [rec]
+        elif ev.get("event") == "session-ended":
+            self._agent_on.discard(s.host)  # a wiped host, a lost agent: copied again before the next monitor
+
+    def _monitor(self, hosts: set[str]) -> None:
+        """A monitor on each of ``hosts`` (started where missing or ended), none elsewhere."""
+        for h in [h for h in self.monitors if h not in hosts or self.monitors[h].ended.is_set()]:
+            m = self.monitors.pop(h)
+            self.samples.pop(h, None)
+            try:
+                m.client.close()  # the agent sees its stdin close and exits
+            except Exception:  # noqa: BLE001
+                pass
+        need = sorted(h for h in hosts if h not in self.monitors)
+        for p in self._ensure_agent(need):
+            log.warning("ubis: cannot copy the watchdog agent: %s", p)
+        for h in need:
+            if h not in self._agent_on:
                 continue
+            cmd = Script("exec {py} {a} --sample --follow --period {p} --stdin-eof --stdin-timeout {hb}",
+                         py=self.cfg.python, a=agent_path(self.fleet.node_spec(h, Role.TR).root),
+                         p=f"{self.cfg.measure_s:g}", hb=f"{self.cfg.silence_s:g}")
+            try:
+                client, chan = self._open(h, cmd)
+            except FawkesError as exc:
+                log.warning("ubis: %s", exc)
+                continue
+            m = Session(h, "", "", 0.0, client, chan, time.monotonic())
+            self.monitors[h] = m
+            threading.Thread(target=m.run, args=(self._on_sample,), name=f"ubis-monitor-{h}", daemon=True).start()
+
+    def measure(self, hosts) -> dict[str, dict]:
+        """Each host's use: the maximum of its monitor's samples over the last ``WINDOW_S`` s (one
+        sample every ``cfg.measure_s``); hosts without a fresh sample are left out (nothing is lent on
+        an unmeasured host)."""
+        hosts = set(hosts)
+        self._monitor(hosts)
+        now = time.monotonic()
+        out = {}
+        for h in sorted(hosts):
+            recent = [x for x in self.samples.get(h, []) if x[0] > now - WINDOW_S]
+            if recent:
+                out[h] = {"cpu": max(x[1] for x in recent), "mem": max(x[2] for x in recent), "cpus": recent[-1][3]}
         self.last_use = out
         return out
 
@@ -262,13 +309,7 @@ class Lender:
             sh=str(c.cpu_shares), wlog=str(cdir / "logs" / "opportunistic-worker.out"),
             pidf=str(cdir / "pids" / "worker.pid"), status=str(cdir / "logs" / "opportunistic-watchdog.json"),
             ctl=str(cdir / CONTROL_SCRIPT))
-        ex = self.fleet.ex
-        try:
-            client = ex._connect(ex.targets[g.host])  # a connection of its own: the session stays open
-            chan = client.get_transport().open_session(timeout=ex.connect_timeout)
-            chan.exec_command(str(cmd))
-        except Exception as exc:  # noqa: BLE001
-            raise FawkesError(f"{g.host}: cannot start the watchdog session: {exc}") from None
+        client, chan = self._open(g.host, cmd)  # a connection of its own: the session stays open
         s = Session(g.host, g.cluster, g.owner, g.cpus, client, chan, time.monotonic())
         with self._lock:
             self.sessions[g.host] = s
@@ -341,3 +382,4 @@ class Lender:
         """The coordinator stops: every agent stops its worker."""
         for h in list(self.sessions):
             self._withdraw(h, "the coordinator stops")
+        self._monitor(set())
