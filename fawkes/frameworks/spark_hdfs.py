@@ -163,6 +163,11 @@ class SparkHdfsDriver(FrameworkDriver):
     def master_state(self, cluster: ClusterSpec) -> M.SparkMasterState:
         return M.parse_master_json(self._http_json(self.urls(cluster)["master_ui"] + "/json/"))
 
+    def _worker_cores_used(self, cluster: ClusterSpec, node: NodeSpec) -> int:
+        """Cores the worker on ``node`` has granted to executors now, from its own web UI."""
+        port = ports_for(cluster.framework.hdfs_major)["spark_worker_ui"]
+        return int(self._http_json(f"http://{node.address}:{port}/json/").get("coresused", 0))
+
     def _jmx(self, cluster: ClusterSpec, bean: str):
         return self._http_json(self.urls(cluster)["namenode_ui"] + f"/jmx?qry=Hadoop:service=NameNode,name={bean}")
 
@@ -465,11 +470,12 @@ class SparkHdfsDriver(FrameworkDriver):
             phases["hdfs_decommission"] = time.monotonic() - t
         # 3. let the decommissioned executors drain (bounded), then stop: DataNode only now
         t = time.monotonic()
-        want = {n.address for n in dp}
 
         def drained():
+            # the worker's own count: the master forgets a decommissioned worker's executors at once and
+            # never hears of their exit, so its coresused for that worker stays at the last value
             ws = self.master_state(cluster).workers_by_host(None)
-            return all(ws[a].cores_used == 0 for a in want if a in ws)
+            return all(self._worker_cores_used(cluster, n) == 0 for n in dp if n.address in ws)
 
         try:
             self._wait(cluster, "decommissioned workers to drain", drained, spark_drain_s, t0)
