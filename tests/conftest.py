@@ -26,6 +26,19 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+#: modules that measure the machine's load or time themselves: ``scripts/test`` runs them with the lab
+#: tests, never beside the other run (``-m serial`` selects them)
+SERIAL_MODULES = {"test_watchdog.py", "test_usage.py", "test_usage_live.py", "test_coordinator_ha.py",
+                  "test_retention.py", "test_suspend.py", "test_suspend_cgroups.py"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
+
+
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory):
     """The shared lab.  Tests that crash a host must revive it before they end."""
