@@ -41,6 +41,10 @@ pytestmark = [pytest.mark.lab, pytest.mark.spark,
 BURN = REPO / "fawkes" / "apps" / "burn.py"
 LAB_OPTIONS = {"heartbeat_s": "1", "executor_memory": "512m", "replication": "1"}
 SLOWDOWN_LIMIT = 1.10  # A's job with B's opportunistic workers present, over A's job alone (issue 12)
+# B's jobs of phases 1-2: 16 tasks of 1.5 core-s, 40 s of compute on B's one 0.6-core host, so that the
+# borrowed workers (lent once B has pending tasks, then a JVM start on a capped CPU) have work left to share
+# (with 0.5 core-s the job was mostly Spark's own start-up: 62.5 s alone, 59.2 s on A's slack)
+B_CORE_S = 1.5
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +122,7 @@ def test_opportunistic_workers_on_as_slack(ubis_lab, tmp_path):
             return all(store.get_job(i).state in ("succeeded", "failed", "cancelled") for i in ids)
 
         # 1. baseline: nothing lent
-        a0, b0 = burn("a", 8, 0.5), burn("b", 16, 0.5)
+        a0, b0 = burn("a", 8, 0.5), burn("b", 16, B_CORE_S)
         drive(lambda: done(a0, b0), 300, "the baseline jobs")
         A0, B0 = job_s(store, a0), job_s(store, b0)
 
@@ -126,9 +130,12 @@ def test_opportunistic_workers_on_as_slack(ubis_lab, tmp_path):
         lender = Lender(store, coord.fleet, coord.control, cfg.opportunistic, coord.settings, clock=coord.clock,
                         cooldown_s=5)
         coord.lender = lender
-        b1 = burn("b", 16, 0.5)
+        b1 = burn("b", 16, B_CORE_S)
         drive(lambda: done(b1), 300, "B's job with A's slack")
         B1 = job_s(store, b1)
+        j1 = store.get_job(b1)
+        lent_at = [round(e.time - j1.started_at, 1) for e in store.events(limit=50)
+                   if e.kind == "ubis" and " lent to b" in e.message and e.time >= j1.started_at]
         lent = {h: s.cluster for h, s in lender.sessions.items()}
         assert set(lent) <= {"h1", "h2"} and lent and set(lent.values()) == {"b"}, lent
         lent_events = [e.message for e in store.events(limit=50) if e.kind == "ubis"]
@@ -141,7 +148,8 @@ def test_opportunistic_workers_on_as_slack(ubis_lab, tmp_path):
         a1 = burn("a", 8, 0.5)
         drive(lambda: done(a1), 300, "A's job with B's workers on its hosts")
         A1 = job_s(store, a1)
-        print(f"\nUBIS lab so far: B alone {B0:.1f} s, B with A's slack {B1:.1f} s; A alone {A0:.1f} s, "
+        print(f"\nUBIS lab so far: B alone {B0:.1f} s, B with A's slack {B1:.1f} s (lent {lent_at} s after its "
+              f"start); A alone {A0:.1f} s, "
               f"A with B's workers on its hosts {A1:.1f} s (x{A1 / A0:.3f})")
         stops, streaks = {}, {}
         for h, s in sessions.items():
