@@ -130,12 +130,14 @@ def test_opportunistic_workers_on_as_slack(ubis_lab, tmp_path):
         lender = Lender(store, coord.fleet, coord.control, cfg.opportunistic, coord.settings, clock=coord.clock,
                         cooldown_s=5)
         coord.lender = lender
+        ev0 = max((e.id for e in store.events(limit=1)), default=0)
         b1 = burn("b", 16, B_CORE_S)
         drive(lambda: done(b1), 300, "B's job with A's slack")
         B1 = job_s(store, b1)
         j1 = store.get_job(b1)
-        lent_at = [round(e.time - j1.started_at, 1) for e in store.events(limit=50)
-                   if e.kind == "ubis" and " lent to b" in e.message and e.time >= j1.started_at]
+        # when B's workers were lent, from the start of B's job (its driver's launch)
+        lent_at = [round(e.time - j1.started_at, 1) for e in store.events(limit=50, after=ev0)
+                   if e.kind == "ubis" and " lent to b" in e.message]
         lent = {h: s.cluster for h, s in lender.sessions.items()}
         assert set(lent) <= {"h1", "h2"} and lent and set(lent.values()) == {"b"}, lent
         lent_events = [e.message for e in store.events(limit=50) if e.kind == "ubis"]
@@ -148,7 +150,7 @@ def test_opportunistic_workers_on_as_slack(ubis_lab, tmp_path):
         a1 = burn("a", 8, 0.5)
         drive(lambda: done(a1), 300, "A's job with B's workers on its hosts")
         A1 = job_s(store, a1)
-        print(f"\nUBIS lab so far: B alone {B0:.1f} s, B with A's slack {B1:.1f} s (lent {lent_at} s after its "
+        print(f"\nUBIS lab so far: B alone {B0:.1f} s, B with A's slack {B1:.1f} s (lent at {lent_at} s from its "
               f"start); A alone {A0:.1f} s, "
               f"A with B's workers on its hosts {A1:.1f} s (x{A1 / A0:.3f})")
         stops, streaks = {}, {}
