@@ -151,6 +151,7 @@ class Campaign:
         self.fleet: Fleet | None = None
         self.hdfs_checks = 0
         self.reported: set[int] = set()  # failed jobs already reported
+        self.moves: dict[str, dict[str, int]] = {}  # per cluster: nodes grown and removed by DP (finish)
 
     # ------------------------------------------------------------------ setup
     def setup(self, timeout: float = 600.0) -> None:
@@ -569,6 +570,7 @@ class Campaign:
         for msg in self.ownership() + self.core_nodes() + self.jobs_lost():
             self.violation("final", msg)
         exact = self.outputs_exact()
+        self.moves = self.count_moves()
         apps = self.applications()  # each job is one Spark application on its cluster's master
         for c in CLUSTERS:
             n = sum(1 for x in self.jobs.values() if x == c)
@@ -587,6 +589,25 @@ class Campaign:
         if left or self.store.list_nodes():
             self.violation("final", f"after release: daemons {left}, nodes {len(self.store.list_nodes())}")
         return exact
+
+    def count_moves(self) -> dict[str, dict[str, int]]:
+        """Per cluster, from the store's node events: nodes grown (beyond the core node's first start),
+        nodes removed by DP and the most nodes running at once, over the whole campaign (the balancing
+        the kills interrupted)."""
+        out = {}
+        for c in CLUSTERS:
+            held = peak = grown = dp = 0
+            for e in self.store.events(cluster=c, limit=100_000):
+                if e.kind != "node":
+                    continue
+                if "-> running" in e.message:
+                    held, grown = held + 1, grown + 1
+                elif "-> released" in e.message or "-> failed" in e.message:
+                    held -= 1
+                    dp += "decommissioned (DP)" in e.message
+                peak = max(peak, held)
+            out[c] = {"grown": max(0, grown - 1), "dp": dp, "peak": peak}
+        return out
 
     def outputs_exact(self) -> dict[int, bool]:
         expected = {c: collections.Counter(t.split()) for c, t in self.texts.items()}

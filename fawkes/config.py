@@ -31,7 +31,7 @@ Config file (YAML, every key optional, unknown keys refused)::
       idle_s: 300                                 # give an allocation back after its hosts are free this long
       slurm_conf: /etc/slurm/slurm.conf           # optional: SLURM_CONF for the SLURM commands
     opportunistic:                                # UBIS: lend measured slack (docs/mechanism.md); default: nothing lent
-      clusters: {etl: accept, bi: refuse}         # per MR-cluster: accept | refuse | maps_only
+      clusters: {etl: accept, bi: refuse}         # per MR-cluster: accept | refuse (maps_only: simulator only)
       default: refuse                             # the others
       t_alloc: 0.9                                # lend a host while its use is under t_alloc x capacity
 

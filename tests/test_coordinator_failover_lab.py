@@ -18,7 +18,7 @@ from fawkes.mechanism import Role
 from fawkes.store import Store
 from fawkes.store.lifecycle import HostState, NodeState
 from tests.conftest import run_cli
-from tests.test_coordinator_lab import LAB_OPTIONS, CoordinatorProcess, wait_for
+from tests.coordinator_process import LAB_OPTIONS, CoordinatorProcess, wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 

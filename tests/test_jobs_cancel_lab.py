@@ -23,7 +23,7 @@ from fawkes.mechanism import ClusterState, Role
 from fawkes.ssh.shell import Script
 from fawkes.store import JobState, NodeState, Store
 from tests.conftest import REPO, run_cli
-from tests.test_coordinator_lab import LAB_OPTIONS
+from tests.coordinator_process import LAB_OPTIONS
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
