@@ -48,9 +48,9 @@ DFSCK = "org.apache.hadoop.hdfs.tools.DFSck"
 
 class SparkHdfsDriver(FrameworkDriver):
     kind = "spark-hdfs"
-    #: B-6: FP unless the config says otherwise.  BIG-C proposes graceful for Spark, but Spark's
-    #: decommissioning on our loaded lab did not finish within 150 s (docs/reproduction.md, SIM-B1:
-    #: with long tasks the 120-s bound ends in FP after the wait), so graceful is opt-in
+    #: B-6: FP unless the config says otherwise.  BIG-C proposes graceful for Spark, but on the lab's
+    #: short tasks it cost about what FP cost (2 attempts re-run vs 1, job +2.6 %, host held 11 s
+    #: longer; docs/mechanism.md) and SIM-B1 ranks it worst for short jobs, so graceful is opt-in
     default_shrink_mode = "fp"
     role_daemons = {Role.CORE: ("datanode", "worker"), Role.TC: ("datanode", "worker"), Role.TR: ("worker",)}
     master_daemons = ("namenode", "master")
