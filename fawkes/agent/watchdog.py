@@ -769,6 +769,21 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _stop_on_signals(coord) -> list[str]:
+    """SIGTERM, SIGINT and SIGHUP end the loop (their names are appended to the list returned, and the
+    coordinator link's wait is woken); SIGPIPE is ignored (a vanished reader is seen on write)."""
+    stop_sig: list[str] = []
+
+    def on_signal(sig, _frame):
+        stop_sig.append(signal.Signals(sig).name)
+        coord.wake.set()
+
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, on_signal)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    return stop_sig
+
+
 def follow(args, cpu, mem, report, mounted) -> int:
     """``--sample --follow``: a sample line every ``--period`` s until the coordinator is gone (stdin
     closed or silent) or a signal: the coordinator's view of a host's use, one process per host kept
@@ -779,15 +794,7 @@ def follow(args, cpu, mem, report, mounted) -> int:
     except BadInput as exc:
         sys.stderr.write(f"watchdog: {exc}\n")
         return EXIT_BAD
-    stop_sig: list[str] = []
-
-    def on_signal(sig, _frame):
-        stop_sig.append(signal.Signals(sig).name)
-        coord.wake.set()
-
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(s, on_signal)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    stop_sig = _stop_on_signals(coord)
     coord.start()
     cpu.sample()
     first = True
@@ -860,15 +867,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"watchdog: {exc}\n")
         return EXIT_BAD
 
-    stop_sig: list[str] = []
-
-    def on_signal(sig, _frame):
-        stop_sig.append(signal.Signals(sig).name)
-        coord.wake.set()
-
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(s, on_signal)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    stop_sig = _stop_on_signals(coord)
 
     coord.start()
     limit = {"cpu": args.cpu, "mem": args.mem}
