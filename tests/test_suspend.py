@@ -200,6 +200,8 @@ def test_suspend_lend_give_back_resume(world):
     assert cpu_ticks(busy) - t0 <= 6  # 1 % of one CPU: about 1 tick a second
     hist = store.node_history(a2.id)
     assert hist[-1].to_state == N.SUSPENDED and "processes of the worker" in hist[-1].detail
+    st = {c["name"]: c for c in store.status()["clusters"]}  # fawkes status and the dashboard show it
+    assert (st["a"]["held"], st["a"]["suspended"], st["b"]["suspended"]) == (1, 1, 0), st
 
     # the snapshot: A no longer counts h2 (nodes, history), h2 is a free host
     clock.t += 30
@@ -215,6 +217,8 @@ def test_suspend_lend_give_back_resume(world):
     r.step()
     settle(r, 30)
     assert store.get_node(a2.id).state == N.LENT
+    st = {c["name"]: c for c in store.status()["clusters"]}
+    assert (st["a"]["held"], st["a"]["suspended"], st["b"]["held"]) == (1, 1, 2), st
     assert store.get_node(b2.id).state == N.RUNNING and ("add_nodes", ("h2",)) in [c[:2] for c in driver.ops()]
     clock.t += 10
     snap = build_snapshot(store, SETTINGS, clock.t)

@@ -93,9 +93,9 @@ def status(state: str | None, as_json: bool) -> None:
         if c["queue_position"] is not None:
             cstate += f" #{c['queue_position']} in queue"
         rows.append((c["name"], cstate, c["min_core"], n.get("core", 0), n.get("transient-core", 0),
-                     n.get("transient", 0), c["draining"] or "", c["target"], num(c["weight"]),
+                     n.get("transient", 0), c["draining"] or "", c["suspended"] or "", c["target"], num(c["weight"]),
                      num(c["discrimination"]), c["queued_jobs"], c["running_jobs"]))
-    print_table(None, ["cluster", "state", "min", "core", "TC", "TR", "draining", "target", "weight",
+    print_table(None, ["cluster", "state", "min", "core", "TC", "TR", "draining", "suspended", "target", "weight",
                        "discrimination", "queued", "running"], rows)
     print_forecast(st["forecast"], time.time())
 

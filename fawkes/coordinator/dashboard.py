@@ -75,8 +75,8 @@ def state(store: Store, *, now: float | None = None, window_s: float = 3600.0, d
         clusters = []
         for c in st["clusters"]:
             clusters.append({
-                **{k: c[k] for k in ("name", "state", "framework", "min_core", "held", "draining", "queued_jobs",
-                                     "running_jobs", "queue_position", "release_requested")},
+                **{k: c[k] for k in ("name", "state", "framework", "min_core", "held", "draining", "suspended",
+                                     "queued_jobs", "running_jobs", "queue_position", "release_requested")},
                 "state_since": _t(c["state_since"]), "target": c["target"], "weight": _num(c["weight"]),
                 "discrimination": _num(c["discrimination"]), "by_role": c["nodes"],
                 "nodes": [{"host": n.host, "role": n.role, "state": n.state}

@@ -64,6 +64,10 @@ class EventsMixin(StoreBase):
             roles = s.exec(select(Node.cluster_id, Node.role, Node.state, func.count())
                            .where(col(Node.holds_host).is_not(None))
                            .group_by(Node.cluster_id, Node.role, Node.state)).all()
+            # a suspended worker's node lets go of its host (holds_host NULL): counted apart
+            parked = dict(s.exec(select(Node.cluster_id, func.count())
+                                 .where(col(Node.state).in_([NodeState.SUSPENDED, NodeState.LENT]))
+                                 .group_by(Node.cluster_id)).all())
             jobs = s.exec(select(Job.cluster_id, Job.state, func.count())
                           .where(col(Job.state).not_in(list(JOB_FINISHED))).group_by(Job.cluster_id, Job.state)).all()
             hosts = s.exec(select(Host.state, func.count()).group_by(Host.state)).all()
@@ -85,6 +89,7 @@ class EventsMixin(StoreBase):
             rows.append({
                 "name": c.name, "state": c.state, "framework": c.framework, "min_core": c.min_core,
                 "nodes": by_role, "held": sum(by_role.values()), "draining": draining,
+                "suspended": parked.get(c.id, 0),
                 "weight": d.weights.get(c.name) if d else None,
                 "discrimination": d.discriminations.get(c.name) if d else None,
                 "target": d.targets.get(c.name) if d else None,

@@ -55,7 +55,7 @@ function renderClusters(state, color) {
                                    + (c.release_requested ? ", release requested" : "")),
       el("td", { class: "num" }, c.min_core),
       ...ROLES.map(r => el("td", { class: `num role-${r}` }, c.by_role[r] || 0)),
-      el("td", { class: "num held" }, c.held + (c.draining ? ` (${c.draining} draining)` : "")),
+      el("td", { class: "num held" }, c.held + (c.draining ? ` (${c.draining} draining)` : "") + (c.suspended ? ` (+${c.suspended} suspended)` : "")),
       el("td", { class: "num" }, c.target === null ? "–" : c.target),
       el("td", { class: "num" }, fmt(c.weight)),
       el("td", { class: "num" }, fmt(c.discrimination, 2)),
