@@ -59,6 +59,21 @@ def lab(tmp_path_factory):
         the_lab.down()
 
 
+def own_lab(tmp_path_factory, suffix: str, hosts: int, first_net: int, what: str, **up):
+    """A lab of a test module's own (prefix ``LAB_PREFIX + suffix``, the first free 10.N.0/24 from
+    ``first_net``; ``up``: quotas, racks... for ``Lab.up``), for a module-scoped fixture to yield and
+    take down; fails under CI and skips elsewhere, saying ``what`` could not start, when it cannot."""
+    from fawkes.lab import Lab
+
+    prefix = f"{LAB_PREFIX}{suffix}"
+    try:
+        subnet = next(s for s in [f"10.{n}.0" for n in range(first_net, 250)] if Lab.subnet_free(s))
+        Lab.cleanup(prefix, subnet)
+        return Lab.up(hosts, tmp_path_factory.mktemp(f"lab{suffix}"), prefix=prefix, subnet=subnet, **up)
+    except Exception as exc:  # noqa: BLE001 - no root, no netns, no cgroups: the lab tests say why
+        unavailable(f"{what}: {exc}")
+
+
 @pytest.fixture
 def ex(lab):
     """An executor on all lab hosts (strict host keys against the lab's known_hosts)."""

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from fawkes.lab import Lab, netns
-from tests.conftest import LAB_PREFIX, REPO, unavailable
+from tests.conftest import LAB_PREFIX, REPO, own_lab
 
 pytestmark = pytest.mark.lab
 
@@ -54,13 +54,7 @@ def transfer(src_ns: str | None, dst_ns: str, dst_addr: str, nbytes: int, port: 
 @pytest.fixture(scope="module")
 def racks_lab(tmp_path_factory):
     prefix = f"{LAB_PREFIX}r"
-    try:
-        subnet = next(s for s in [f"10.{n}.0" for n in range(230, 250)] if Lab.subnet_free(s))
-        Lab.cleanup(prefix, subnet)
-        lab = Lab.up(4, tmp_path_factory.mktemp("racks"), prefix=prefix, subnet=subnet, racks=2,
-                     rack_bandwidth="40mbit")
-    except Exception as exc:  # no root, no netns: the lab tests say why
-        unavailable(f"lab with racks: {exc}")
+    lab = own_lab(tmp_path_factory, "r", 4, 230, "lab with racks", racks=2, rack_bandwidth="40mbit")
     try:
         yield lab
     finally:

@@ -122,11 +122,13 @@ def world(tmp_path):
     store.close()
 
 
-def active_cluster(store: Store, name: str = "a", cores: tuple[str, ...] = ("h1",)) -> None:
-    store.request_cluster(name, framework="spark", min_core=len(cores))
+def active_cluster(store: Store, name: str = "a", cores: tuple[str, ...] = ("h1",), tr: tuple[str, ...] = (),
+                   framework: str = "spark") -> None:
+    """An ACTIVE cluster whose core nodes (then TR nodes) on those hosts are RUNNING."""
+    store.request_cluster(name, framework=framework, min_core=len(cores))
     store.transition_cluster(name, ClusterState.DEPLOYING, "admitted")
-    for h in cores:
-        n = store.allocate_node(name, h, Role.CORE)
+    for h, role in [(h, Role.CORE) for h in cores] + [(h, Role.TR) for h in tr]:
+        n = store.allocate_node(name, h, role)
         store.transition_node(n.id, NodeState.PROVISIONING)
         store.transition_node(n.id, NodeState.RUNNING)
     store.transition_cluster(name, ClusterState.ACTIVE, "no input")

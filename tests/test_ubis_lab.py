@@ -27,9 +27,8 @@ import time
 import pytest
 
 from fawkes.frameworks import dists
-from fawkes.lab import Lab
 from fawkes.store.lifecycle import JobState, NodeState
-from tests.conftest import LAB_PREFIX, REPO, cluster_dirs_marker, pids_with_cmdline, unavailable
+from tests.conftest import REPO, cluster_dirs_marker, own_lab, pids_with_cmdline
 
 # Opt-in (FAWKES_UBIS_LAB=1): it deploys two Spark+HDFS clusters and runs five jobs, minutes on this
 # 2-core machine, which CI's 25-minute suite budget has no room for; docs/mechanism.md ("UBIS") says
@@ -49,13 +48,7 @@ B_CORE_S = 1.5
 
 @pytest.fixture(scope="module")
 def ubis_lab(tmp_path_factory):
-    prefix = f"{LAB_PREFIX}u"
-    try:
-        subnet = next(s for s in [f"10.{n}.0" for n in range(220, 250)] if Lab.subnet_free(s))
-        Lab.cleanup(prefix, subnet)
-        lab = Lab.up(3, tmp_path_factory.mktemp("ubislab"), prefix=prefix, subnet=subnet, cpus=0.6, memory="3G")
-    except Exception as exc:  # noqa: BLE001 - no root, no netns, no cgroups: the lab tests say why
-        unavailable(f"lab with CPU quotas: {exc}")
+    lab = own_lab(tmp_path_factory, "u", 3, 220, "lab with CPU quotas", cpus=0.6, memory="3G")
     try:
         yield lab
     finally:

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from fawkes.coordinator.usage import Reading, UsageWindow, collect
-from fawkes.lab import Lab
-from tests.conftest import LAB_PREFIX, unavailable
+from tests.conftest import own_lab
+from tests.test_reconcile import active_cluster
 
 pytestmark = pytest.mark.lab
 
@@ -45,13 +45,7 @@ def test_usage_over_ssh_on_lab_hosts(lab, ex):
 @pytest.fixture(scope="module")
 def quota_lab(tmp_path_factory):
     """Five lab hosts, each with a CPU quota and a memory limit (its own cgroup)."""
-    prefix = f"{LAB_PREFIX}c"
-    try:
-        subnet = next(s for s in [f"10.{n}.0" for n in range(210, 250)] if Lab.subnet_free(s))
-        Lab.cleanup(prefix, subnet)
-        lab = Lab.up(5, tmp_path_factory.mktemp("cereslab"), prefix=prefix, subnet=subnet, cpus=QUOTA, memory=512)
-    except Exception as exc:  # noqa: BLE001 - no root, no netns, no cgroups: the lab tests say why
-        unavailable(f"lab with CPU quotas: {exc}")
+    lab = own_lab(tmp_path_factory, "c", 5, 210, "lab with CPU quotas", cpus=QUOTA, memory=512)
     try:
         yield lab
     finally:
@@ -62,7 +56,7 @@ def test_coordinator_takes_the_idle_swollen_hosts_node_first(quota_lab, tmp_path
     from fawkes.config import load_config
     from fawkes.coordinator.service import build
     from fawkes.coordinator.view import build_snapshot
-    from fawkes.mechanism import ClusterMetrics, ClusterState, Role, controller
+    from fawkes.mechanism import ClusterMetrics, controller
     from fawkes.mechanism.memory import Memory
     from fawkes.store.lifecycle import NodeState
 
@@ -82,15 +76,8 @@ def test_coordinator_takes_the_idle_swollen_hosts_node_first(quota_lab, tmp_path
         # (transient, running a task), B (idle) h[2] and h[3], C h[4]; C's pending tasks need one
         # node more, no host is free, A and B each have one node over their share
         store.register_framework("lab", "spark-hdfs", spark_home="/opt/spark", hdfs_jars="/opt/hdfs")
-        for name, nodes in (("A", [(h[0], Role.CORE), (h[1], Role.TR)]), ("B", [(h[2], Role.CORE), (h[3], Role.TR)]),
-                            ("C", [(h[4], Role.CORE)])):
-            store.request_cluster(name, framework="lab", min_core=1)
-            store.transition_cluster(name, ClusterState.DEPLOYING, "admitted")
-            for host, role in nodes:
-                n = store.allocate_node(name, host, role)
-                store.transition_node(n.id, NodeState.PROVISIONING)
-                store.transition_node(n.id, NodeState.RUNNING)
-            store.transition_cluster(name, ClusterState.ACTIVE, "no input")
+        for name, core, tr in (("A", h[0], (h[1],)), ("B", h[2], (h[3],)), ("C", h[4], ())):
+            active_cluster(store, name, (core,), tr, framework="lab")
         store.update_node(next(n.id for n in store.list_nodes("A") if n.host == h[1]), running_tasks=1)
         slots = min(x.cores for x in store.list_hosts())  # task slots per node = a lab host's cores
         now = time.time()

@@ -28,6 +28,7 @@ from fawkes.ssh.executor import Result
 from fawkes.ssh.shell import render
 from fawkes.store import Store
 from fawkes.store.lifecycle import NodeState
+from tests.test_reconcile import active_cluster
 
 HUNG = ["sh", "-c", "exec sleep 30", "hung"]  # a host that never answers in time
 
@@ -100,15 +101,8 @@ def world(tmp_path, clock):
     store.register_framework("spark", "spark-hdfs", spark_home="/opt/spark", hdfs_jars="/opt/hdfs")
     store.sync_hosts([{"name": f"h{i}", "address": f"10.9.0.{i + 10}", "cores": 2, "memory_mb": 256}
                       for i in range(1, 6)])
-    for name, nodes in (("A", [("h1", Role.CORE), ("h2", Role.TR)]), ("B", [("h3", Role.CORE), ("h4", Role.TR)]),
-                        ("C", [("h5", Role.CORE)])):
-        store.request_cluster(name, framework="spark", min_core=1)
-        store.transition_cluster(name, ClusterState.DEPLOYING, "admitted")
-        for h, role in nodes:
-            n = store.allocate_node(name, h, role)
-            store.transition_node(n.id, NodeState.PROVISIONING)
-            store.transition_node(n.id, NodeState.RUNNING)
-        store.transition_cluster(name, ClusterState.ACTIVE, "no input")
+    for name, core, tr in (("A", "h1", ("h2",)), ("B", "h3", ("h4",)), ("C", "h5", ())):
+        active_cluster(store, name, (core,), tr)
         clock.t += 1
     store.update_node(next(n.id for n in store.list_nodes("A") if n.host == "h2"), running_tasks=1)
     for t in (clock.t + 10, clock.t + 20):
