@@ -228,6 +228,59 @@ class Session:
         self.lab.down()
 
 
+#: The measured R of earlier demos, per machine and plan (``fawkes demo`` reuses it: the calibration job is
+#: about 3 of a first run's minutes).
+REFERENCE_CACHE = "demo-reference.json"
+
+
+def reference_key(plan: Plan) -> str:
+    """What R depends on: the machine (CPU count and model, memory), the host quota, the job, the lab's
+    Spark.  A cached R is reused only under the same key."""
+    from fawkes.frameworks.dists import PYSPARK_LAB_VERSION
+
+    model = ""
+    try:
+        model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                      if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    return (f"cpus={os.cpu_count()} model={model} mem_mib={mem} host_cpus={plan.cpus:g} host_mem={plan.memory} "
+            f"min_core={plan.min_core} job={plan.partitions}x{plan.core_s:g} spark={PYSPARK_LAB_VERSION} "
+            f"options={json.dumps(LAB_OPTIONS, sort_keys=True)}")
+
+
+def cached_reference(plan: Plan, path: Path) -> tuple[float, str] | None:
+    """(R, when it was measured) from ``path`` if it holds one for this machine and plan; None if it
+    holds none (absent, not a regular file, unreadable, another key, or a value out of [1, 86400] s)."""
+    import math
+
+    try:
+        if not path.is_file():  # a FIFO or a directory is not read (no hang)
+            return None
+        entry = json.loads(path.read_text(encoding="utf-8")).get(reference_key(plan))
+        r, when = float(entry["reference_s"]), str(entry["measured_at"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return (r, when) if math.isfinite(r) and 1 <= r <= 86400 else None
+
+
+def remember_reference(plan: Plan, r: float, path: Path) -> None:
+    """Store R for this machine and plan in ``path`` (other keys kept; written whole, then renamed)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        data = data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        data = {}
+    data[reference_key(plan)] = {"reference_s": round(r, 3),
+                                 "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                 "load_average_1m": round(os.getloadavg()[0], 2)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+    tmp.replace(path)
+
+
 def calibrate(s: Session, show=None) -> float:
     """Run one job alone on the first cluster at its minimum (policy None): the reference runtime R."""
     s.start("None")

@@ -24,15 +24,20 @@ from fawkes.errors import FawkesError
 @click.option("--reference", "reference_s", type=seconds(1, 86400), default=None, metavar="SECONDS",
               help="the reference runtime R from an earlier demo on this machine (its report's reference_s): "
                    "skips the calibration job, about 3 minutes")
+@click.option("--recalibrate", is_flag=True,
+              help="measure R again even if an earlier demo on this machine measured it (R is kept in "
+                   "~/.cache/fawkes/demo-reference.json per machine, host quota and job)")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, reference_s: float | None,
-         as_json: bool) -> None:
+         recalibrate: bool, as_json: bool) -> None:
     """Three MR-clusters on a local SSH lab of CPU-limited hosts and two bursts of real CPU-bound
     Spark jobs on different clusters: the loaded cluster grows, the idle ones stay at their
     minimum, and the nodes move when the burst moves.
 
-    Needs root (network namespaces, cgroups).  Takes about 12 minutes on 2 cores, 9 with
-    --reference (20 with --measure-none).  Ends with a report (mean slowdown per cluster under the policy, and under
+    Needs root (network namespaces, cgroups).  The first run on a machine measures the reference
+    runtime R (one job alone on a 1-node cluster, about 3 minutes) and keeps it; later runs reuse it
+    (--recalibrate measures it again).  Takes about 12 minutes on 2 cores the first time, 9 after
+    (20 with --measure-none).  Ends with a report (mean slowdown per cluster under the policy, and under
     None: measured, or predicted by the simulator replaying this run with its measured costs)
     and a plot of the allocations over time.
     """
@@ -40,15 +45,29 @@ def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, ref
     from rich.live import Live
     from rich.table import Table
 
-    from fawkes.demo import Plan, Session, calibrate, plot, report, run_stream
+    from fawkes.demo import (REFERENCE_CACHE, Plan, Session, cached_reference, calibrate, plot, remember_reference,
+                             report, run_stream)
+    from fawkes.frameworks.dists import cache_root
     from fawkes.presets import settings_for
 
     settings_for(policy)  # a bad policy name fails now, in one line
+    if reference_s is not None and recalibrate:
+        raise click.UsageError("--reference and --recalibrate exclude each other")
     plan = Plan()
+    ref_cache = cache_root() / REFERENCE_CACHE
+    source = "given"
+    if reference_s is None and not recalibrate:
+        hit = cached_reference(plan, ref_cache)
+        if hit:
+            reference_s, source = hit[0], f"cached: measured by the demo of {hit[1]} on this machine"
     console = Console(stderr=True)
     workdir = workdir or Path(tempfile.mkdtemp(prefix="fawkes-demo-"))
     t0 = time.time()
     phase = ["starting"]
+    took: dict[str, float] = {}  # seconds per phase, for the report
+
+    def lap(name: str) -> None:
+        took[name] = round(time.time() - t0 - sum(took.values()), 1)
 
     def table():
         st = session.store.status()
@@ -68,6 +87,7 @@ def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, ref
 
     console.print(f"[bold]fawkes demo[/]: work dir {workdir}")
     session = Session(workdir, plan, say=lambda m: console.print(m), prefix=prefix)
+    lap("lab up")
     base = None
     try:
         session.setup_clusters()
@@ -76,26 +96,35 @@ def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, ref
             if reference_s is None:
                 phase[0] = "calibrating"
                 console.print("calibrating: one job alone on a 1-node cluster (policy None)")
-                ref = calibrate(session, show)
-                console.print(f"reference runtime R = {ref:.1f} s (measured); now the stream under {policy}")
+                ref, source = calibrate(session, show), "measured"
+                try:
+                    remember_reference(plan, ref, ref_cache)
+                except OSError as exc:
+                    console.print(f"[yellow]could not keep R in {ref_cache}: {exc}[/]")
+                console.print(f"reference runtime R = {ref:.1f} s (measured, kept in {ref_cache}); now the stream "
+                              f"under {policy}")
+                lap("deploy and calibration")
             else:
                 ref = reference_s
-                console.print(f"reference runtime R = {ref:.1f} s (given by --reference); now the stream under "
-                              f"{policy}")
+                why = "given by --reference" if source == "given" else f"{source}; --recalibrate measures it again"
+                console.print(f"reference runtime R = {ref:.1f} s ({why}); now the stream under {policy}")
             phase[0] = f"stream under {policy}"
             out = run_stream(session, policy, ref, show)
+            lap(f"stream under {policy}" + ("" if "deploy and calibration" in took else " (with the deploy)"))
             if measure_none:
                 phase[0] = "stream under None"
                 console.print("now the same stream under None")
                 base = run_stream(session, "None", ref, show)
+                lap("stream under None")
             phase[0] = "releasing"
             session.stop()
     finally:
         session.close()
     predicted = twin(workdir, session, out, policy, console)
     png = plot(out, workdir / "allocations.png", plan.clusters)
+    lap("lab down, twin and plot")
     result = {"policy": out.policy, "reference_s": out.reference_s,
-              "reference_source": "measured" if reference_s is None else "given", "cluster_mean_slowdown": out.slowdowns(),
+              "reference_source": source, "cluster_mean_slowdown": out.slowdowns(),
               "mean_slowdown": out.mean_slowdown(), "reconfigurations": out.reconfigurations,
               "peak_nodes": out.peak_nodes(), "makespan_s": out.makespan_s, "plot": str(png),
               "none": ({"source": "measured", "cluster_mean_slowdown": base.slowdowns(),
@@ -103,7 +132,8 @@ def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, ref
                        {"source": "twin", **{k: predicted["None"][k] for k in ("cluster_mean_slowdown", "mean_slowdown")}}
                        if predicted else None),
               "twin": {k: {"cluster_mean_slowdown": v["cluster_mean_slowdown"], "mean_slowdown": v["mean_slowdown"]}
-                       for k, v in (predicted or {}).items()}}
+                       for k, v in (predicted or {}).items()},
+              "took_s": {**took, "total": round(time.time() - t0, 1)}}
     (workdir / "report.json").write_text(json.dumps({**result, "outcome": out.__dict__}, indent=2, default=str))
     if as_json:
         click.echo(json.dumps(result, indent=2))
@@ -116,6 +146,7 @@ def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, ref
         click.echo("None (twin) = predicted by the simulator replaying this run's jobs with the costs it measured "
                    f"(trace and costs in {workdir}); {policy} (twin) is the same replay under {policy}, "
                    f"against the live column")
+    click.echo(f"took {(time.time() - t0) / 60:.1f} min: " + ", ".join(f"{k} {v:.0f} s" for k, v in took.items()))
     click.echo(f"plot: {png}\nstate, logs and report: {workdir}")
 
 
