@@ -19,14 +19,15 @@ from fawkes.coordinator.suspend import group, suspension_gaps
 from fawkes.coordinator.view import allocation_history, build_snapshot
 from fawkes.errors import ConfigError, FawkesError
 from fawkes.frameworks.spec import NodeSpec
-from fawkes.mechanism import ClusterState, Role, Settings, ShrinkMode
+from fawkes.mechanism import ClusterState, Role, Settings
 from fawkes.ssh.cgroups import resume_script
 from fawkes.ssh.executor import Result
 from fawkes.ssh.shell import render
 from fawkes.store import Store
 from fawkes.store.lifecycle import HostState, NodeState
 from tests.conftest import run_cli
-from tests.test_reconcile import Clock, ScriptedDriver, ScriptedFleet, active_cluster, node, settle
+from tests.test_reconcile import Clock, ScriptedDriver, ScriptedFleet, active_cluster, settle
+from tests.test_suspend_cgroups import cpu_ticks, descendants, runs_again
 
 N = NodeState
 needs_cgroups = pytest.mark.skipif(os.geteuid() != 0 or not Path("/sys/fs/cgroup").is_dir(),
@@ -96,35 +97,6 @@ class Workers:
             p.wait()
 
 
-def cpu_ticks(pid: int) -> int:
-    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(f[11]) + int(f[12])
-
-
-def runs_again(pid: int, ticks: int = 5, within: float = 10.0) -> bool:
-    """The process gets CPU again (at nice 19 on a loaded machine that can take a while)."""
-    t0, deadline = cpu_ticks(pid), time.monotonic() + within
-    while time.monotonic() < deadline:
-        if cpu_ticks(pid) - t0 >= ticks:
-            return True
-        time.sleep(0.1)
-    return False
-
-
-def tree(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-e", "-o", "pid=", "-o", "ppid="], capture_output=True, text=True).stdout
-    kids: dict[int, list[int]] = {}
-    for ln in out.splitlines():
-        p, pp = map(int, ln.split())
-        kids.setdefault(pp, []).append(p)
-    seen, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        seen.append(p)
-        todo += kids.get(p, [])
-    return seen
-
-
 @pytest.fixture
 def world(tmp_path):
     from fawkes.coordinator.reconcile import Reconciler
@@ -180,7 +152,7 @@ def test_suspend_lend_give_back_resume(world):
     active_cluster(store, "b", ("h3",))
     a2 = tr_node(store, "a", "h2")
     pid = workers.start("a", "h2")
-    procs = tree(pid)
+    procs = descendants(pid)
     before = {p: Path(f"/proc/{p}/cgroup").read_text() for p in procs}
     t_shrink = clock.t + 1
     clock.t = t_shrink
