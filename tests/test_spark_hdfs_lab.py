@@ -73,7 +73,9 @@ def wait_for(what: str, fn, timeout: float = 60.0, poll: float = 0.25):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-def submit(drv: SparkHdfsDriver, cluster: ClusterSpec, lab, ui_port: int, args: list[str], log: Path):
+def submit(drv: SparkHdfsDriver, cluster: ClusterSpec, lab, ui_port: int, args: list[str], log: Path,
+           app: Path = APP) -> subprocess.Popen:
+    """spark-submit ``app`` (client mode, the driver on the controller) to ``cluster``'s master."""
     d = dists.ensure_lab_dists()
     conf = {**drv.submit_conf(cluster), "spark.driver.host": lab.controller_address,
             "spark.driver.bindAddress": lab.controller_address, "spark.ui.port": str(ui_port),
@@ -83,7 +85,7 @@ def submit(drv: SparkHdfsDriver, cluster: ClusterSpec, lab, ui_port: int, args: 
     argv = [str(d.spark_home / "bin" / "spark-submit"), "--deploy-mode", "client"]
     for k, v in conf.items():
         argv += ["--conf", f"{k}={v}"]
-    argv += [str(APP), *args]
+    argv += [str(app), *args]
     env = {**os.environ, "SPARK_HOME": str(d.spark_home), "SPARK_LOCAL_IP": lab.controller_address,
            "PYSPARK_PYTHON": sys.executable}
     env.pop("SPARK_CONF_DIR", None)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import collections
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -24,35 +23,18 @@ from pathlib import Path
 import pytest
 
 from fawkes.coordinator.suspend import describe, group, resume_worker, suspend_worker
-from fawkes.frameworks import dists
 from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
 from fawkes.frameworks.spec import ClusterSpec, NodeSpec
 from fawkes.mechanism.model import Role, ShrinkMode
 from fawkes.ssh.cgroups import Footprint, state_script
 from fawkes.ssh.shell import Script
-from tests.test_spark_hdfs_lab import LAB_OPTIONS, framework, get_json, node, wait_for
+from tests.test_spark_hdfs_lab import LAB_OPTIONS, framework, get_json, node, submit, wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
 BURN = Path(__file__).resolve().parent.parent / "fawkes" / "apps" / "burn.py"
 #: FAWKES_SUSPEND_FREEZE=1: freeze outright as well (suspend.freeze), to compare with the footprint alone
 FOOTPRINT = Footprint(freeze=os.environ.get("FAWKES_SUSPEND_FREEZE") == "1")
-
-
-def submit(drv, cluster, lab, ui_port: int, args: list[str], log: Path) -> subprocess.Popen:
-    d = dists.ensure_lab_dists()
-    conf = {**drv.submit_conf(cluster), "spark.driver.host": lab.controller_address,
-            "spark.driver.bindAddress": lab.controller_address, "spark.ui.port": str(ui_port),
-            "spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable,
-            "spark.driver.memory": "512m", "spark.executor.memory": "512m",
-            "spark.port.maxRetries": "1", "spark.ui.showConsoleProgress": "false"}
-    argv = [str(d.spark_home / "bin" / "spark-submit"), "--deploy-mode", "client"]
-    for k, v in conf.items():
-        argv += ["--conf", f"{k}={v}"]
-    env = {**os.environ, "SPARK_HOME": str(d.spark_home), "SPARK_LOCAL_IP": lab.controller_address,
-           "PYSPARK_PYTHON": sys.executable}
-    env.pop("SPARK_CONF_DIR", None)
-    return subprocess.Popen(argv + [str(BURN), *args], stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
 
 
 def counts(drv, cluster, path: str) -> collections.Counter:
@@ -106,14 +88,14 @@ def test_suspend_lend_resume_on_spark(lab, tmp_path):
 
         # ---- the baseline: A's job undisturbed
         t0 = time.monotonic()
-        jobs.append(submit(drv, a, lab, 4091, [args[0], "/out/base", *args[2:]], tmp_path / "base.log"))
+        jobs.append(submit(drv, a, lab, 4091, [args[0], "/out/base", *args[2:]], tmp_path / "base.log", app=BURN))
         assert jobs[-1].wait(timeout=300) == 0, (tmp_path / "base.log").read_text()[-3000:]
         base_s = time.monotonic() - t0
         assert counts(drv, a, "/out/base") == expected
 
         # ---- the same job, A's worker on X suspended while it runs tasks there
         t0 = time.monotonic()
-        ja = submit(drv, a, lab, 4092, [args[0], "/out/susp", *args[2:]], tmp_path / "susp.log")
+        ja = submit(drv, a, lab, 4092, [args[0], "/out/susp", *args[2:]], tmp_path / "susp.log", app=BURN)
         jobs.append(ja)
         da = f"http://{lab.controller_address}:4092"
         app = wait_for("A's application", lambda: get_json(da + "/api/v1/applications")[0]["id"], 120)
@@ -136,7 +118,7 @@ def test_suspend_lend_resume_on_spark(lab, tmp_path):
         bw = worker_pid(ex, b, bx)
         assert bw not in s.pids and group(a.name, x.name) not in on_host(ex, x.name, "cat /proc/{p}/cgroup", p=str(bw))
         t_b = time.monotonic()
-        jb = submit(drv, b, lab, 4093, [args[0], "/out/b", "2", "1"], tmp_path / "b.log")
+        jb = submit(drv, b, lab, 4093, [args[0], "/out/b", "2", "1"], tmp_path / "b.log", app=BURN)
         jobs.append(jb)
         db = f"http://{lab.controller_address}:4093"
         bapp = wait_for("B's application", lambda: get_json(db + "/api/v1/applications")[0]["id"], 120)
