@@ -34,6 +34,8 @@ def _write(tmp_path, text, name="t.csv"):
     ("submit_s,cluster,app,input_bytes,maps,reduces\n0,a,wordcount,-5,8,1\n", 2, "input_bytes"),
     ("submit_s,cluster,app,input_bytes,maps,reduces,map_s\n0,a,wordcount,1GB,8,1,0\n", 2, "map_s"),
     ("submit_s,cluster,app,input_bytes,maps,reduces,reduce_s\n0,a,wordcount,1GB,8,1,nan\n", 2, "reduce_s"),
+    *[("submit_s,cluster,app,input_bytes,maps,reduces,startup_s\n0,a,wordcount,1GB,8,1," + v + "\n", 2, "startup_s")
+      for v in ("-1", "nan", "inf", "1e30", "abc", "90000")],
 ])
 def test_malformed_trace_names_file_line_and_column(tmp_path, body, line, col):
     p = _write(tmp_path, body)

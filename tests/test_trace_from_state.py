@@ -91,6 +91,7 @@ def test_export_reads_jobs_tasks_and_node_costs(tmp_path):
     assert ex.costs["tc_ready_s"] == 20 + 5 and ex.costs["dp_fixed_s"] == 8
     # dispatch +1, first sample with a task +12, last +36, end +40; samples every 2 s
     assert ex.costs["job_startup_s"] == 10 and ex.costs["job_overhead_s"] == 3 and ex.costs["max_running_jobs"] == 1
+    assert [r.startup_s for r in ex.rows] == [10, 10, 10, 10]  # each job's own (here all alike)
     assert ex.minima == {"etl": 1, "bi": 1} and ex.capacity == 4 and ex.period_s == 10
     assert ex.policies == ["TD"] and ex.skipped == {"failed": 1}
 
@@ -233,3 +234,27 @@ def test_twin_runs_one_job_at_a_time_after_its_start_up(tmp_path):
                     for c in (base, twin))
     assert plain["None"][0].mean_response_s == pytest.approx((15 + 25 + 35) / 3)
     assert gated["None"][0].mean_response_s == pytest.approx((35 + 70 + 105) / 3)
+
+
+def test_twin_uses_each_jobs_own_start_up(tmp_path):
+    """A live export carries each job's measured start-up (``startup_s``): the gate waits that long for
+    that job, the cost model's ``job_startup_s`` only for rows without one; written and read back."""
+    from fawkes.sim.costs import cost_model
+    from fawkes.sim.runner import parse_policy, run_matrix
+    from fawkes.sim.trace import load_trace, write_trace
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("submit_s,cluster,app,input_bytes,maps,reduces,ref_runtime_s,map_s,startup_s\n"
+                     "0,a,wordcount,0,4,0,10,10,\n0,a,wordcount,0,4,0,10,10,50\n0,a,wordcount,0,4,0,10,10,0\n")
+    cost = cost_model((("map_slots", 4), ("cv", 0.0), ("job_overhead_s", 5.0), ("max_running_jobs", 1),
+                       ("job_startup_s", 20.0)))
+    wl = load_trace(trace, capacity=1, min_core=1, period_s=10, cost=cost)
+    assert [j.startup_s for j in wl.jobs] == [None, 50, 0]
+    res = run_matrix("t", [parse_policy("None")], [1], workload=wl)
+    # job 1: 20 s start-up (the cost model's), tasks 20-30, end 35; job 2: 35 + 50, tasks to 95, end 100;
+    # job 3: no start-up, tasks 100-110, end 115
+    assert res["None"][0].mean_response_s == pytest.approx((35 + 100 + 115) / 3)
+    out = tmp_path / "again.csv"
+    with out.open("w") as f:
+        write_trace(getattr(wl, "_rows"), f)
+    assert [j.startup_s for j in load_trace(out, capacity=1, min_core=1, period_s=10, cost=cost).jobs] == [None, 50, 0]

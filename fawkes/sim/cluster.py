@@ -310,7 +310,8 @@ class SimCluster:
         once.  Gated (the live dispatcher, fawkes/coordinator/dispatch.py): it counts in the demand
         at once, as the live sampler counts a queued job, but at most ``max_running_jobs`` jobs are
         between dispatch and end, and a dispatched job's tasks become schedulable ``job_startup_s``
-        later (its driver and executors starting on a CPU-limited host)."""
+        later (its driver and executors starting on a CPU-limited host; a job of a live export
+        carries its own measured start-up, ``JobSpec.startup_s``)."""
         self.jobs[job.id] = job
         if self.gated:
             self.version += 1
@@ -342,7 +343,8 @@ class SimCluster:
         while self.waiting and len(self.dispatched) < limit:
             job = self.waiting.popleft()
             self.dispatched.add(job.id)
-            self.sim.push(now + self.sim.cost.job_startup_s, EV_CALL, lambda sim, t, job=job: self._up(job, t))
+            startup = job.spec.startup_s if job.spec.startup_s is not None else self.sim.cost.job_startup_s
+            self.sim.push(now + startup, EV_CALL, lambda sim, t, job=job: self._up(job, t))
 
     def _up(self, job: Job, now: float) -> None:
         """A gated job's driver and executors are up: its tasks join the FIFO slot scheduling."""

@@ -11,7 +11,9 @@ What the store holds and how it becomes the twin's input (docs/live.md):
   largest ``completed + running`` seen, slot seconds = the integral of ``running_tasks`` over
   the samples; every task becomes a map (``reduces`` 0) of mean ``map_s`` = slot seconds / tasks.
 * **per-job start-up and overhead**: dispatch to the first sample seeing a running task (driver
-  and executors start) -> ``job_startup_s``; the last such sample to the job's end (result
+  and executors start) -> the row's ``startup_s`` (the job's own: on a shared machine it varied
+  from 66 to 201 s within one run, and a cluster with one job took the median's error whole) and,
+  as their median, ``job_startup_s`` (for rows without one); the last such sample to the job's end (result
   commit, driver stop) -> ``job_overhead_s``; medians over jobs, half a sample period taken off
   each (a task starts, on average, that long before a sample sees it).  The dispatcher runs one
   job per cluster at a time: ``max_running_jobs`` 1.  Both are honoured by the simulator's
@@ -151,14 +153,16 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
             no_tasks += 1
             continue
         # a task runs about half a sample period before the first sample sees it, and after the last
-        startups.append(max(0.0, jt.first_busy - sample_period / 2 - begin))
+        startup = max(0.0, jt.first_busy - sample_period / 2 - begin)
+        startups.append(startup)
         if j.started_at is not None and jt.first_busy >= j.started_at:  # application registered -> first task
             executors.append(jt.first_busy - sample_period / 2 - j.started_at)
         overheads.append(max(0.0, j.ended_at - (jt.last_busy + sample_period / 2)))
         rows.append(TraceRow(submit_s=j.submitted_at - lo, cluster=c.name, app="wordcount",
                              input_bytes=float(j.input_bytes or 0), maps=jt.tasks, reduces=0,
                              ref_runtime_s=j.ref_runtime if j.ref_runtime and j.ref_runtime > 0 else None,
-                             map_s=round(jt.slot_s / jt.tasks, 3), reduce_s=None, job=str(j.id)))
+                             map_s=round(jt.slot_s / jt.tasks, 3), reduce_s=None, job=str(j.id),
+                             startup_s=round(startup, 2)))
     if no_tasks:
         skipped["without task samples"] = no_tasks
     costs: dict[str, float | int] = {}

@@ -2,7 +2,9 @@
 
 Trace: a header and one row per job, columns ``submit_s,cluster,app,input_bytes,maps,reduces``
 plus optional ``ref_runtime_s``, ``map_s``, ``reduce_s`` (measured mean task seconds, which replace
-the cost model's) and ``job`` (a label, e.g. the Spark application id; not used by the simulator).
+the cost model's), ``job`` (a label, e.g. the Spark application id; not used by the simulator) and
+``startup_s`` (the job's own measured start-up, dispatch to its first task, which replaces the cost
+model's ``job_startup_s`` for this job when the dispatcher's gate is on).
 ``input_bytes`` is a number of bytes, optionally with a unit (``KB MB GB TB``, powers of 1024).
 Lines starting with ``#`` and blank lines are ignored.  :func:`write_trace` writes this format.
 
@@ -28,7 +30,7 @@ from fawkes.sim.costs import CostModel
 from fawkes.sim.workloads import ClusterSpec, JobSpec, Workload, make_job
 
 REQUIRED = ("submit_s", "cluster", "app", "input_bytes", "maps", "reduces")
-OPTIONAL = ("ref_runtime_s", "map_s", "reduce_s", "job")
+OPTIONAL = ("ref_runtime_s", "map_s", "reduce_s", "job", "startup_s")
 CLUSTER_REQUIRED = ("cluster", "request_s")
 CLUSTER_OPTIONAL = ("min_core", "dataset_bytes")
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3,
@@ -58,6 +60,7 @@ class TraceRow:
     map_s: float | None = None
     reduce_s: float | None = None
     job: str = ""
+    startup_s: float | None = None
 
 
 def write_trace(rows: Iterable[TraceRow], out) -> int:
@@ -155,6 +158,10 @@ def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: floa
             if r.get(col):
                 opt[col] = _field(path, lineno, cols, col, r[col], float, lambda v, most=most: 0 < v <= most,
                                   f"expected seconds > 0 and <= {most:.0f} (or empty)")
+        if r.get("startup_s"):
+            opt["startup_s"] = _field(path, lineno, cols, "startup_s", r["startup_s"], float,
+                                      lambda v: 0 <= v <= MAX_TASK_S,
+                                      f"expected seconds >= 0 and <= {MAX_TASK_S:.0f} (or empty)")
         rows.append(TraceRow(submit, cluster, app, size, maps, reduces, job=r.get("job", ""), **opt))
     if not rows:
         raise ConfigError(str(path), "no jobs in the trace")
@@ -208,7 +215,8 @@ def reseed(wl: Workload, seed: int) -> Workload:
     jobs: list[JobSpec] = []
     for k, r in enumerate(rows):
         jobs.append(make_job(wl.cost, rng, k, r.cluster, r.app, r.input_bytes, r.maps, r.reduces, r.submit_s,
-                             ref_runtime_s=r.ref_runtime_s, map_s=r.map_s, reduce_s=r.reduce_s))
+                             ref_runtime_s=r.ref_runtime_s, map_s=r.map_s, reduce_s=r.reduce_s,
+                             startup_s=r.startup_s))
     out = replace(wl, jobs=tuple(jobs))
     object.__setattr__(out, "_rows", rows)
     _RESEEDED[key] = (wl, out)

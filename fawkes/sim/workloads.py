@@ -37,6 +37,7 @@ class JobSpec:
     beta_out: float = 0.0
     output_bytes: float = 0.0
     size: str = ""  # small / medium / large / type-k, for reports
+    startup_s: float | None = None  # a live job's own dispatch -> first task (a live export); else the cost model's
 
     @property
     def tasks(self) -> int:
