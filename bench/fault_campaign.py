@@ -150,6 +150,7 @@ class Campaign:
         self.store: Store | None = None
         self.fleet: Fleet | None = None
         self.hdfs_checks = 0
+        self.checksums_compared = 0  # file checksums compared with the first one seen
         self.reported: set[int] = set()  # failed jobs already reported
         self.moves: dict[str, dict[str, int]] = {}  # per cluster: nodes grown and removed by DP (finish)
 
@@ -353,6 +354,7 @@ class Campaign:
                 if len(parts) >= 3 and parts[0].startswith(("/", "hdfs://")):
                     path = parts[0].split("/", 3)[-1] if parts[0].startswith("hdfs://") else parts[0].lstrip("/")
                     seen += 1
+                    self.checksums_compared += (c, path) in self.checksums
                     old = self.checksums.setdefault((c, path), parts[-1])
                     if old != parts[-1]:
                         bad.append(f"{c}: checksum of /{path} changed")
@@ -772,7 +774,8 @@ def main(argv: list[str] | None = None) -> int:
     total = time.monotonic() - t0
     kills = sum(r["runs"] for r in rows if r["point"] not in FAULTS and r["point"] != "final")
     print(f"\n{kills} kills in {total / 60:.1f} min, {len(camp.jobs)} jobs ({sum(exact.values())} exact), "
-          f"{camp.hdfs_checks} HDFS checks, load {os.getloadavg()[0]:.1f}")
+          f"{camp.hdfs_checks} HDFS checks ({camp.checksums_compared} file checksums compared with the first "
+          f"seen, {len(camp.checksums)} files), load {os.getloadavg()[0]:.1f}")
     print_table(rows)
     print(f"violations: {len(camp.violations)}")
     for v in camp.violations:
@@ -781,6 +784,8 @@ def main(argv: list[str] | None = None) -> int:
         Path(a.out).write_text(json.dumps({"seed": a.seed, "kills": kills, "hosts": a.hosts, "cpus": a.cpus,
                                            "minutes": round(total / 60, 1), "jobs": len(camp.jobs),
                                            "exact": sum(exact.values()), "rows": rows,
+                                           "hdfs_checks": camp.hdfs_checks, "checksums_compared": camp.checksums_compared,
+                                           "checksum_files": len(camp.checksums),
                                            "violations": camp.violations}, indent=1))
     return 1 if camp.violations else 0
 

@@ -67,6 +67,7 @@ def test_short_seeded_campaign(lab, tmp_path):
     assert sum(r["killed_at_point"] for r in named) >= 3, "named points must be reached"
     assert len(camp.jobs) >= 4 and all(exact.values()) and len(exact) == len(camp.jobs)
     assert camp.hdfs_checks >= 5
+    assert camp.checksums and camp.checksums_compared > 0  # files compared again after restarts, not an empty check
     # the coordinator balanced meanwhile: the idle clusters got the free hosts, the cluster under a burst
     # grew beyond an equal split (2 of 6 hosts), and nodes left by DP when the burst moved on
     print("moves per cluster", camp.moves)
