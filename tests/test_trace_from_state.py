@@ -72,6 +72,11 @@ def test_job_tasks_integrates_running_tasks():
     jt = job_tasks([S(0, 1, 0, 1.0), S(2, 2, 0, 1.0), S(12, 1, 3, 1.0), S(14, 0, 4, 1.0)], 0, 20, 2.0)
     assert jt.slot_s == pytest.approx(2 + 10 + 2)
     assert job_tasks([], 0, 10, 2.0) is None
+    # a second node registered at +2 (2 configured slots) whose executor is up only at +6: the tasks the
+    # driver lists beyond the usable slots before then are not slot time
+    two = [S(0, 1, 0, 1.0), S(2, 2, 0, 2.0), S(4, 2, 1, 2.0), S(6, 2, 2, 2.0), S(8, 0, 4, 2.0)]
+    assert job_tasks(two, 0, 10, 2.0).slot_s == pytest.approx(2 + 4 + 4 + 4)
+    assert job_tasks(two, 0, 10, 2.0, usable=lambda t: 1.0 if t < 6 else 2.0).slot_s == pytest.approx(2 + 2 + 2 + 4)
 
 
 def test_export_reads_jobs_tasks_and_node_costs(tmp_path):
@@ -83,8 +88,10 @@ def test_export_reads_jobs_tasks_and_node_costs(tmp_path):
     assert [r.submit_s for r in ex.rows] == [0, 10, 20, 30]
     first = ex.rows[0]
     assert first.ref_runtime_s == 50.0 and first.reduces == 0 and first.job == "1"
-    # job 1 ran from +1 to +40: tasks seen from +11 to +36, 2 at a time
-    assert first.maps == 2 + (36 - 11) // 2 and first.map_s * first.maps == pytest.approx(2 * 26, abs=2.1)
+    # job 1 ran from +1 to +40: tasks seen from +12 to +36, 2 at a time by the samples; but etl had 1
+    # core (h1) until its TC node's executor was up (node running at +25, + an executor's start of
+    # 5 s, below): 1 slot from +12 to +30, 2 from +30 to +38 (the last sample's tasks run to the next)
+    assert first.maps == 2 + (36 - 11) // 2 and first.map_s * first.maps == pytest.approx(18 + 16, abs=0.1)
     assert ex.costs["map_slots"] == 1 and ex.costs["reduce_slots"] == 1
     # the TC node: running 20 s after its request, + an executor's start (application registered at
     # dispatch + 5 s, first task seen 11 s after dispatch, less half a sample period)

@@ -9,7 +9,8 @@ What the store holds and how it becomes the twin's input (docs/live.md):
 * **tasks**, from the sampler's rows of the job's cluster while it ran (a cluster runs one job
   at a time, so the driver's task counts in those samples are that job's): task count = the
   largest ``completed + running`` seen, slot seconds = the integral of ``running_tasks`` over
-  the samples; every task becomes a map (``reduces`` 0) of mean ``map_s`` = slot seconds / tasks.
+  the samples, capped at the cluster's slots with an executor up (a grown node's from its start
+  plus an executor's start); every task becomes a map (``reduces`` 0) of mean ``map_s`` = slot seconds / tasks.
 * **per-job start-up and overhead**: dispatch to the first sample seeing a running task (driver
   and executors start) -> the row's ``startup_s`` (the job's own: on a shared machine it varied
   from 66 to 201 s within one run, and a cluster with one job took the median's error whole) and,
@@ -79,8 +80,12 @@ class Export:
     origin: float = 0.0
 
 
-def job_tasks(samples: list, start: float, end: float, period: float) -> JobTasks | None:
-    """Tasks and slot seconds of the one job a cluster ran in ``[start, end]`` from its samples."""
+def job_tasks(samples: list, start: float, end: float, period: float, usable=None) -> JobTasks | None:
+    """Tasks and slot seconds of the one job a cluster ran in ``[start, end]`` from its samples.
+
+    ``usable(t)``, when given, is the cluster's slots with an executor up at ``t``: running tasks
+    are capped at it too (a grown node's worker counts in the configured slots from its
+    registration, but it runs tasks only once the job's executor there has started)."""
     inside = [s for s in samples if start <= s.time <= end]
     if not inside:
         return None
@@ -93,12 +98,37 @@ def job_tasks(samples: list, start: float, end: float, period: float) -> JobTask
         # tasks); never more than the cluster's slots: the driver's REST API counts a task as
         # running until it has handled its result, when the next one already runs on that core
         running = min(s.running_tasks, s.configured_slots) if s.configured_slots > 0 else s.running_tasks
+        if usable is not None and (up := usable(s.time)) > 0:
+            running = min(running, up)
         slot_s += running * max(0.0, min(nxt, end) - s.time)
     if tasks <= 0 or slot_s <= 0:
         return None
     if not busy:
         return None
     return JobTasks(tasks, slot_s, busy[-1] - busy[0] + period, len(inside), busy[0], busy[-1])
+
+
+def _usable_slots(nodes, trans, clusters, cores: dict[str, int], ex_s: float):
+    """``usable(cluster_id, t)``: the cores of the cluster's nodes that can run a task at ``t``: a node
+    deployed with the cluster from its start, a grown one ``ex_s`` after it ran (its executor's
+    start), each until it was released."""
+    spans: dict[int, list[tuple[float, float, int]]] = {}
+    for n in nodes:
+        ts = trans.get(n.id, [])
+        run = next((t.time for t in ts if t.to_state == NodeState.RUNNING), n.running_at)
+        if run is None:
+            continue
+        rel = next((t.time for t in ts if t.to_state == NodeState.RELEASED), n.released_at)
+        c = clusters.get(n.cluster_id)
+        grown = n.role != "core" or (c is not None and c.active_at is not None and n.requested_at >= c.active_at)
+        start = run + ex_s if grown else float("-inf")
+        spans.setdefault(n.cluster_id, []).append((start, rel if rel is not None else float("inf"),
+                                                   cores.get(n.host, 1) or 1))
+
+    def usable(cid: int, t: float) -> float:
+        return float(sum(k for a, b, k in spans.get(cid, ()) if a <= t < b))
+
+    return usable
 
 
 def _median(xs: list[float]) -> float | None:
@@ -143,20 +173,28 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
     executors: list[float] = []
     skipped = {str(k): v for k, v in others.items() if v}
     no_tasks = 0
+    # an executor's start: a job's application registered -> its first task seen (median over jobs)
+    for j in jobs:
+        jt = j.ended_at is not None and job_tasks(samples.get(j.cluster_id, []),
+                                                  j.dispatched_at or j.started_at or j.submitted_at,
+                                                  j.ended_at, sample_period)
+        if jt and j.started_at is not None and jt.first_busy >= j.started_at:
+            executors.append(jt.first_busy - sample_period / 2 - j.started_at)
+    ex_s = _median(executors) or 0.0
+    usable = _usable_slots(nodes, trans, clusters, {h.name: h.cores for h in hosts}, ex_s)
     for j in jobs:
         c = clusters[j.cluster_id]
         begin = j.dispatched_at or j.started_at or j.submitted_at
         if j.ended_at is None:
             continue
-        jt = job_tasks(samples.get(j.cluster_id, []), begin, j.ended_at, sample_period)
+        jt = job_tasks(samples.get(j.cluster_id, []), begin, j.ended_at, sample_period,
+                       usable=lambda t, cid=j.cluster_id: usable(cid, t))
         if jt is None:
             no_tasks += 1
             continue
         # a task runs about half a sample period before the first sample sees it, and after the last
         startup = max(0.0, jt.first_busy - sample_period / 2 - begin)
         startups.append(startup)
-        if j.started_at is not None and jt.first_busy >= j.started_at:  # application registered -> first task
-            executors.append(jt.first_busy - sample_period / 2 - j.started_at)
         overheads.append(max(0.0, j.ended_at - (jt.last_busy + sample_period / 2)))
         rows.append(TraceRow(submit_s=j.submitted_at - lo, cluster=c.name, app="wordcount",
                              input_bytes=float(j.input_bytes or 0), maps=jt.tasks, reduces=0,
@@ -195,8 +233,7 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
                 and (c is None or c.release_requested_at is None or drain < c.release_requested_at)):
             stop.setdefault(n.role, []).append(rel - drain)
     # a node grown under a running job serves it once the job's executor there is up: the node's
-    # start plus an executor's (the application registered -> its first task, median over jobs)
-    ex_s = _median(executors) or 0.0
+    # start plus an executor's (ex_s, above)
     for role, key in (("core", "core_ready_s"), ("transient", "tr_ready_s"), ("transient-core", "tc_ready_s")):
         if ready.get(role):
             costs[key] = round(_median(ready[role]) + ex_s, 2)
