@@ -36,8 +36,8 @@ def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, ref
 
     Needs root (network namespaces, cgroups).  The first run on a machine measures the reference
     runtime R (one job alone on a 1-node cluster, about 3 minutes) and keeps it; later runs reuse it
-    (--recalibrate measures it again).  Takes about 12 minutes on 2 cores the first time, 9 after
-    (20 with --measure-none).  Ends with a report (mean slowdown per cluster under the policy, and under
+    (--recalibrate measures it again).  Took 11 minutes on an idle 2-core machine the first time, 8
+    after (about 16 with --measure-none).  Ends with a report (mean slowdown per cluster under the policy, and under
     None: measured, or predicted by the simulator replaying this run with its measured costs)
     and a plot of the allocations over time.
     """
