@@ -108,21 +108,42 @@ def job_tasks(samples: list, start: float, end: float, period: float, usable=Non
     return JobTasks(tasks, slot_s, busy[-1] - busy[0] + period, len(inside), busy[0], busy[-1])
 
 
-def _usable_slots(nodes, trans, clusters, cores: dict[str, int], ex_s: float):
+@dataclass(frozen=True)
+class NodeTimes:
+    """A node's transitions (the first of each), from its transition rows; ``grown``: added to an
+    active cluster or not a core node (a deployed core node starts with its cluster)."""
+
+    req: float
+    run: float | None
+    drain: float | None
+    rel: float | None
+    grown: bool
+
+
+def _node_times(n, ts: list, clusters: dict) -> NodeTimes:
+    def first(state):
+        return next((t.time for t in ts if t.to_state == state), None)
+
+    req = first(NodeState.REQUESTED)
+    req = n.requested_at if req is None else req
+    c = clusters.get(n.cluster_id)
+    grown = n.role != "core" or (c is not None and c.active_at is not None and req >= c.active_at)
+    return NodeTimes(req, first(NodeState.RUNNING), first(NodeState.DRAINING), first(NodeState.RELEASED), grown)
+
+
+def _usable_slots(nodes, times: dict[int, NodeTimes], cores: dict[str, int], ex_s: float):
     """``usable(cluster_id, t)``: the cores of the cluster's nodes that can run a task at ``t``: a node
     deployed with the cluster from its start, a grown one ``ex_s`` after it ran (its executor's
     start), each until it was released."""
     spans: dict[int, list[tuple[float, float, int]]] = {}
     for n in nodes:
-        ts = trans.get(n.id, [])
-        run = next((t.time for t in ts if t.to_state == NodeState.RUNNING), n.running_at)
+        nt = times[n.id]
+        run = nt.run if nt.run is not None else n.running_at
         if run is None:
             continue
-        rel = next((t.time for t in ts if t.to_state == NodeState.RELEASED), n.released_at)
-        c = clusters.get(n.cluster_id)
-        grown = n.role != "core" or (c is not None and c.active_at is not None and n.requested_at >= c.active_at)
-        start = run + ex_s if grown else float("-inf")
-        spans.setdefault(n.cluster_id, []).append((start, rel if rel is not None else float("inf"),
+        rel = nt.rel if nt.rel is not None else n.released_at
+        spans.setdefault(n.cluster_id, []).append((run + ex_s if nt.grown else float("-inf"),
+                                                   rel if rel is not None else float("inf"),
                                                    cores.get(n.host, 1) or 1))
 
     def usable(cid: int, t: float) -> float:
@@ -170,28 +191,26 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
     rows: list[TraceRow] = []
     overheads: list[float] = []
     startups: list[float] = []
-    executors: list[float] = []
     skipped = {str(k): v for k, v in others.items() if v}
     no_tasks = 0
-    # an executor's start: a job's application registered -> its first task seen (median over jobs)
-    for j in jobs:
-        jt = j.ended_at is not None and job_tasks(samples.get(j.cluster_id, []),
-                                                  j.dispatched_at or j.started_at or j.submitted_at,
-                                                  j.ended_at, sample_period)
-        if jt and j.started_at is not None and jt.first_busy >= j.started_at:
-            executors.append(jt.first_busy - sample_period / 2 - j.started_at)
+    # each finished job's window and its tasks as the samples saw them: the first task seen gives an
+    # executor's start (application registered -> first task, median over jobs), which the cap on
+    # the slot time below needs (the cap does not move the first task seen)
+    runs = [(j, begin, job_tasks(samples.get(j.cluster_id, []), begin, j.ended_at, sample_period))
+            for j in jobs if j.ended_at is not None
+            for begin in (j.dispatched_at or j.started_at or j.submitted_at,)]
+    executors = [jt.first_busy - sample_period / 2 - j.started_at for j, _, jt in runs
+                 if jt is not None and j.started_at is not None and jt.first_busy >= j.started_at]
     ex_s = _median(executors) or 0.0
-    usable = _usable_slots(nodes, trans, clusters, {h.name: h.cores for h in hosts}, ex_s)
-    for j in jobs:
-        c = clusters[j.cluster_id]
-        begin = j.dispatched_at or j.started_at or j.submitted_at
-        if j.ended_at is None:
-            continue
-        jt = job_tasks(samples.get(j.cluster_id, []), begin, j.ended_at, sample_period,
-                       usable=lambda t, cid=j.cluster_id: usable(cid, t))
-        if jt is None:
+    times = {n.id: _node_times(n, trans.get(n.id, []), clusters) for n in nodes}
+    usable = _usable_slots(nodes, times, {h.name: h.cores for h in hosts}, ex_s)
+    for j, begin, seen in runs:
+        if seen is None:
             no_tasks += 1
             continue
+        c = clusters[j.cluster_id]
+        jt = job_tasks(samples.get(j.cluster_id, []), begin, j.ended_at, sample_period,
+                       usable=lambda t, cid=j.cluster_id: usable(cid, t))
         # a task runs about half a sample period before the first sample sees it, and after the last
         startup = max(0.0, jt.first_busy - sample_period / 2 - begin)
         startups.append(startup)
@@ -220,18 +239,12 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
     ready: dict[str, list[float]] = {}
     stop: dict[str, list[float]] = {}
     for n in nodes:
-        ts = trans.get(n.id, [])
-        req = next((t.time for t in ts if t.to_state == NodeState.REQUESTED), n.requested_at)
-        run = next((t.time for t in ts if t.to_state == NodeState.RUNNING), None)
-        drain = next((t.time for t in ts if t.to_state == NodeState.DRAINING), None)
-        rel = next((t.time for t in ts if t.to_state == NodeState.RELEASED), None)
-        c = clusters.get(n.cluster_id)
-        added = c is not None and c.active_at is not None and req >= c.active_at  # grown, not deployed
-        if run is not None and (added or n.role != "core") and lo - 600 <= req <= hi + 600:
-            ready.setdefault(n.role, []).append(run - req)
-        if (drain is not None and rel is not None and lo - 600 <= drain <= hi + 600
-                and (c is None or c.release_requested_at is None or drain < c.release_requested_at)):
-            stop.setdefault(n.role, []).append(rel - drain)
+        nt, c = times[n.id], clusters.get(n.cluster_id)
+        if nt.run is not None and nt.grown and lo - 600 <= nt.req <= hi + 600:
+            ready.setdefault(n.role, []).append(nt.run - nt.req)
+        if (nt.drain is not None and nt.rel is not None and lo - 600 <= nt.drain <= hi + 600
+                and (c is None or c.release_requested_at is None or nt.drain < c.release_requested_at)):
+            stop.setdefault(n.role, []).append(nt.rel - nt.drain)
     # a node grown under a running job serves it once the job's executor there is up: the node's
     # start plus an executor's (ex_s, above)
     for role, key in (("core", "core_ready_s"), ("transient", "tr_ready_s"), ("transient-core", "tc_ready_s")):
