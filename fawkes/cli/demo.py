@@ -110,7 +110,7 @@ def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, ref
                 console.print(f"reference runtime R = {ref:.1f} s ({why}); now the stream under {policy}")
             phase[0] = f"stream under {policy}"
             out = run_stream(session, policy, ref, show)
-            lap(f"stream under {policy}" + ("" if "deploy and calibration" in took else " (with the deploy)"))
+            lap(f"stream under {policy}" + ("" if source == "measured" else " (with the deploy)"))
             if measure_none:
                 phase[0] = "stream under None"
                 console.print("now the same stream under None")
