@@ -45,6 +45,9 @@ def config_error(tmp_path: Path, text: str) -> str:
     ("executor_memory: '1g; rm -rf /'", "executor_memory: expected a size such as 512m, 1g or 134217728"),
     ("nn_heap: \"1g\\n\"", "nn_heap: expected a size"),
     ("daemon_jvm_opts: \"-Xss1m $(reboot)\"", "daemon_jvm_opts: expected JVM flags"),
+    ("app_jvm_opts: \"-Xss1m; reboot\"", "app_jvm_opts: expected JVM flags"),
+    ("app_jvm_opts: \"-Xss1m\\n-javaagent:/x.jar\"", "app_jvm_opts: expected JVM flags"),
+    ("app_jvm_opts: \"-Da=\\0\"", "app_jvm_opts: expected JVM flags"),
     ("spark_log_level: \"info\\nrootLogger.appenderRef.x.ref = evil\"", "spark_log_level: expected one of off, fatal"),
     ("reduce_slowstart: .nan", "reduce_slowstart: expected a number 0..1"),
     ("reduce_slowstart: 2", "reduce_slowstart: expected a number 0..1"),
@@ -60,6 +63,7 @@ def test_good_cluster_options_are_normalised():
     assert {k: check_option(k, v) for k, v in DEFAULT_OPTIONS.items()} == DEFAULT_OPTIONS
     assert check_option("replication", 2) == "2" and check_option("decommission_allow_mode", "local") == "LOCAL"
     assert check_option("daemon_jvm_opts", "-Xss1m -XX:+UseSerialGC") == "-Xss1m -XX:+UseSerialGC"
+    assert check_option("app_jvm_opts", "-XX:TieredStopAtLevel=1") == "-XX:TieredStopAtLevel=1"
     assert check_option("worker_memory_mb", "") == ""
 
 

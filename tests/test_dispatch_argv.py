@@ -17,7 +17,8 @@ from fawkes.mechanism import ClusterState, Role
 from fawkes.store import Store
 
 
-def test_driver_argv_carries_the_cluster_and_job_id(tmp_path):
+def submitted_args(tmp_path, cluster_options=None) -> tuple[list[list[str]], list]:
+    """What the stand-in spark-submit receives for one job on etl and one on ml."""
     inv_file = tmp_path / "inventory.yaml"
     inv_file.write_text("hosts:\n  - {name: m1, address: 192.0.2.10, cores: 2, memory: 2GiB}\n"
                         "  - {name: m2, address: 192.0.2.11, cores: 2, memory: 2GiB}\n")
@@ -29,7 +30,7 @@ def test_driver_argv_carries_the_cluster_and_job_id(tmp_path):
     with Store(str(tmp_path / "state.db")) as store:
         store.register_framework("spark", "spark-hdfs", spark_home=str(spark), hdfs_jars="/opt/hdfs")
         store.sync_hosts([{"name": h.name, "address": h.address, "cores": 2, "memory_mb": 2048} for h in inv.hosts])
-        fleet = Fleet(store, inv)
+        fleet = Fleet(store, inv, cluster_options=cluster_options)
         try:
             for name in ("etl", "ml"):
                 store.request_cluster(name, framework="spark", min_core=1)
@@ -38,18 +39,34 @@ def test_driver_argv_carries_the_cluster_and_job_id(tmp_path):
             jobs = [store.submit_job("etl", ["app.py", "{input}", "x y"], input_path="/in"),
                     store.submit_job("ml", ["app.py"])]
             dispatcher = Dispatcher(store, fleet)
-            seen = []
+            runs = []
             for job, cluster in zip(jobs, ("etl", "ml")):
                 spec, driver = fleet.spec(cluster)
                 argv = dispatcher.driver_argv(spec, driver, job)
                 out = subprocess.run(["sh", "-c", shlex.join(argv)], capture_output=True, text=True, check=True)
-                args = out.stdout.splitlines()
-                tag = f"-Dfawkes.job={cluster}/{job.id}"
-                assert args[args.index("--name") + 1] == f"fawkes-{cluster}-{job.id}"
-                assert f"spark.driver.extraJavaOptions={tag}" in args
-                assert f"spark.executor.extraJavaOptions={tag}" in args
-                assert args[-3:] == ["app.py", "hdfs:///in", "x y"] if cluster == "etl" else args[-1:] == ["app.py"]
-                seen.append(tag)
-            assert seen == [f"-Dfawkes.job=etl/{jobs[0].id}", f"-Dfawkes.job=ml/{jobs[1].id}"]
+                runs.append(out.stdout.splitlines())
+            return runs, jobs
         finally:
             fleet.close()
+
+
+def test_driver_argv_carries_the_cluster_and_job_id(tmp_path):
+    runs, jobs = submitted_args(tmp_path)
+    seen = []
+    for args, job, cluster in zip(runs, jobs, ("etl", "ml")):
+        tag = f"-Dfawkes.job={cluster}/{job.id}"
+        assert args[args.index("--name") + 1] == f"fawkes-{cluster}-{job.id}"
+        assert f"spark.driver.extraJavaOptions={tag}" in args
+        assert f"spark.executor.extraJavaOptions={tag}" in args
+        assert args[-3:] == ["app.py", "hdfs:///in", "x y"] if cluster == "etl" else args[-1:] == ["app.py"]
+        seen.append(tag)
+    assert seen == [f"-Dfawkes.job=etl/{jobs[0].id}", f"-Dfawkes.job=ml/{jobs[1].id}"]
+
+
+def test_app_jvm_opts_follow_the_tag_in_one_argument(tmp_path):
+    runs, jobs = submitted_args(tmp_path, {"app_jvm_opts": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"})
+    for args, job, cluster in zip(runs, jobs, ("etl", "ml")):
+        want = f"-Dfawkes.job={cluster}/{job.id} -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+        assert f"spark.driver.extraJavaOptions={want}" in args
+        assert f"spark.executor.extraJavaOptions={want}" in args
+        assert sum(a.startswith("spark.driver.extraJavaOptions=") for a in args) == 1

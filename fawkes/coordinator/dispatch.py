@@ -194,8 +194,9 @@ class Dispatcher:
             "spark.ui.port": str(ui_port(job.id)), "spark.port.maxRetries": "0",
             "spark.driver.memory": self.driver_memory, "spark.pyspark.python": self.python,
             "spark.pyspark.driver.python": self.python,
-            "spark.driver.extraJavaOptions": tag, "spark.executor.extraJavaOptions": tag,
         })
+        for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):  # the tag, then app_jvm_opts
+            conf[key] = " ".join(filter(None, (tag, conf.get(key))))
         argv = [f"{spec.framework.spark_home}/bin/spark-submit", "--name", f"fawkes-{spec.name}-{job.id}"]
         for k, v in conf.items():
             argv += ["--conf", f"{k}={v}"]

@@ -70,6 +70,7 @@ DEFAULT_OPTIONS: dict[str, str] = {
     "blocksize": "128m",
     "spark_daemon_memory": "128m",
     "daemon_jvm_opts": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    "app_jvm_opts": "",  # JVM flags of each job's driver and executors (spark.{driver,executor}.extraJavaOptions)
     "nn_heap": "192m",
     "dn_heap": "128m",
     "tool_heap": "128m",
@@ -139,7 +140,7 @@ def check_option(key: str, value: object) -> str:
         if match is None:
             raise ValueError(f"{key}: expected one of {', '.join(_CHOICES[key])}, got {text!r}")
         return match
-    if key == "daemon_jvm_opts":
+    if key in ("daemon_jvm_opts", "app_jvm_opts"):
         if text and not _JVM_FLAGS.fullmatch(text):
             raise ValueError(f"{key}: expected JVM flags such as '-XX:+UseSerialGC -Xss1m' (letters, digits "
                              f"and :+=._/- only), got {text!r}")

@@ -696,7 +696,9 @@ class SparkHdfsDriver(FrameworkDriver):
                 "spark.storage.decommission.shuffleBlocks.enabled": "true",
                 # a decommissioned executor exits once a migration pass finds nothing left: passes this far apart
                 "spark.storage.decommission.replicationReattemptInterval": f"{opt['decommission_retry_s']}s",
-                "spark.executor.memory": opt["executor_memory"]}
+                "spark.executor.memory": opt["executor_memory"],
+                **({"spark.driver.extraJavaOptions": opt["app_jvm_opts"],
+                    "spark.executor.extraJavaOptions": opt["app_jvm_opts"]} if opt["app_jvm_opts"] else {})}
 
 
 DRIVER = SparkHdfsDriver
