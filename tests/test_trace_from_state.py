@@ -79,6 +79,28 @@ def test_job_tasks_integrates_running_tasks():
     assert job_tasks(two, 0, 10, 2.0, usable=lambda t: 1.0 if t < 6 else 2.0).slot_s == pytest.approx(2 + 2 + 2 + 4)
 
 
+def test_one_task_stages_with_free_slots_are_serial_time():
+    class S:
+        def __init__(self, t, r, c, slots):
+            self.time, self.running_tasks, self.completed_tasks, self.configured_slots = t, r, c, slots
+
+    def run(slots, usable=None):
+        # a one-task stage (+0..+4), the driver between stages (+4..+5), 4 tasks at once (+5..+7), done
+        return job_tasks([S(0, 1, 0, slots), S(4, 0, 1, slots), S(5, 4, 1, slots), S(7, 0, 5, slots)], 0, 8, 2.0,
+                         usable=usable)
+
+    jt = run(4)
+    assert jt.tasks == 5 and jt.serial_s == pytest.approx(4 + 1) and jt.slot_s == pytest.approx(4 * 2)
+    # on one slot nothing is serial: the one task fills the cluster, and the 4 tasks ran one at a time
+    jt = run(1)
+    assert jt.serial_s == 0 and jt.slot_s == pytest.approx(1 * 4 + 0 * 1 + 1 * 2)
+    # 4 slots configured but one executor up: the same as one slot
+    assert run(4, usable=lambda t: 1.0).serial_s == 0
+    # the tail of a wave (no task to come) is not serial: the replay's slots reproduce it
+    tail = job_tasks([S(0, 4, 0, 4), S(2, 1, 4, 4), S(4, 0, 5, 4)], 0, 6, 2.0)
+    assert tail.serial_s == 0 and tail.slot_s == pytest.approx(4 * 2 + 1 * 2)
+
+
 def test_export_reads_jobs_tasks_and_node_costs(tmp_path):
     url = _state(tmp_path / "s.db")
     store = Store(url)

@@ -11,6 +11,10 @@ What the store holds and how it becomes the twin's input (docs/live.md):
   largest ``completed + running`` seen, slot seconds = the integral of ``running_tasks`` over
   the samples, capped at the cluster's slots with an executor up (a grown node's from its start
   plus an executor's start); every task becomes a map (``reduces`` 0) of mean ``map_s`` = slot seconds / tasks.
+  Time a job ran at most one task while it had a free slot and tasks to come (a one-task stage,
+  the driver between stages) is serial: its wall time joins the row's ``startup_s``, its slot
+  seconds leave ``map_s`` (on more nodes it would take as long; spread as map work, the replay
+  of a grown cluster ran 10-15 % fast).
 * **per-job start-up and overhead**: dispatch to the first sample seeing a running task (driver
   and executors start) -> the row's ``startup_s`` (the job's own: on a shared machine it varied
   from 66 to 201 s within one run, and a cluster with one job took the median's error whole) and,
@@ -64,6 +68,7 @@ class JobTasks:
     samples: int
     first_busy: float = 0.0  # time of the first / last sample seeing a running task
     last_busy: float = 0.0
+    serial_s: float = 0.0  # wall time its stages ran at most one task with free slots and tasks to come
 
 
 @dataclass
@@ -85,27 +90,40 @@ def job_tasks(samples: list, start: float, end: float, period: float, usable=Non
 
     ``usable(t)``, when given, is the cluster's slots with an executor up at ``t``: running tasks
     are capped at it too (a grown node's worker counts in the configured slots from its
-    registration, but it runs tasks only once the job's executor there has started)."""
+    registration, but it runs tasks only once the job's executor there has started).
+
+    **Serial time**: between the first and the last task seen, an interval where the job ran at most
+    one task although a second slot was free and some of its tasks had not started (a one-task stage,
+    such as reading a small input, or the driver between two stages) is the job's own structure, not
+    a lack of nodes: its wall time is ``serial_s`` and its slot seconds are left out of ``slot_s``.
+    On more slots the interval would take as long; the replay charges it with the start-up
+    (:func:`export`) instead of spreading it over the slots as map work."""
     inside = [s for s in samples if start <= s.time <= end]
     if not inside:
         return None
     tasks = max(s.completed_tasks + s.running_tasks for s in inside)
-    slot_s = 0.0
+    slot_s = serial_s = 0.0
     busy = [s.time for s in inside if s.running_tasks > 0]
+    if tasks <= 0 or not busy:
+        return None
     for k, s in enumerate(inside):
         nxt = inside[k + 1].time if k + 1 < len(inside) else end
+        dt = max(0.0, min(nxt, end) - s.time)
         # the tasks seen run until the next sample (a late sample is a slow coordinator, not idle
         # tasks); never more than the cluster's slots: the driver's REST API counts a task as
         # running until it has handled its result, when the next one already runs on that core
-        running = min(s.running_tasks, s.configured_slots) if s.configured_slots > 0 else s.running_tasks
+        slots = s.configured_slots if s.configured_slots > 0 else math.inf
         if usable is not None and (up := usable(s.time)) > 0:
-            running = min(running, up)
-        slot_s += running * max(0.0, min(nxt, end) - s.time)
-    if tasks <= 0 or slot_s <= 0:
+            slots = min(slots, up)
+        running = min(s.running_tasks, slots)
+        to_come = tasks - s.completed_tasks - s.running_tasks
+        if busy[0] <= s.time < busy[-1] and running <= 1 < slots and to_come > 0:
+            serial_s += dt
+        else:
+            slot_s += running * dt
+    if slot_s <= 0:
         return None
-    if not busy:
-        return None
-    return JobTasks(tasks, slot_s, busy[-1] - busy[0] + period, len(inside), busy[0], busy[-1])
+    return JobTasks(tasks, slot_s, busy[-1] - busy[0] + period, len(inside), busy[0], busy[-1], serial_s)
 
 
 @dataclass(frozen=True)
@@ -214,6 +232,7 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
         # a task runs about half a sample period before the first sample sees it, and after the last
         startup = max(0.0, jt.first_busy - sample_period / 2 - begin)
         startups.append(startup)
+        startup += jt.serial_s  # the job's one-task stages take as long on any number of slots
         overheads.append(max(0.0, j.ended_at - (jt.last_busy + sample_period / 2)))
         rows.append(TraceRow(submit_s=j.submitted_at - lo, cluster=c.name, app="wordcount",
                              input_bytes=float(j.input_bytes or 0), maps=jt.tasks, reduces=0,
