@@ -57,9 +57,11 @@ class Plan:
     partitions: int = 12  # map tasks per job
     core_s: float = 1.5  # CPU seconds (one unthrottled core) per map task: 4.5 s on a 0.33-CPU host
     #: (seconds after the stream starts, cluster): a burst on etl, one job on ml, the burst moves to bi
+    #: (at +110 s, while etl's second job runs: the twin of a run with it at +150 s gave a makespan 36 s
+    #: shorter for it, and etl's TD slowdown 0.88 against 0.78, None's 1.39)
     stream: tuple[tuple[float, str], ...] = (
         (0, "etl"), (10, "etl"), (20, "ml"),
-        (150, "bi"), (160, "bi"),
+        (110, "bi"), (120, "bi"),
     )
     period_s: float = 10.0
     sample_period_s: float = 2.0
