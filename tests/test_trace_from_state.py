@@ -96,6 +96,8 @@ def test_one_task_stages_with_free_slots_are_serial_time():
     assert jt.serial_s == 0 and jt.slot_s == pytest.approx(1 * 4 + 0 * 1 + 1 * 2)
     # 4 slots configured but one executor up: the same as one slot
     assert run(4, usable=lambda t: 1.0).serial_s == 0
+    # slots unknown (no worker counted, no usable slots given): nothing is called serial
+    assert run(0).serial_s == 0
     # the tail of a wave (no task to come) is not serial: the replay's slots reproduce it
     tail = job_tasks([S(0, 4, 0, 4), S(2, 1, 4, 4), S(4, 0, 5, 4)], 0, 6, 2.0)
     assert tail.serial_s == 0 and tail.slot_s == pytest.approx(4 * 2 + 1 * 2)

@@ -117,7 +117,7 @@ def job_tasks(samples: list, start: float, end: float, period: float, usable=Non
             slots = min(slots, up)
         running = min(s.running_tasks, slots)
         to_come = tasks - s.completed_tasks - s.running_tasks
-        if busy[0] <= s.time < busy[-1] and running <= 1 < slots and to_come > 0:
+        if busy[0] <= s.time < busy[-1] and running <= 1 < slots < math.inf and to_come > 0:
             serial_s += dt
         else:
             slot_s += running * dt
