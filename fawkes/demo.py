@@ -344,6 +344,38 @@ def run_stream(s: Session, policy: str, reference: float, show=None) -> Outcome:
     return out
 
 
+def replay_window(url: str, plan: Plan, since: float, until: float, labels, workdir: Path,
+                  seeds: tuple[int, ...] = (1, 2, 3)) -> dict[str, dict]:
+    """The twin of a live run: the jobs of the state at ``url`` submitted in ``[since, until]``,
+    exported (``fawkes trace from-state``: ``stream.csv``, ``stream-costs.yaml``,
+    ``stream-clusters.csv`` and ``presets/`` in ``workdir``) and replayed under each of ``labels``
+    (policy names or presets, at the plan's periods: :func:`preset_for`); replay rows by label."""
+    from fawkes.sim.from_state import dump_costs, export, replay
+    from fawkes.sim.trace import write_trace
+
+    store = Store(url)
+    try:
+        ex = export(store, since=since, until=until)
+    finally:
+        store.close()
+    workdir.mkdir(parents=True, exist_ok=True)
+    trace, costs, clusters = workdir / "stream.csv", workdir / "stream-costs.yaml", workdir / "stream-clusters.csv"
+    with trace.open("w") as f:
+        write_trace(ex.rows, f)
+    with costs.open("w") as f:
+        dump_costs(ex.costs, ex.measured, f)
+    clusters.write_text("cluster,request_s,min_core\n" + "".join(f"{c},0,{m}\n" for c, m in ex.minima.items()))
+    presets = {}
+    (workdir / "presets").mkdir(exist_ok=True)
+    for label in labels:
+        safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in label)
+        path = workdir / "presets" / f"{safe}.yaml"
+        path.write_text(yaml.safe_dump(preset_for(label, plan), sort_keys=False))
+        presets[label] = str(path)
+    return replay(str(trace), str(costs), str(clusters), capacity=ex.capacity, min_core=plan.min_core,
+                  period_s=plan.period_s, policies=presets, seeds=seeds)
+
+
 def _held_at(nodes, t: float) -> int:
     return sum(1 for n in nodes if n.requested_at <= t and (n.released_at is None or n.released_at > t))
 

@@ -152,33 +152,10 @@ def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, ref
 
 def twin(workdir: Path, session, out, policy: str, console) -> dict | None:
     """Export the stream from the state and replay it under None and ``policy`` (None on failure)."""
-    from fawkes.demo import preset_for
-    from fawkes.sim.from_state import dump_costs, export, replay
-    from fawkes.sim.trace import write_trace
-    from fawkes.store import Store
+    from fawkes.demo import replay_window
 
     try:
-        store = Store(session.url)
-        try:
-            ex = export(store, since=out.start - 1, until=out.end)
-        finally:
-            store.close()
-        trace, costs, clusters = workdir / "stream.csv", workdir / "stream-costs.yaml", workdir / "stream-clusters.csv"
-        with trace.open("w") as f:
-            write_trace(ex.rows, f)
-        with costs.open("w") as f:
-            dump_costs(ex.costs, ex.measured, f)
-        clusters.write_text("cluster,request_s,min_core\n" + "".join(f"{c},0,{m}\n" for c, m in ex.minima.items()))
-        import yaml
-
-        presets = {}
-        (workdir / "presets").mkdir(exist_ok=True)
-        for label in ("None", policy):
-            p = workdir / "presets" / f"{label}.yaml"
-            p.write_text(yaml.safe_dump(preset_for(label, session.plan), sort_keys=False))
-            presets[label] = str(p)
-        return replay(str(trace), str(costs), str(clusters), capacity=ex.capacity, min_core=session.plan.min_core,
-                      period_s=session.plan.period_s, policies=presets)
+        return replay_window(session.url, session.plan, out.start - 1, out.end, ("None", policy), workdir)
     except (FawkesError, OSError, ValueError) as exc:
         console.print(f"[yellow]twin: could not replay the run: {exc}[/]")
         return None
