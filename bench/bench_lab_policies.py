@@ -2,7 +2,7 @@
 """The live benchmark: one stream of real CPU-bound Spark jobs under None, EQ, TD and td-damped, interleaved.
 
     sudo python3 bench/bench_lab_policies.py [--reps 3] [--policies None,td-tc,td-damped,EQ] [--dir DIR]
-                                             [--prefix fwbench] [--subnet 10.232.0] [--json FILE]
+                                             [--prefix fwbench] [--subnet 10.232.0] [--json FILE] [--no-twin]
 
 One lab (fawkes/demo.py: Plan: 6 hosts of 0.33 CPU and 2 GiB, three MR-clusters of 1 core node),
 one reference runtime R (one job alone on a 1-node cluster, policy None), then the demo's stream
@@ -15,8 +15,10 @@ damping) with T = 10 s, sample period 2 s, tau 0.5 (fawkes.demo.preset_for).
 Prints per policy: per-cluster mean slowdown (mean over repetitions, with min-max), the overall
 mean slowdown, the ratio to None, reconfigurations and makespan; and the target check: TD or
 td-damped gives the most loaded cluster (etl, the first burst) a mean slowdown >= 20 % lower
-than None, the overall mean no worse, at most 16 reconfigurations.  Takes about 8 minutes per
-run on this machine: 3 x 4 runs ~ 1 h 40 min.  Not part of CI.
+than None, the overall mean no worse, at most 16 reconfigurations.  Then (unless --no-twin) the
+twin of every run, next to it: the run exported from the state and replayed under its policy and
+under None (bench/bench_twin_of_runs.py; the runs are kept in DIR/runs.json).  Takes about 6-8
+minutes per run on this machine: 3 x 3 runs ~ 1 h.  Not part of CI.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def main() -> None:
     ap.add_argument("--prefix", default="fwbench")
     ap.add_argument("--subnet", default=None)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--no-twin", action="store_true", help="skip the twin of every run at the end")
     args = ap.parse_args()
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -57,15 +60,23 @@ def main() -> None:
                 out = run_stream(s, p, ref)
                 runs[p].append(out)
                 print(f"--- rep {rep + 1} {p} ({time.time() - t0:.0f} s)\n{report(out)}", flush=True)
+                text = json.dumps({"reference_s": ref, "runs": {
+                    k: [{"slowdowns": o.slowdowns(), "mean": o.mean_slowdown(), "reconf": o.reconfigurations,
+                         "makespan": o.makespan_s, "peak": o.peak_nodes(), "jobs": o.jobs} for o in v]
+                    for k, v in runs.items()}}, indent=2)
+                (workdir / "runs.json").write_text(text)
                 if args.json:
-                    args.json.write_text(json.dumps({"reference_s": ref, "runs": {
-                        k: [{"slowdowns": o.slowdowns(), "mean": o.mean_slowdown(), "reconf": o.reconfigurations,
-                             "makespan": o.makespan_s, "peak": o.peak_nodes(), "jobs": o.jobs} for o in v]
-                        for k, v in runs.items()}}, indent=2))
+                    args.json.write_text(text)
     finally:
         s.close()
     summarize(runs, plan)
     print(f"total {time.time() - t0:.0f} s")
+    if not args.no_twin and any(runs.values()):
+        import bench_twin_of_runs  # beside this file
+
+        print("\nthe twin of every run (bench/bench_twin_of_runs.py):", flush=True)
+        bench_twin_of_runs.main(["--state", str(workdir / "fawkes.db"), "--json", str(workdir / "runs.json"),
+                                 "--out", str(workdir / "twin")])
 
 
 def summarize(runs: dict[str, list], plan: Plan) -> None:
