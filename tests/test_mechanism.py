@@ -267,6 +267,24 @@ def test_shrink_after_ticks_defers_a_shrink_until_enough_consecutive_ticks_want_
     assert _decide_surplus(0, Settings(policy="TD")).targets == third.targets  # 1 = at once
 
 
+def test_holding_a_voting_cluster_shrinks_no_other_without_its_votes():
+    """ml wants to shrink (vote 1 of 4) and keeps its 2 nodes; the rest shared anew would take etl from
+    3 to 2 at once although etl never voted (seen in a replay of td-damped, 2026-11-26): etl votes too."""
+    ts = (20, 40, 60)
+    snap = Snapshot(now=60, capacity=6, free_hosts=(), clusters=(
+        cluster("etl", 1, tc=2, samples=[demand(t, 12, 4) for t in ts]),
+        cluster("ml", 1, tc=1, samples=[demand(t, 1, 2) for t in ts]),
+        cluster("bi", 1, samples=[demand(t, 14, 1) for t in ts])))
+    waits = decide(snap, Settings(policy="TD", tau=0, shrink_after_ticks=4), memory())
+    assert waits.targets == {"etl": 3, "ml": 2, "bi": 1} and not waits.plan.shrinks
+    assert waits.shrink_votes == {"etl": 1, "ml": 1} and "etl 1/4, ml 1/4" in waits.reason
+    # with enough votes each shrinks; at once (1) only ml, which the weights want smaller
+    assert decide(snap, Settings(policy="TD", tau=0, shrink_after_ticks=4),
+                  memory(etl=dict(shrink_votes=3), ml=dict(shrink_votes=3))).targets == {"etl": 3, "ml": 1, "bi": 2}
+    at_once = decide(snap, Settings(policy="TD", tau=0), memory())
+    assert at_once.targets == {"etl": 3, "ml": 1, "bi": 2} and [x.cluster for x in at_once.plan.shrinks] == ["ml"]
+
+
 def test_shrink_wait_never_delays_an_admission():
     quiet = cluster("quiet", 10, tr=10, samples=[demand(t, 0) for t in (20, 40, 60)])
     snap = Snapshot(now=60, capacity=20, free_hosts=(), clusters=(quiet,), queue=(ClusterRequest("new", 10, 1.0),))

@@ -129,10 +129,18 @@ def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Dec
         caps = _demand_caps(staying) if settings.cap_to_demand else None
         targets = weighted_targets(pool, names, w, minima, caps)
         held, votes = _wait_to_shrink(targets, staying, mem, settings)
-        if held and sum((minima | held)[n] for n in names) > pool:
-            held, votes = {}, {}  # an admitted cluster's minimum comes first: no waiting this tick
-        if held:  # they keep what they hold this tick; the others share the rest
+        while held:  # they keep what they hold this tick; the others share the rest
+            if sum((minima | held)[n] for n in names) > pool:
+                held, votes = {}, {}  # an admitted cluster's minimum comes first: no waiting this tick
+                targets = weighted_targets(pool, names, w, minima, caps)
+                break
             targets = weighted_targets(pool, names, w, minima | held, caps)
+            # sharing the rest may leave a cluster that did not want to shrink below what it holds:
+            # it starts voting too (no cluster shrinks on another one's votes); each pass holds one more
+            more, more_votes = _wait_to_shrink(targets, [c for c in staying if c.name not in held], mem, settings)
+            if not more:
+                break
+            held, votes = held | more, votes | more_votes
         # --- BIG-C (preemption.py): regrow hysteresis, then a demand-capped shrink
         waiting, regrow = preemption.wait_to_regrow(targets, staying, mem, settings)
         if waiting:  # victims keep what they hold; the others share the rest
