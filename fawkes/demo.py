@@ -364,7 +364,7 @@ def replay_window(url: str, plan: Plan, since: float, until: float, labels, work
         write_trace(ex.rows, f)
     with costs.open("w") as f:
         dump_costs(ex.costs, ex.measured, f)
-    clusters.write_text("cluster,request_s,min_core\n" + "".join(f"{c},0,{m}\n" for c, m in ex.minima.items()))
+    clusters.write_text(ex.clusters_csv())
     presets = {}
     (workdir / "presets").mkdir(exist_ok=True)
     for label in labels:

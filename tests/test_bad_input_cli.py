@@ -226,6 +226,9 @@ SIM = ["--capacity", "4", "--min-core", "1", "--period", "60"]
     ("0,a,wordcount,1GB,8,1\n", "cluster,request_s\na,1e15\n", SIM, "c.csv:2: request_s: column 2 (request_s): expected"),
     ("0,a,wordcount,1GB,8,1\n", "cluster,request_s,min_core\na,0,9\n", SIM,
      "c.csv:2: min_core: column 3 (min_core): expected an integer 1..4 (--capacity), got '9'"),
+    *[("0,a,wordcount,1GB,8,1\n", f"cluster,request_s,tasks_known\na,0,{v}\n", SIM,
+       f"c.csv:2: tasks_known: column 3 (tasks_known): expected an integer 0..100000 (or empty), got {v!r}")
+      for v in ("-1", "nan", "inf", "1e30", "100001", "2.5", "abc", "\x01")],
     ("0,a,wordcount,1GB,8,1\n", None, ["--capacity", "1000000000", "--min-core", "1", "--period", "60"],
      "--capacity must be 1..100000, got 1000000000"),
     ("0,a,wordcount,1GB,8,1\n", None, ["--capacity", "2", "--min-core", "5", "--period", "60"],

@@ -135,7 +135,7 @@ def test_cli_writes_trace_costs_clusters_and_the_replay_runs(tmp_path):
     assert "replay: fawkes simulate --trace" in r.stderr and "--cost-file" in r.stderr
     assert out.read_text().splitlines()[0].startswith("submit_s,cluster,app,input_bytes,maps,reduces")
     assert "tc_ready_s: 25" in costs.read_text()
-    assert cl.read_text() == "cluster,request_s,min_core\netl,0,1\nbi,0,1\n"
+    assert cl.read_text() == "cluster,request_s,min_core,tasks_known\netl,0,1,0\nbi,0,1,0\n"
     r = run_cli("simulate", "--trace", str(out), "--clusters", str(cl), "--cost-file", str(costs), "--capacity", "4",
                 "--min-core", "1", "--period", "10", "--compare", "None,TD", "--json", "-q", "--workers", "1")
     assert r.returncode == 0, r.stderr
@@ -146,6 +146,29 @@ def test_cli_writes_trace_costs_clusters_and_the_replay_runs(tmp_path):
     r = run_cli("simulate", "--trace", str(out), "--cost-file", str(costs), "--cost", "tc_ready_s=3", "--capacity", "4",
                 "--min-core", "1", "--period", "10", "--json", "-q", "--workers", "1")
     assert r.returncode == 0, r.stderr and json.loads(r.stdout)["cost"]["tc_ready_s"] == 3
+
+
+def test_tasks_known_are_what_finished_runs_of_the_program_reported_before_the_window(tmp_path):
+    url = _state(tmp_path / "s.db")
+    store = Store(url)
+    with store.session(write=True) as s:
+        for jid, seen in ((1, 15), (2, 40), (4, 9)):  # job 2 ends after the window below starts
+            s.get(Job, jid).tasks_seen = seen
+        s.add(Job(id=6, cluster_id=1, argv=["other.py"], state="succeeded", submitted_at=T0 - 80,
+                  ended_at=T0 - 60, tasks_seen=99))  # another program: not what etl's jobs count
+    ex = export(store, since=T0 + 15)  # etl's job 3 (+20) and bi's job 4 (+30); etl's job 1 ended at +40
+    store.close()
+    assert [r.job for r in ex.rows] == ["3", "4"]
+    assert ex.tasks_known == {}  # ended before the window began (+15): none
+    store = Store(url)
+    with store.session(write=True) as s:
+        s.add(Job(id=7, cluster_id=1, argv=["app.py"], input_path="/input", state="succeeded", submitted_at=T0 + 100,
+                  dispatched_at=T0 + 101, started_at=T0 + 102, ended_at=T0 + 125, ref_runtime=50.0))
+        s.add(Sample(cluster_id=1, time=T0 + 112, running_tasks=2, completed_tasks=0))
+    ex = export(store, since=T0 + 95)
+    store.close()
+    assert [r.job for r in ex.rows] == ["7"] and ex.tasks_known == {"etl": 40}  # job 2's 40, not other.py's 99
+    assert ex.clusters_csv() == "cluster,request_s,min_core,tasks_known\netl,0,1,40\n"
 
 
 def test_since_until_select_jobs(tmp_path):
@@ -289,3 +312,16 @@ def test_twin_uses_each_jobs_own_start_up(tmp_path):
     with out.open("w") as f:
         write_trace(getattr(wl, "_rows"), f)
     assert [j.startup_s for j in load_trace(out, capacity=1, min_core=1, period_s=10, cost=cost).jobs] == [None, 50, 0]
+
+
+def test_the_simulators_sampler_starts_from_tasks_known(tmp_path):
+    from fawkes.sim import engine, runner
+    from fawkes.sim.trace import load_trace
+
+    (tmp_path / "t.csv").write_text("submit_s,cluster,app,input_bytes,maps,reduces,startup_s\n0,a,wordcount,0,8,0,60\n"
+                                    "0,b,wordcount,0,8,0,60\n")
+    (tmp_path / "c.csv").write_text("cluster,request_s,min_core,tasks_known\na,0,1,15\nb,0,1,\n")
+    wl = load_trace(tmp_path / "t.csv", capacity=4, min_core=1, period_s=10, clusters_file=tmp_path / "c.csv")
+    assert {c.name: c.tasks_known for c in wl.clusters} == {"a": 15, "b": 0}
+    sim = engine.Simulator(wl, runner.settings_for(wl, runner.parse_policy("TD", wl.name)), refs=[100.0, 100.0], seed=1)
+    assert sim.clusters["a"].learned == 15 and sim.clusters["b"].learned == 0

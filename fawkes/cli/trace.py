@@ -167,8 +167,7 @@ def from_state(state, output, costs_out, clusters_out, since, until, quiet) -> N
         dump_costs(ex.costs, ex.measured, cbuf)
         texts.append((costs_out, cbuf.getvalue()))
     if clusters_out:
-        texts.append((clusters_out, "cluster,request_s,min_core\n"
-                      + "".join(f"{c},0,{m}\n" for c, m in ex.minima.items())))
+        texts.append((clusters_out, ex.clusters_csv()))
     if output:
         texts.insert(0, (output, buf.getvalue()))
     for path, text in texts:

@@ -108,7 +108,8 @@ class SimCluster:
         self.waiting: deque[Job] = deque()  # submitted, not dispatched (gated only)
         self.dispatched: set[int] = set()  # job ids between dispatch and end, start-up included
         self.up: set[int] = set()  # dispatched job ids whose tasks are schedulable
-        self.learned = 0  # tasks of a job seen running here (the live sampler's estimate for a queued job)
+        # tasks of a job seen running here (the live sampler's estimate for a queued job)
+        self.learned = spec.tasks_known
         self.first_incarnation = True
         self.reset_incarnation(0.0)
 

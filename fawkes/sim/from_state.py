@@ -31,6 +31,11 @@ What the store holds and how it becomes the twin's input (docs/live.md):
   concurrent tasks): ``map_slots`` = cores, ``reduce_slots`` 1 (unused, every task is a map).
 * **pool and loop**: usable hosts (``--capacity``), minima, T (median gap between decisions) and
   the policies that decided, for the ``fawkes simulate`` command printed with the export.
+* **what the sampler knew** (the cluster file's ``tasks_known``): the live sampler counts a job
+  whose tasks it has not seen yet as the most tasks an earlier run of the same program on that
+  cluster reported (at least one per input split); the export gives each cluster that count from
+  the jobs that finished before the window, so a replay's first jobs are counted as live counted
+  them (td-damped's ``cap_to_demand`` grows a cluster only up to that demand).
 """
 
 from __future__ import annotations
@@ -83,6 +88,13 @@ class Export:
     skipped: dict[str, int] = field(default_factory=dict)
     measured: dict[str, str] = field(default_factory=dict)  # field -> how many observations
     origin: float = 0.0
+    tasks_known: dict[str, int] = field(default_factory=dict)  # cluster -> what its sampler knew at the start
+
+    def clusters_csv(self) -> str:
+        """The cluster file (``fawkes simulate --clusters``): every cluster at t = 0 with its minimum and
+        the task count the live sampler already knew for its jobs."""
+        return "cluster,request_s,min_core,tasks_known\n" + "".join(
+            f"{c},0,{m},{self.tasks_known.get(c, 0)}\n" for c, m in self.minima.items())
 
 
 def job_tasks(samples: list, start: float, end: float, period: float, usable=None) -> JobTasks | None:
@@ -202,6 +214,7 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
                                                         col(NodeTransition.id))):
             trans.setdefault(t.node_id, []).append(t)
         hosts = list(s.exec(select(Host)))
+        known = _tasks_known(s, jobs, lo)
     gaps = [b.time - a.time for a, b in zip(decisions, decisions[1:]) if b.time > a.time]
     period = _median(gaps)
     sgaps = [b.time - a.time for ss in samples.values() for a, b in zip(ss, ss[1:]) if b.time > a.time]
@@ -280,7 +293,25 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
     policies = list(dict.fromkeys(p for t, p in decisions if lo <= t <= hi))
     capacity = sum(1 for h in hosts if h.state in ("free", "allocated"))
     return Export(rows=rows, costs=costs, minima=minima, capacity=capacity, period_s=period, policies=policies,
-                  sample_period_s=sample_period, skipped=skipped, measured=measured, origin=lo)
+                  sample_period_s=sample_period, skipped=skipped, measured=measured, origin=lo,
+                  tasks_known={clusters[i].name: known[i] for i in used if known.get(i)})
+
+
+def _tasks_known(s, jobs: list, lo: float) -> dict[int, int]:
+    """Per cluster of ``jobs``: the most tasks a finished run of the application of its first job in
+    the window had reported before ``lo`` (``jobs.tasks_seen``): what the live sampler counted for a
+    job of it that had not started (fawkes/coordinator/sampler.py: ``_learned``)."""
+    app: dict[int, str] = {}
+    for j in jobs:
+        app.setdefault(j.cluster_id, j.argv[0] if j.argv else "")
+    if not app:
+        return {}
+    out: dict[int, int] = {}
+    for j in s.exec(select(Job).where(col(Job.cluster_id).in_(list(app)), Job.ended_at < lo,
+                                      col(Job.state).in_([JobState.SUCCEEDED, JobState.FAILED]))):
+        if j.tasks_seen and (j.argv[0] if j.argv else "") == app[j.cluster_id]:
+            out[j.cluster_id] = max(out.get(j.cluster_id, 0), j.tasks_seen)
+    return out
 
 
 def dump_costs(costs: dict, measured: dict, out) -> None:

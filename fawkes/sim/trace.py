@@ -8,7 +8,10 @@ model's ``job_startup_s`` for this job when the dispatcher's gate is on).
 ``input_bytes`` is a number of bytes, optionally with a unit (``KB MB GB TB``, powers of 1024).
 Lines starting with ``#`` and blank lines are ignored.  :func:`write_trace` writes this format.
 
-Cluster file (optional): ``cluster,request_s`` plus optional ``min_core,dataset_bytes``.
+Cluster file (optional): ``cluster,request_s`` plus optional ``min_core,dataset_bytes,tasks_known``
+(``tasks_known``: the tasks of a job of the cluster that the live sampler knew before the trace's
+first job; the simulator's sampler counts a job it has not seen running as that many, as the live
+one does).
 Clusters are the distinct names in the trace; without a cluster file each is requested at
 time 0 and ready at once (pre-loaded).  A cluster requested later, or with a dataset, is
 deployed (w^D) and loads its dataset (l^D) first.
@@ -32,7 +35,7 @@ from fawkes.sim.workloads import ClusterSpec, JobSpec, Workload, make_job
 REQUIRED = ("submit_s", "cluster", "app", "input_bytes", "maps", "reduces")
 OPTIONAL = ("ref_runtime_s", "map_s", "reduce_s", "job", "startup_s")
 CLUSTER_REQUIRED = ("cluster", "request_s")
-CLUSTER_OPTIONAL = ("min_core", "dataset_bytes")
+CLUSTER_OPTIONAL = ("min_core", "dataset_bytes", "tasks_known")
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3,
           "t": 1024**4, "tb": 1024**4, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
 #: bounds of a trace (docs/input-limits.md): what a simulation can finish in seconds to minutes, where
@@ -188,7 +191,11 @@ def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: floa
             if r.get("dataset_bytes"):
                 ds = _field(cpath, lineno, cols, "dataset_bytes", r["dataset_bytes"], parse_bytes,
                             lambda v: 0 <= v <= MAX_BYTES, "expected a byte count 0..1PB")
-            specs[n] = ClusterSpec(n, t, m, ds, preloaded=(t == 0 and ds == 0))
+            known = 0
+            if r.get("tasks_known"):
+                known = _field(cpath, lineno, cols, "tasks_known", r["tasks_known"], int,
+                               lambda v: 0 <= v <= MAX_TASKS, f"expected an integer 0..{MAX_TASKS} (or empty)")
+            specs[n] = ClusterSpec(n, t, m, ds, preloaded=(t == 0 and ds == 0), tasks_known=known)
     total_min = sum(s.min_core for s in specs.values())
     if min_core > capacity:  # the option's fault, not the trace's (the cluster file's are checked per line)
         raise FawkesError(f"--min-core {min_core} exceeds --capacity {capacity}")

@@ -55,6 +55,9 @@ class ClusterSpec:
     # what the request tells admission (P-2, P-3): expected duration once admitted, deadline maxT
     expected_duration_s: float | None = None
     deadline_s: float | None = None
+    #: tasks of a job of this cluster that the live sampler already knew when the trace begins: it counts a
+    #: job whose tasks it has not seen yet as that many (``fawkes trace from-state``'s cluster file)
+    tasks_known: int = 0
 
 
 @dataclass(frozen=True)
