@@ -13,7 +13,8 @@ import json
 
 from store_fixtures import *  # noqa: F401,F403
 
-from fawkes.coordinator.sampler import SPLIT_BYTES, _learned, job_tasks
+from fawkes.coordinator.sampler import SPLIT_BYTES, job_tasks
+from fawkes.store.jobs import tasks_learned
 from fawkes.frameworks.metrics import parse_stages
 from fawkes.mechanism.model import ClusterState
 from fawkes.store import Store
@@ -44,7 +45,7 @@ def test_started_job_without_stages_counts_what_earlier_runs_had(store):
     _cluster(store)
     first = _run(store, ["burn.py", "12"], "app-1")
     # nothing learned yet: a job counts one task per 128 MB input split
-    assert job_tasks(store.get_job(first), parse_stages("[]"), _learned(store.list_jobs("etl"))) == (3, 0, 0)
+    assert job_tasks(store.get_job(first), parse_stages("[]"), tasks_learned(store.list_jobs("etl"))) == (3, 0, 0)
     # its driver lists its stages: the driver's figures, and the job's total is stored
     stages = parse_stages(json.dumps([_stage(0, "COMPLETE", 1, complete=1), _stage(1, "ACTIVE", 12, 2, 4),
                                       _stage(2, "PENDING", 2)]))
@@ -55,7 +56,7 @@ def test_started_job_without_stages_counts_what_earlier_runs_had(store):
 
     # a restarted coordinator reads what was learned from the store
     second = _run(store, ["burn.py", "12"], "app-2")
-    learned = _learned(store.list_jobs("etl"))
+    learned = tasks_learned(store.list_jobs("etl"))
     assert learned == {"burn.py": 15}
     # driver registered, no stage listed yet: 15, not 0
     assert job_tasks(store.get_job(second), parse_stages("[]"), learned) == (15, 0, 0)

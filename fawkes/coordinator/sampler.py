@@ -36,6 +36,7 @@ from fawkes.frameworks.metrics import TaskCounts
 from fawkes.mechanism import ClusterState, JobFacts, Settings, sample_cluster
 from fawkes.mechanism.model import JobProgress
 from fawkes.store import Store
+from fawkes.store.jobs import job_program, tasks_learned
 from fawkes.store.lifecycle import HostState, JobState, NodeState
 
 log = logging.getLogger("fawkes.sampler")
@@ -126,14 +127,14 @@ class Sampler:
         now = self.clock()
         jobs = self.store.list_jobs(name, states=[JobState.QUEUED, JobState.DISPATCHED, JobState.RUNNING])
         finished = self.store.list_jobs(name, states=[JobState.SUCCEEDED, JobState.FAILED])
-        learned = _learned(finished + jobs)
+        learned = tasks_learned(finished + jobs)
         facts, seen = [], {}
         for j in jobs:
             counts = fs.tasks_by_app.get(j.app_id) if j.app_id else None
             pending, running, n = job_tasks(j, counts, learned)
             if n > (j.tasks_seen or 0):
                 seen[j.id] = n
-                learned[_app(j)] = max(learned.get(_app(j), 0), n)
+                learned[job_program(j)] = max(learned.get(job_program(j), 0), n)
             facts.append(JobFacts(submit_time=j.submitted_at, input_bytes=float(j.input_bytes or 0),
                                   pending_tasks=pending, running_tasks=running, started_at=j.started_at,
                                   ref_runtime=j.ref_runtime))
@@ -197,18 +198,5 @@ def job_tasks(job, counts: TaskCounts | None, learned: dict[str, int]) -> tuple[
         return counts.pending, counts.running, counts.pending + counts.running + counts.completed
     splits = max(1, math.ceil((job.input_bytes or 0) / SPLIT_BYTES))
     done = counts.completed if counts is not None else 0
-    return max(1, max(splits, learned.get(_app(job), 0), job.tasks_seen or 0) - done), 0, done
+    return max(1, max(splits, learned.get(job_program(job), 0), job.tasks_seen or 0) - done), 0, done
 
-
-def _app(job) -> str:
-    """A job's application: its program (argv[0])."""
-    return job.argv[0] if job.argv else ""
-
-
-def _learned(jobs) -> dict[str, int]:
-    """Per application, the most tasks a run of it reported (stored with the job: survives restarts)."""
-    out: dict[str, int] = {}
-    for j in jobs:
-        if j.tasks_seen:
-            out[_app(j)] = max(out.get(_app(j), 0), j.tasks_seen)
-    return out

@@ -48,6 +48,7 @@ from sqlmodel import col, select
 
 from fawkes.sim.trace import TraceRow
 from fawkes.store import Store
+from fawkes.store.jobs import job_program, tasks_learned
 from fawkes.store.lifecycle import JobState, NodeState
 from fawkes.store.schema import Decision, Host, Job, MRCluster, Node, NodeTransition, Sample
 
@@ -300,18 +301,18 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
 def _tasks_known(s, jobs: list, lo: float) -> dict[int, int]:
     """Per cluster of ``jobs``: the most tasks a finished run of the application of its first job in
     the window had reported before ``lo`` (``jobs.tasks_seen``): what the live sampler counted for a
-    job of it that had not started (fawkes/coordinator/sampler.py: ``_learned``)."""
+    job of it that had not started (``tasks_learned``, as the sampler reads it)."""
     app: dict[int, str] = {}
     for j in jobs:
-        app.setdefault(j.cluster_id, j.argv[0] if j.argv else "")
+        app.setdefault(j.cluster_id, job_program(j))
     if not app:
         return {}
-    out: dict[int, int] = {}
+    finished: dict[int, list] = {}
     for j in s.exec(select(Job).where(col(Job.cluster_id).in_(list(app)), Job.ended_at < lo,
                                       col(Job.state).in_([JobState.SUCCEEDED, JobState.FAILED]))):
-        if j.tasks_seen and (j.argv[0] if j.argv else "") == app[j.cluster_id]:
-            out[j.cluster_id] = max(out.get(j.cluster_id, 0), j.tasks_seen)
-    return out
+        finished.setdefault(j.cluster_id, []).append(j)
+    known = {cid: tasks_learned(js).get(app[cid], 0) for cid, js in finished.items()}
+    return {cid: n for cid, n in known.items() if n}
 
 
 def dump_costs(costs: dict, measured: dict, out) -> None:

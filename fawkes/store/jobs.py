@@ -20,6 +20,21 @@ from fawkes.store.base import StoreBase
 from fawkes.store.lifecycle import CLUSTER_ACCEPTING_JOBS, JOB_FINISHED, JOB_TRANSITIONS, JobState, check
 from fawkes.store.schema import Job, MRCluster
 
+
+def job_program(job) -> str:
+    """A job's application: its program (argv[0])."""
+    return job.argv[0] if job.argv else ""
+
+
+def tasks_learned(jobs) -> dict[str, int]:
+    """Per program, the most tasks a run of it reported (``tasks_seen``, stored with the job: survives
+    restarts): what the sampler counts for a job of it whose tasks it has not seen yet."""
+    out: dict[str, int] = {}
+    for j in jobs:
+        if j.tasks_seen:
+            out[job_program(j)] = max(out.get(job_program(j), 0), j.tasks_seen)
+    return out
+
 _JOB_STAMP = {JobState.DISPATCHED: "dispatched_at", JobState.RUNNING: "started_at",
               JobState.SUCCEEDED: "ended_at", JobState.FAILED: "ended_at", JobState.CANCELLED: "ended_at"}
 
