@@ -83,8 +83,7 @@ def main(argv=None) -> int:
         s.setup_clusters()
         for i in range(2 * a.runs):
             mode = "defaults" if i % 2 else "opts"
-            D.LAB_OPTIONS.clear()
-            D.LAB_OPTIONS.update(base, **({"app_jvm_opts": a.opts} if mode == "opts" else {}))
+            s.options = {**base, **({"app_jvm_opts": a.opts} if mode == "opts" else {})}
             s.stop()
             s.policy = None  # calibrate() restarts the coordinator with the options of this run
             r = D.calibrate(s)

@@ -74,6 +74,11 @@ class Plan:
 
 
 #: Settings the live runs give a policy on top of its own (a period of 10 s instead of 120 s)
+def file_name(label: str) -> str:
+    """``label`` (a policy name or a preset's path) as a file name: letters, digits, ``-`` and ``_``."""
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in label)
+
+
 def preset_for(policy: str, plan: Plan) -> dict:
     """A preset dict for ``policy`` (a policy name or a preset of policies/) at the plan's periods.
 
@@ -156,15 +161,16 @@ class Session:
         self.store = Store(self.url)
         self.proc: subprocess.Popen | None = None
         self.policy: str | None = None
+        self.options = dict(LAB_OPTIONS)  # the clusters' framework options (the coordinator's config)
 
     def config(self, policy: str) -> Path:
-        safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in policy.lower())
+        safe = file_name(policy.lower())
         preset = self.workdir / f"{safe}-live.yaml"
         preset.write_text(yaml.safe_dump(preset_for(policy, self.plan), sort_keys=False))
         cfg = self.workdir / f"config-{safe}.yaml"
         cfg.write_text(json.dumps({"state": self.url, "inventory": str(self.lab.inventory_path),
                                    "policy": str(preset), "period": self.plan.period_s,
-                                   "sample_period": self.plan.sample_period_s, "cluster_options": LAB_OPTIONS}))
+                                   "sample_period": self.plan.sample_period_s, "cluster_options": self.options}))
         return cfg
 
     def start(self, policy: str) -> None:
@@ -368,8 +374,7 @@ def replay_window(url: str, plan: Plan, since: float, until: float, labels, work
     presets = {}
     (workdir / "presets").mkdir(exist_ok=True)
     for label in labels:
-        safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in label)
-        path = workdir / "presets" / f"{safe}.yaml"
+        path = workdir / "presets" / f"{file_name(label)}.yaml"
         path.write_text(yaml.safe_dump(preset_for(label, plan), sort_keys=False))
         presets[label] = str(path)
     return replay(str(trace), str(costs), str(clusters), capacity=ex.capacity, min_core=plan.min_core,
