@@ -50,6 +50,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.results_meta import meta  # noqa: E402
 from fawkes import faults  # noqa: E402
 from fawkes.coordinator.fleet import Fleet  # noqa: E402
 from fawkes.errors import FawkesError  # noqa: E402
@@ -153,6 +154,8 @@ class Campaign:
         self.checksums_compared = 0  # file checksums compared with the first one seen
         self.reported: set[int] = set()  # failed jobs already reported
         self.moves: dict[str, dict[str, int]] = {}  # per cluster: nodes grown and removed by DP (finish)
+        self.evidence_n = 0
+        self.evidence_dirs: list[str] = []  # where each unhealthy fsck's evidence was kept
 
     # ------------------------------------------------------------------ setup
     def setup(self, timeout: float = 600.0) -> None:
@@ -345,7 +348,8 @@ class Campaign:
         def one(c: str) -> list[str]:
             spec, driver = self.fleet.spec(c)
             fsck = self.fsck(spec)
-            bad = [] if "is HEALTHY" in fsck else [f"{c}: fsck not HEALTHY: {fsck.strip().splitlines()[-1:]}"]
+            bad = [] if "is HEALTHY" in fsck else [f"{c}: fsck not HEALTHY: {fsck.strip().splitlines()[-1:]} "
+                                                   f"(evidence: {self.evidence(point, c, spec)})"]
             paths = ["/input"] + (["/output/*/part-*"] if any(self.jobs.get(j) == c for j in done) else [])
             out = driver.hdfs(spec, "fs", "-checksum", *paths)
             seen = 0
@@ -372,10 +376,33 @@ class Campaign:
             except FawkesError as exc:
                 self.violation(point, f"{c}: HDFS check failed: {str(exc)[:300]}")
 
+    def evidence(self, point: str, cluster: str, spec) -> str:
+        """Keep what explains an fsck that is not HEALTHY: fsck with every file, block and location (open
+        files too), the NameNode's log lines about decommissions and blocks, and the cluster's recent
+        events; returns the directory they went to."""
+        self.evidence_n += 1
+        d = self.work / "evidence" / f"{self.evidence_n:02d}-{point}-{cluster}"
+        d.mkdir(parents=True, exist_ok=True)
+        try:
+            (d / "fsck.txt").write_text(self.fsck(spec, "&files=1&blocks=1&locations=1&openforwrite=1"))
+        except FawkesError as exc:
+            (d / "fsck.txt").write_text(f"fsck failed: {exc}\n")
+        log = f"{spec.cluster_dir(spec.master)}/logs/namenode.out"
+        script = Script("grep -aiE 'decommission|blk_|lease|recover|corrupt|exclude' {f} | tail -n 3000", f=log)
+        r = self.fleet.ex.run([spec.master.name], script, timeout=60)[spec.master.name]
+        (d / "namenode-decommission.log").write_text(r.stdout if r.ok else f"reading {log} failed: {r.error}\n")
+        events = self.store.events(cluster=cluster, limit=300)
+        (d / "events.txt").write_text("".join(f"{e.time:.1f} {e.kind} {e.level} {e.node or ''} {e.message}\n"
+                                              for e in events))
+        self.evidence_dirs.append(str(d))
+        return str(d)
+
     @staticmethod
-    def fsck(spec) -> str:
-        """HDFS fsck of / from the NameNode's own /fsck servlet (what DFSck calls; no JVM to start)."""
-        url = f"http://{spec.master.address}:{ports_for(spec.framework.hdfs_major)['nn_http']}/fsck?ugi=root&path=%2F"
+    def fsck(spec, extra: str = "") -> str:
+        """HDFS fsck of / from the NameNode's own /fsck servlet (what DFSck calls; no JVM to start);
+        ``extra``: more query parameters (``&files=1&blocks=1&locations=1&openforwrite=1``)."""
+        url = (f"http://{spec.master.address}:{ports_for(spec.framework.hdfs_major)['nn_http']}/fsck?ugi=root"
+               f"&path=%2F{extra}")
         try:
             with urllib.request.urlopen(url, timeout=60) as r:
                 return r.read().decode(errors="replace")
@@ -786,7 +813,8 @@ def main(argv: list[str] | None = None) -> int:
                                            "exact": sum(exact.values()), "rows": rows,
                                            "hdfs_checks": camp.hdfs_checks, "checksums_compared": camp.checksums_compared,
                                            "checksum_files": len(camp.checksums),
-                                           "violations": camp.violations}, indent=1))
+                                           "violations": camp.violations, "evidence": camp.evidence_dirs,
+                                           **meta()}, indent=1))
     return 1 if camp.violations else 0
 
 if __name__ == "__main__":

@@ -30,6 +30,10 @@ Config file (YAML, every key optional, unknown keys refused)::
       max_nodes: 8                                # at most this many nodes held from SLURM at once
       idle_s: 300                                 # give an allocation back after its hosts are free this long
       slurm_conf: /etc/slurm/slurm.conf           # optional: SLURM_CONF for the SLURM commands
+    idle_timeout_s: 600                           # T_idle: seconds, or never (default: the preset's, else T)
+    save_to: /srv/fawkes/saved                    # a leaving cluster's output: <save_to>/<cluster>/<id> on its master
+    clusters:                                     # per MR-cluster, over the two above
+      etl: {idle_timeout_s: never, save_to: /shared/etl}
     opportunistic:                                # UBIS: lend measured slack (docs/mechanism.md); default: nothing lent
       clusters: {etl: accept, bi: refuse}         # per MR-cluster: accept | refuse (maps_only: simulator only)
       default: refuse                             # the others
@@ -179,6 +183,35 @@ class PoolConfig(BaseModel):
         return self
 
 
+_SAVE_PATH = r"^/[A-Za-z0-9_./+-]*$"
+
+
+def _save_path(v: str | None) -> str | None:
+    """An absolute path with no ``..`` (and no shell character, space, newline or NUL: the pattern)."""
+    if v is not None and ".." in v.split("/"):
+        raise ValueError(f"{v[:80]!r}: no '..' in the path")
+    return None if v is None else v.rstrip("/") or "/"
+
+
+class ClusterConfig(BaseModel):
+    """Settings of one MR-cluster by name (``clusters:`` in the config), over the config-wide ones."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    idle_timeout_s: float | Literal["never"] | None = Field(
+        default=None, description="T_idle of this cluster: seconds or never (None: the config's, else the preset's)")
+    save_to: str | None = Field(default=None, pattern=_SAVE_PATH, max_length=1024,
+                                description="where this cluster's output is saved when it leaves")
+
+    @field_validator("idle_timeout_s", mode="before")
+    @classmethod
+    def _idle(cls, v):
+        from fawkes.mechanism.settings import idle_seconds
+
+        return None if v is None else idle_seconds(v)
+
+    _save = field_validator("save_to")(lambda cls, v: _save_path(v))
+
+
 class CoordinatorConfig(BaseModel):
     """The validated coordinator config; ``source`` is the file it came from (None: defaults)."""
 
@@ -202,7 +235,39 @@ class CoordinatorConfig(BaseModel):
     suspend: SuspendConfig = SuspendConfig()
     pool: PoolConfig | None = None
     opportunistic: OpportunisticConfig = OpportunisticConfig()  # UBIS (issue 12): who borrows measured slack
+    #: T_idle for every cluster (seconds, or never: a cluster stays until released); None: the preset's
+    idle_timeout_s: float | Literal["never"] | None = None
+    #: where a leaving cluster's output is saved, on its master host (or a shared file system mounted
+    #: there): <save_to>/<cluster>/<release id>; never inside a cluster's directory, which teardown wipes.
+    #: None: <the host's work dir>/saved
+    save_to: str | None = Field(default=None, pattern=_SAVE_PATH, max_length=1024)
+    clusters: dict[str, ClusterConfig] = Field(default_factory=dict)  # per MR-cluster, by name
     source: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("idle_timeout_s", mode="before")
+    @classmethod
+    def _idle(cls, v):
+        from fawkes.mechanism.settings import idle_seconds
+
+        return None if v is None else idle_seconds(v)
+
+    _save = field_validator("save_to")(lambda cls, v: _save_path(v))
+
+    @field_validator("clusters", mode="before")
+    @classmethod
+    def _cluster_names(cls, v: object) -> object:
+        from fawkes.store.validate import NAME_RE
+
+        if isinstance(v, dict):
+            for k in v:
+                if not isinstance(k, str) or not NAME_RE.fullmatch(k):
+                    raise ValueError(f"{str(k)[:40]!r} is not a cluster name")
+        return v
+
+    def save_to_of(self, cluster: str) -> str | None:
+        """Where ``cluster``'s output goes when it leaves (None: the master host's default)."""
+        c = self.clusters.get(cluster)
+        return c.save_to if c is not None and c.save_to is not None else self.save_to
 
     @field_validator("cluster_options", mode="before")
     @classmethod

@@ -26,6 +26,7 @@ POINTS = (
     "datanode-stopped",    # spark_hdfs._decommission: decommissioned worker and DataNode stopped
     "node-wiped",          # spark_hdfs.remove_nodes: removed nodes' directories wiped, not yet released
     "node-released",       # reconcile._shrink: the node recorded RELEASED (host free again)
+    "output-saved",        # reconcile._save_and_release: where the output went is recorded, teardown not yet run
     "job-dispatched",      # dispatch: the job recorded DISPATCHED, not yet launched
     "job-launched",        # dispatch: the driver started on the master
     "job-finished",        # dispatch: the job's end recorded

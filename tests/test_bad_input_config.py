@@ -3,6 +3,7 @@ refused when the file is read, in one line naming the file, line and field."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,69 @@ def test_yaml_nesting_and_aliases_are_refused_from_the_parser_events(tmp_path):
         load_yaml_text("[" * (MAX_YAML_DEPTH + 1) + "]" * (MAX_YAML_DEPTH + 1), "f")
     with pytest.raises(ConfigError, match=r"^f:3: invalid YAML: aliases \(\*name\) are not allowed here$"):
         load_yaml_text("a: &a [x, x]\nb: 1\nc: [*a]\n", "f")
+
+
+# ------------------------------------------------------------------ issue 29: idle_timeout_s (never) and save_to
+@pytest.mark.parametrize("text, message", [
+    ("idle_timeout_s: .nan", ":1: idle_timeout_s: nan: seconds (> 0"),
+    ("idle_timeout_s: .inf", ":1: idle_timeout_s: inf: seconds (> 0"),
+    ("idle_timeout_s: -1", ":1: idle_timeout_s: -1: seconds (> 0"),
+    ("idle_timeout_s: 0", ":1: idle_timeout_s: 0: seconds (> 0"),
+    ("idle_timeout_s: 1.0e+30", ":1: idle_timeout_s: 1e+30: seconds (> 0"), ("idle_timeout_s: 1.0e30", ":1: idle_timeout_s: '1.0e30': seconds"),
+    ("idle_timeout_s: 1000000000000000000000000000000", ":1: idle_timeout_s: 1000000000000000000000000000000: seconds"),
+    ('idle_timeout_s: "never\\n"', ":1: idle_timeout_s: 'never\\n': seconds (> 0"),
+    ('idle_timeout_s: "12\\0"', ":1: idle_timeout_s: '12\\x00': seconds"),
+    ("idle_timeout_s: Never", ":1: idle_timeout_s: 'Never': seconds"),
+    ("idle_timeout_s: true", ":1: idle_timeout_s: seconds (> 0, at most 3.1536e+07) or 'never', not bool"),
+    ("idle_timeout_s: [1]", ":1: idle_timeout_s: seconds (> 0, at most 3.1536e+07) or 'never', not list"),
+    ("clusters:\n  etl: {idle_timeout_s: .nan}", ":2: clusters.etl.idle_timeout_s: nan: seconds"),
+    ("clusters:\n  etl: {idle_timeout_s: -3}", ":2: clusters.etl.idle_timeout_s: -3: seconds"),
+    ("clusters:\n  etl: {idle_timeout_s: 600, nope: 1}", "clusters.etl.nope: unknown field"),
+    ('clusters:\n  "et l": {idle_timeout_s: 600}', "clusters: 'et l' is not a cluster name"),
+    ('clusters:\n  "etl\\n": {idle_timeout_s: 600}', "clusters: 'etl\\n' is not a cluster name"),
+    ("save_to: relative/path", ":1: save_to: String should match pattern"),
+    ('save_to: "/srv/saved\\nrm -rf /"', ":1: save_to: String should match pattern"),
+    ('save_to: "/srv/sa ved"', ":1: save_to: String should match pattern"),
+    ('save_to: "/srv/\\0"', ":1: save_to: String should match pattern"),
+    ("save_to: /srv/../etc", ":1: save_to: '/srv/../etc': no '..' in the path"),
+    ("save_to: 12", ":1: save_to: Input should be a valid string"),
+    ("clusters:\n  etl: {save_to: '/a;b'}", ":2: clusters.etl.save_to: String should match pattern"),
+])
+def test_bad_idle_timeouts_and_save_paths_are_refused(tmp_path, text, message):
+    assert message in config_error(tmp_path, text + "\n")
+
+
+def test_idle_timeout_never_and_per_cluster_reach_the_loop(tmp_path):
+    from fawkes.coordinator.control import loop_policy
+
+    p = tmp_path / "cfg.yaml"
+    p.write_text("policy: td-damped\nidle_timeout_s: never\nsave_to: /srv/saved/\n"
+                 "clusters:\n  etl: {idle_timeout_s: 600, save_to: /shared/etl}\n  bi: {idle_timeout_s: never}\n")
+    cfg = load_config(p)
+    s = loop_policy(cfg)[0]
+    assert s.idle_timeout == float("inf") and s.idle_timeout_of("bi") == float("inf")
+    assert s.idle_timeout_of("etl") == 600.0 and s.idle_timeout_of("other") == float("inf")
+    assert cfg.save_to_of("etl") == "/shared/etl" and cfg.save_to_of("bi") == "/srv/saved"
+    p.write_text("idle_timeout_s: 90\n")
+    assert loop_policy(load_config(p))[0].idle_timeout_of("x") == 90.0
+
+
+def test_save_to_inside_a_cluster_directory_is_refused_before_anything_is_written(tmp_path):
+    (tmp_path / "inv.yaml").write_text("version: 1\nhosts:\n  - {name: u1, address: 10.9.0.1, work_dir: /w}\n")
+    for key in ("save_to: /w/clusters/x", "clusters:\n  etl: {save_to: /w/clusters}"):
+        (tmp_path / "cfg.yaml").write_text(f"state: s.db\ninventory: inv.yaml\n{key}\n")
+        refused(fawkes("coordinator", "run", "--config", str(tmp_path / "cfg.yaml"), "--for", "1"),
+                "which a cluster's teardown wipes")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.yaml", "inv.yaml"]
+
+
+def test_a_bad_idle_timeout_creates_no_state(tmp_path):
+    (tmp_path / "inv.yaml").write_text("version: 1\nhosts:\n  - {name: u1, address: 10.9.0.1}\n")
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    for bad in ("idle_timeout_s: .nan", "idle_timeout_s: -1", "clusters:\n  etl: {idle_timeout_s: \"1\\n\"}"):
+        (tmp_path / "cfg.yaml").write_text(f"state: s.db\ninventory: inv.yaml\n{bad}\n")
+        refused(fawkes("coordinator", "run", "--config", str(tmp_path / "cfg.yaml"), "--for", "1"), "idle_timeout_s")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.yaml", "fifo.yaml", "inv.yaml"]
+    refused(fawkes("coordinator", "run", "--config", str(fifo), "--for", "1"), "fifo.yaml")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.yaml", "fifo.yaml", "inv.yaml"]

@@ -360,7 +360,7 @@ def test_gg_and_ggd_take_every_offer_and_only_gg_releases_at_the_end():
 
 @pytest.mark.parametrize("field, value, words", [
     ("tau", True, "valid number"), ("period_s", math.inf, "finite"), ("period_s", 1e-9, "greater than or equal to 1"),
-    ("idle_timeout_s", -5.0, "greater than 0"), ("idle_timeout_s", math.nan, "finite"),
+    ("idle_timeout_s", -5.0, r"-5.0: seconds \(> 0"), ("idle_timeout_s", math.nan, r"nan: seconds \(> 0"),
     ("admission_deadline_s", -1.0, "greater than or equal to 0"), ("admission_deadline_s", math.nan, "finite"),
     ("a", math.inf, "finite"), ("cooldown_s", 1e300, "less than or equal"), ("shrink_after_ticks", True, "valid integer"),
     ("sample_period_s", 500.0, "must not exceed period_s"),

@@ -111,6 +111,11 @@ def loop_policy(cfg) -> tuple[Settings, ResizeParams | None]:
         overrides["period_s"] = cfg.period
     if "sample_period" in cfg.model_fields_set:
         overrides["sample_period_s"] = cfg.sample_period
+    if cfg.idle_timeout_s is not None:
+        overrides["idle_timeout_s"] = cfg.idle_timeout_s
+    per = {name: c.idle_timeout_s for name, c in cfg.clusters.items() if c.idle_timeout_s is not None}
+    if per:
+        overrides["idle_timeout_by_cluster"] = tuple(sorted(per.items()))
     return of_policy(cfg.policy, **overrides)
 
 

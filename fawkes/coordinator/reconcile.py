@@ -29,7 +29,8 @@ ACTIVE         nodes DRAINING: TR by FP (or suspended: shrink_mode suspend);   s
 ACTIVE         nodes FAILED: stop what still runs (DP for TC), release         cleanup
 ACTIVE         idle, first step after a start and every ``drift_every_s``:     reconfigure
                re-render the configs, restart only daemons whose files changed
-SAVING         save the output, tear down, release every node, then RELEASED   cluster
+SAVING         save the output outside the cluster's directory (``save_to``),   cluster
+               record where it went, tear down, release every node, RELEASED
 any            nodes SUSPENDED / LENT (shrink_mode suspend): lent, resumed     suspend:HOST
                when the host comes back, stopped at teardown (suspend.py)
 =============  ==============================================================  ===========
@@ -42,6 +43,7 @@ it decommissioned, and core nodes are only ever stopped by a SAVING cluster's te
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -63,6 +65,7 @@ log = logging.getLogger("fawkes.reconcile")
 
 INPUT_DIR = "/input"
 OUTPUT_DIR = "/output"
+SAVE_ATTEMPTS = 3  # a leaving cluster's output: tries before its data is kept in place instead
 IN_FLIGHT = (NodeState.REQUESTED, NodeState.PROVISIONING)
 
 
@@ -72,10 +75,14 @@ class Reconciler:
 
     def __init__(self, store: Store, fleet: Fleet, *, workers: int = 4, clock: Callable[[], float] = time.time,
                  timeouts: TimeoutsConfig | None = None, drift_every_s: float = 300.0,
-                 shrink_mode: str | None = None, footprint: Footprint | None = None):
+                 shrink_mode: str | None = None, footprint: Footprint | None = None,
+                 save_to: Callable[[str], str | None] | None = None):
         if shrink_mode is not None and shrink_mode not in ("fp", "graceful", "suspend"):
             raise FawkesError(f"shrink_mode: {shrink_mode!r} is not one of 'fp', 'graceful', 'suspend'")
         self.shrink_mode = shrink_mode  # None: each framework kind's default (B-6, shrink_mode_for)
+        # where a leaving cluster's output goes (the config's save_to_of; None: <work dir>/saved on its master)
+        self.save_to = save_to if save_to is not None else (lambda name: None)
+        self._save_failures: dict[str, int] = {}
         # shrink_mode suspend: a TR node's worker suspended through cgroups, its host lent (coordinator/suspend.py);
         # its pass runs whatever the mode (suspended nodes of an earlier run are resumed or stopped)
         self.suspender = Suspender(self, footprint if footprint is not None else Footprint())
@@ -347,28 +354,62 @@ class Reconciler:
             self.store.record_event("reconfigure", f"configs changed, restarted {what}", cluster=name)
 
     def _save_and_release(self, name: str) -> None:
+        """SAVING: save the output (unless already recorded), record where it went, then tear down and
+        release every node.  The output goes to ``save_to`` (default ``<work dir>/saved``) on the master
+        host, outside the cluster's directory that teardown wipes.  When it cannot be saved, after
+        ``SAVE_ATTEMPTS`` tries the daemons are stopped but nothing is deleted (the event names the
+        directories that still hold the data), so that no release ever loses data."""
         every = self.store.list_nodes(name)
         try:
             spec, driver = self.fleet.spec(name)
         except FawkesError:
             spec = None  # nothing was ever deployed
+        wipe = True
         if spec is not None:
             c = self.store.get_cluster(name)
-            if c.state == ClusterState.SAVING and c.active_at is not None:
-                dest = f"{spec.cluster_dir(spec.master)}/saved"
-                try:
-                    driver.save_output(spec, OUTPUT_DIR, dest, timeout=self.op_timeout)
-                    self.store.record_event("cluster", f"output saved to {spec.master.name}:{dest}", cluster=name)
-                except FawkesError as exc:
-                    self.store.record_event("cluster", f"nothing saved: {exc}", level="warning", cluster=name)
+            if c.saved_output is None:
+                if c.active_at is None:  # never active: no job ran, nothing to keep
+                    self.store.record_saved_output(name, {"nothing": "never active"}, "nothing to save: never active")
+                else:
+                    wipe = self._save(name, c, spec, driver)
+            elif "kept" in json.loads(c.saved_output):  # saved nothing, kept in place: an earlier run's choice
+                wipe = False
+            faults.point("output-saved")
             for n in every:
                 if n.state in (NodeState.PROVISIONING, NodeState.RUNNING):
                     self._advance(n.id, NodeState.DRAINING, "teardown")
-            driver.teardown(spec, timeout=self.op_timeout)
+            driver.teardown(spec, wipe=wipe, timeout=self.op_timeout)
         for n in self.store.list_nodes(name):
             if n.state == NodeState.REQUESTED or n.state == NodeState.DRAINING or n.state == NodeState.FAILED:
                 self._advance(n.id, NodeState.RELEASED, "cluster released")
-        self.store.transition_cluster(name, ClusterState.RELEASED, "output saved, nodes released")
+        self.store.transition_cluster(name, ClusterState.RELEASED, "output saved, nodes released" if wipe
+                                      else "output NOT saved and kept in place, nodes released")
+
+    def _save(self, name: str, c, spec, driver) -> bool:
+        """Save ``c``'s output and record it; True when the cluster's directories may be wiped."""
+        base = self.save_to(name) or f"{spec.master.root.rstrip('/')}/saved"
+        dest = f"{base}/{name}/{c.id}"
+        try:
+            saved = driver.save_output(spec, OUTPUT_DIR, dest, timeout=self.op_timeout)
+        except FawkesError as exc:
+            n = self._save_failures[name] = self._save_failures.get(name, 0) + 1
+            if n < SAVE_ATTEMPTS:
+                raise FawkesError(f"saving the output failed (attempt {n} of {SAVE_ATTEMPTS}): {exc}") from None
+            where = ", ".join(f"{x.name}:{spec.cluster_dir(x)}" for x in spec.nodes)
+            self.store.record_saved_output(
+                name, {"kept": where, "error": str(exc)[:500]},
+                f"output NOT saved after {n} attempts ({str(exc)[:200]}): the daemons are stopped but nothing "
+                f"is deleted; the file system's data stays in {where}", level="error")
+            return False
+        self._save_failures.pop(name, None)
+        if saved is None:
+            self.store.record_saved_output(name, {"nothing": f"no {OUTPUT_DIR}"},
+                                           f"nothing to save: no {OUTPUT_DIR} in the cluster's file system")
+        else:
+            rec = {"host": saved.host, "path": saved.path, "files": saved.files, "bytes": saved.bytes,
+                   "manifest_sha256": saved.manifest_sha256}
+            self.store.record_saved_output(name, rec, f"output saved to {saved.describe()}")
+        return True
 
     # ------------------------------------------------------------------ helpers
     def _advance(self, node_id: int, to: NodeState, detail: str) -> None:

@@ -33,7 +33,7 @@ from fawkes.coordinator.reconcile import Reconciler
 from fawkes.coordinator.retention import PruneReport
 from fawkes.coordinator.retention import prune as prune_state
 from fawkes.coordinator.sampler import Sampler
-from fawkes.errors import FawkesError
+from fawkes.errors import ConfigError, FawkesError
 from fawkes.inventory import Inventory, load_inventory
 from fawkes.mechanism import ClusterState, Role, Settings
 from fawkes.store import Store
@@ -70,7 +70,8 @@ class Coordinator:
     def __init__(self, store: Store, inventory: Inventory, settings: Settings, *, executor=None,
                  clock: Callable[[], float] = time.time, workers: int = 4, max_running_jobs: int = 1,
                  host_grace_s: float = 30.0, cluster_options: dict[str, str] | None = None, retention=None,
-                 timeouts=None, runner=None, pool=None, shrink_mode: str | None = None, footprint=None):
+                 timeouts=None, runner=None, pool=None, shrink_mode: str | None = None, footprint=None,
+                 save_to: Callable[[str], str | None] | None = None):
         from fawkes.config import RetentionConfig
 
         self.store = store
@@ -85,7 +86,7 @@ class Coordinator:
         self.counters["ssh_failures"] = lambda: float(getattr(self.fleet.ex, "failures", 0))
         self.control = Control(store, settings, clock, runner=runner)  # runner: a chapter-2 policy
         self.reconciler = Reconciler(store, self.fleet, workers=workers, clock=clock, timeouts=timeouts,
-                                     shrink_mode=shrink_mode, footprint=footprint)
+                                     shrink_mode=shrink_mode, footprint=footprint, save_to=save_to)
         self.dispatcher = Dispatcher(store, self.fleet, max_running=max_running_jobs)
         self.sampler = Sampler(store, self.fleet, self.dispatcher, settings, clock=clock, grace_s=host_grace_s)
         if settings.swollen_threshold is not None or settings.straggler_factor is not None:
@@ -287,6 +288,7 @@ def run_service(cfg, *, inventory_path=None, duration_s: float | None = None,
 
     period = loop_policy(cfg)[0].period_s  # a bad policy or inventory is refused before the lock is taken
     inv = config_inventory(cfg, inventory_path)
+    check_save_to(cfg, inv)
     end = None if duration_s is None else time.time() + duration_s
     with Leadership(cfg.state_url(), period) as lead:
         while lead.wait(until=end):
@@ -339,10 +341,25 @@ def config_inventory(cfg, inventory_path=None) -> Inventory:
     return load_inventory(path)
 
 
+def check_save_to(cfg, inv: Inventory) -> None:
+    """A ``save_to`` inside a host's cluster directories would be wiped by the teardown that follows the
+    save: refused in one line naming the config key, before anything starts."""
+    paths = [("save_to", cfg.save_to)] + [(f"clusters.{n}.save_to", c.save_to) for n, c in cfg.clusters.items()]
+    for key, path in paths:
+        if path is None:
+            continue
+        for h in inv.hosts:
+            root = h.work_dir.rstrip("/") + "/clusters"
+            if path == root or path.startswith(root + "/"):
+                raise ConfigError(str(cfg.source or "config"), f"{path} is inside {root} on {h.name}, which a "
+                                  "cluster's teardown wipes: choose a path outside it", field=key)
+
+
 def build(cfg, *, inventory_path=None, leadership=None, inventory: Inventory | None = None) -> Coordinator:
     """A Coordinator from a config (state URL, inventory, policy preset, periods).  With
     ``leadership`` (holding the lease), every write of its store checks the lease."""
     inv = inventory if inventory is not None else config_inventory(cfg, inventory_path)
+    check_save_to(cfg, inv)
     store = Store(cfg.state_url())
     try:
         if leadership is not None:
@@ -355,7 +372,7 @@ def build(cfg, *, inventory_path=None, leadership=None, inventory: Inventory | N
             pool.adopt()
         return Coordinator(store, inv, settings, runner=runner, cluster_options=dict(cfg.cluster_options),
                            host_grace_s=cfg.host_grace, retention=cfg.retention, timeouts=cfg.timeouts, pool=pool,
-                           shrink_mode=cfg.shrink_mode, footprint=cfg.suspend.footprint())
+                           shrink_mode=cfg.shrink_mode, footprint=cfg.suspend.footprint(), save_to=cfg.save_to_of)
     except Exception:
         store.close()
         raise

@@ -84,7 +84,7 @@ def sample_window(settings: Settings) -> float:
 
     Retention never deletes samples younger than this (:mod:`fawkes.coordinator.retention`).
     """
-    return max(settings.period_s, settings.idle_timeout) + settings.period_s
+    return max(settings.period_s, settings.longest_finite_idle_timeout) + settings.period_s
 
 
 def build_snapshot(store: Store, settings: Settings, now: float, signals: Signals | None = None) -> Snapshot:

@@ -61,6 +61,22 @@ class OpResult:
 
 
 @dataclass(frozen=True)
+class SavedOutput:
+    """Where a cluster's output was saved (:meth:`FrameworkDriver.save_output`): ``host``:``path``, its
+    ``files`` and ``bytes``, and the sha256 of its ``MANIFEST.sha256`` (one sha256 line per file)."""
+
+    host: str
+    path: str
+    files: int
+    bytes: int
+    manifest_sha256: str
+
+    def describe(self) -> str:
+        return (f"{self.host}:{self.path} ({self.files} file(s), {self.bytes} bytes, "
+                f"MANIFEST.sha256 {self.manifest_sha256[:16]})")
+
+
+@dataclass(frozen=True)
 class Health:
     ok: bool
     daemons: dict[str, dict[str, bool]]  # host -> daemon -> running
@@ -170,8 +186,9 @@ class FrameworkDriver(ABC):
         decommissioned are left as they are."""
 
     @abstractmethod
-    def save_output(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> None:
-        """Copy ``src`` from the cluster's file system to ``dest`` (a path on the master host)."""
+    def save_output(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> SavedOutput | None:
+        """Copy ``src`` from the cluster's file system to ``dest`` (a path on the master host, outside the
+        cluster's directories), checked and with a checksum manifest; None when ``src`` does not exist."""
 
     @abstractmethod
     def teardown(self, cluster: ClusterSpec, *, wipe: bool = True, timeout: float = 120.0) -> OpResult:

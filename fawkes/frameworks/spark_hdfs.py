@@ -33,7 +33,7 @@ from fawkes import faults
 from fawkes.errors import FawkesError
 from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import (DecommissionInterrupted, DecommissionTimeout, FrameworkDriver, Health,
-                                    NodeFacts, OpResult)
+                                    NodeFacts, OpResult, SavedOutput)
 from fawkes.frameworks.render import CONTROL_SCRIPT, EXCLUDE_FILE, ports_for, render_exclude
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import SHRINK_MODE, Role, ShrinkMode
@@ -297,15 +297,45 @@ class SparkHdfsDriver(FrameworkDriver):
                   f"loading {src} into HDFS", timeout)
         self.emit(cluster, "load", "done", m.name, t0)
 
-    def save_output(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> None:
+    def save_output(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> SavedOutput | None:
+        """Copy HDFS ``src`` into ``dest`` on the master host, which must lie outside every cluster
+        directory (teardown wipes those).  FsShell verifies each block's CRC as it reads; the copy goes to
+        ``dest.fawkes-partial`` first and is renamed only once its size equals what HDFS reports, with a
+        ``MANIFEST.sha256`` (one sha256 per file) written beside the files.  None when ``src`` does not
+        exist (nothing was written)."""
         t0 = time.monotonic()
         m = cluster.master
+        root = str(PurePosixPath(m.root) / "clusters")
+        if dest == root or dest.startswith(root + "/"):
+            raise FawkesError(f"save to {dest}: inside {root}, which teardown wipes; choose a path outside it")
         tmp = dest.rstrip("/") + ".fawkes-partial"
         self.emit(cluster, "save", f"hdfs:{src} -> {dest}", m.name, t0)
-        self._run({m.name: Script("rm -rf {tmp} && mkdir -p \"$(dirname {tmp})\" && {get} && rm -rf {dest} && mv {tmp} {dest}",
-                                  tmp=tmp, dest=dest, get=self._ctl(cluster, m, "hdfs", FSSHELL, "-get", src, tmp))},
-                  f"saving hdfs:{src}", timeout)
-        self.emit(cluster, "save", "done", m.name, t0)
+        script = Script(
+            "du=$({du} 2>&1); rc=$?; "
+            "if [ $rc -ne 0 ]; then case \"$du\" in *'No such file'*) echo 'fawkes-saved: none'; exit 0;; esac; "
+            "echo \"$du\" >&2; exit $rc; fi; "
+            "want=$(printf '%s\\n' \"$du\" | awk 'NF >= 2 {{print $1; exit}}'); "
+            "rm -rf {tmp} && mkdir -p \"$(dirname {tmp})\" && {get} && "
+            "(cd {tmp} && find . -type f -print0 | sort -z | xargs -0r sha256sum > MANIFEST.sha256) && "
+            "got=$(find {tmp} -type f ! -path {man} -printf '%s\\n' | awk '{{s += $1}} END {{print s + 0}}') && "
+            "files=$(wc -l < {man}) && "
+            "if [ \"$got\" != \"$want\" ]; then echo \"saved $got bytes, HDFS holds $want\" >&2; exit 3; fi && "
+            "rm -rf {dest} && mv {tmp} {dest} && "
+            "echo \"fawkes-saved: $files $got $(sha256sum < {dest}/MANIFEST.sha256 | cut -d' ' -f1)\"",
+            du=self._ctl(cluster, m, "hdfs", FSSHELL, "-du", "-s", src), tmp=tmp, dest=dest,
+            man=f"{tmp}/MANIFEST.sha256", get=self._ctl(cluster, m, "hdfs", FSSHELL, "-get", src, tmp))
+        out = self._run({m.name: script}, f"saving hdfs:{src}", timeout)[m.name]
+        line = next((ln for ln in out.splitlines() if ln.startswith("fawkes-saved: ")), "")
+        if line == "fawkes-saved: none":
+            self.emit(cluster, "save", f"nothing to save: no {src} in HDFS", m.name, t0)
+            return None
+        try:
+            files, size, digest = line.split()[1:4]
+            saved = SavedOutput(m.name, dest, int(files), int(size), digest)
+        except ValueError:
+            raise FawkesError(f"saving hdfs:{src}: unexpected answer {out.strip()[-200:]!r}") from None
+        self.emit(cluster, "save", f"done: {saved.describe()}", m.name, t0)
+        return saved
 
     def hdfs(self, cluster: ClusterSpec, tool: str, *args: str, timeout: float = 300.0) -> str:
         """Run an HDFS tool (``fs``, ``dfsadmin``, ``fsck``) on the master host; its stdout."""

@@ -126,10 +126,11 @@ def clock_deadlines(memory: Memory, now: float, settings: Settings) -> list:
     cluster, ``(at, reached)`` where ``reached(t)`` says whether a tick at ``t`` is past it (an
     idle cluster's inactivity deadline, the end of a cooldown)."""
     out = []
-    for _, m in memory.clusters:
-        if settings.inactivity == "decoupled" and m.idle_since is not None:
+    for name, m in memory.clusters:
+        idle = settings.idle_timeout_of(name)
+        if settings.inactivity == "decoupled" and m.idle_since is not None and idle != float("inf"):
             i0 = m.idle_since
-            out.append((i0 + settings.idle_timeout, lambda t, i0=i0: t - i0 >= settings.idle_timeout))
+            out.append((i0 + idle, lambda t, i0=i0, idle=idle: t - i0 >= idle))
         if settings.cooldown_s > 0:
             for r in (m.last_grow_at, m.last_shrink_at):
                 if r is not None and now - r < settings.cooldown_s:

@@ -57,7 +57,8 @@ def free_times(snap: Snapshot, settings: Settings, memory: Memory = Memory()) ->
             continue
         end, why = (workload_end(c, m.idle_since) if c.state is ClusterState.ACTIVE
                     else (None, f"{c.state.value}"))
-        leave = None if end is None else max(snap.now, end + settings.idle_timeout)
+        idle = settings.idle_timeout_of(c.name)
+        leave = None if end is None or idle == float("inf") else max(snap.now, end + idle)
         surplus = 0 if m.target is None else max(0, c.settled - max(m.target, c.min_core))
         # the nodes a shrink would take first: transient before transient-core, fewest tasks first
         spare = sorted((n for n in c.nodes if n.role is not Role.CORE and not n.draining),
@@ -71,8 +72,9 @@ def free_times(snap: Snapshot, settings: Settings, memory: Memory = Memory()) ->
                 rows.append(FreeAt(n.id, c.name, at if leave is None else min(at, leave),
                                    f"above target {m.target}: next tick"))
             else:
-                rows.append(FreeAt(n.id, c.name, leave, "unknown: " + why if leave is None
-                                   else f"workload done ({why}), then T_idle {settings.idle_timeout:g} s"))
+                rows.append(FreeAt(n.id, c.name, leave, ("unknown: " + why if end is None else
+                                                         "never: T_idle is never") if leave is None
+                                   else f"workload done ({why}), then T_idle {idle:g} s"))
     return tuple(sorted(rows, key=lambda r: (r.at is None, r.at or 0.0, r.cluster, r.host)))
 
 

@@ -19,7 +19,7 @@ def next_idle_since(prev: float | None, m: ClusterMetrics) -> float | None:
 
 
 def is_inactive(view: ClusterView, idle_since: float | None, now: float, settings: Settings) -> bool:
-    """Inactive iff ACTIVE and idle for at least T_idle.
+    """Inactive iff ACTIVE and idle for at least its T_idle (``settings.idle_timeout_of``; never: not).
 
     "decoupled" (default): no queued jobs, no running tasks, not loading since ``idle_since``
     (the controller's memory folds it from the samples, :func:`next_idle_since`).
@@ -27,12 +27,15 @@ def is_inactive(view: ClusterView, idle_since: float | None, now: float, setting
     """
     if view.state is not ClusterState.ACTIVE:
         return False
+    idle_timeout = settings.idle_timeout_of(view.name)  # inf: never
+    if idle_timeout == float("inf"):
+        return False
     if settings.inactivity == "weight_zero":
         from fawkes.mechanism.policies import get_policy
 
         policy = get_policy(settings.policy)
-        window = [m for m in view.samples if m.time > now - settings.idle_timeout]
-        if not window or window[0].time - (now - settings.idle_timeout) > settings.sample_period_s:
+        window = [m for m in view.samples if m.time > now - idle_timeout]
+        if not window or window[0].time - (now - idle_timeout) > settings.sample_period_s:
             return False
         return all(policy.sample(m, settings) == 0 for m in window)
-    return idle_since is not None and now - idle_since >= settings.idle_timeout
+    return idle_since is not None and now - idle_since >= idle_timeout

@@ -17,6 +17,23 @@ from fawkes.mechanism.model import Role
 MAX_SECONDS = 365 * 86400.0
 
 
+def idle_seconds(v) -> float | str:
+    """A T_idle value: a finite number of seconds, > 0 and at most a year, or the word ``never``."""
+    if isinstance(v, str):
+        if v == "never":
+            return v
+        raise ValueError(f"{v[:40]!r}: seconds (> 0, at most {MAX_SECONDS:g}) or 'never'")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"seconds (> 0, at most {MAX_SECONDS:g}) or 'never', not {type(v).__name__}")
+    if not (0 < v <= MAX_SECONDS):  # NaN fails both comparisons
+        raise ValueError(f"{v!r}: seconds (> 0, at most {MAX_SECONDS:g}) or 'never'")
+    return float(v)
+
+
+def _as_seconds(v: float | str) -> float:
+    return float("inf") if v == "never" else float(v)
+
+
 class Settings(BaseModel):
     """How one FAWKES instance decides.  Immutable; validated on construction."""
 
@@ -86,7 +103,11 @@ class Settings(BaseModel):
 
     # --- inactivity (A-12)
     inactivity: Literal["decoupled", "weight_zero"] = Field("decoupled", description="A-12")
-    idle_timeout_s: float | None = Field(None, gt=0, le=MAX_SECONDS, description="T_idle (None = T)")
+    idle_timeout_s: float | Literal["never"] | None = Field(
+        None, description="T_idle: an ACTIVE cluster idle this long saves its output and leaves; seconds "
+        "(> 0, at most a year), 'never' (it stays until released), or None (= T)")
+    idle_timeout_by_cluster: tuple[tuple[str, float | Literal["never"]], ...] = Field(
+        (), description="T_idle per MR-cluster ({name: seconds or 'never'}), over idle_timeout_s for those clusters")
 
     # --- anti-flap (B.5 item 3); all off by default = the thesis' literal behaviour
     min_change_nodes: int = Field(0, ge=0, le=1_000_000, description="ignore target changes smaller than this many nodes")
@@ -173,6 +194,32 @@ class Settings(BaseModel):
             raise ValueError("latency_clusters: a name is listed twice")
         return v
 
+    @field_validator("idle_timeout_s", mode="before")
+    @classmethod
+    def _idle_timeout(cls, v):
+        return None if v is None else idle_seconds(v)
+
+    @field_validator("idle_timeout_by_cluster", mode="before")
+    @classmethod
+    def _idle_timeouts(cls, v):
+        if isinstance(v, dict):
+            v = tuple(sorted(v.items(), key=lambda kv: str(kv[0])))
+        if not isinstance(v, (tuple, list)):
+            raise ValueError("a mapping of cluster name to seconds or 'never'")
+        out = []
+        for item in v:
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise ValueError("a mapping of cluster name to seconds or 'never'")
+            name, t = item
+            if not isinstance(name, str) or not name or len(name) > 64 or not name.isprintable() \
+                    or name != name.strip():
+                raise ValueError(f"{str(name)[:40]!r} is not a cluster name")
+            try:
+                out.append((name, idle_seconds(t)))
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+        return tuple(out)
+
     @field_validator("grow_type", mode="before")
     @classmethod
     def _role(cls, v):
@@ -187,7 +234,21 @@ class Settings(BaseModel):
 
     @property
     def idle_timeout(self) -> float:
-        return self.period_s if self.idle_timeout_s is None else self.idle_timeout_s
+        """T_idle in seconds (``inf``: never)."""
+        return self.period_s if self.idle_timeout_s is None else _as_seconds(self.idle_timeout_s)
+
+    def idle_timeout_of(self, cluster: str) -> float:
+        """T_idle of MR-cluster ``cluster`` in seconds (``inf``: never): its own, else ``idle_timeout``."""
+        for name, t in self.idle_timeout_by_cluster:
+            if name == cluster:
+                return _as_seconds(t)
+        return self.idle_timeout
+
+    @property
+    def longest_finite_idle_timeout(self) -> float:
+        """The longest T_idle that can run out (the samples a snapshot must keep); T when none can."""
+        ts = [self.idle_timeout, *(_as_seconds(t) for _, t in self.idle_timeout_by_cluster)]
+        return max([t for t in ts if t != float("inf")] or [self.period_s])
 
     @property
     def admission_deadline(self) -> float:

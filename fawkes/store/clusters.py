@@ -133,6 +133,21 @@ class ClustersMixin(StoreBase):
                 self._event(s, "cluster", "release requested", cluster=name)
             return c
 
+    def record_saved_output(self, name: str, record: dict, message: str, *, level: str = "info") -> MRCluster:
+        """Record where SAVING cluster ``name``'s output went (``record``, kept as JSON; before its
+        teardown), with an event ``message``."""
+        import json
+
+        with self.session(write=True) as s:
+            c = self._cluster(s, name, live=True)
+            if c.state != ClusterState.SAVING:
+                raise FawkesError(f"cluster {name}: {c.state}, not saving")
+            s.execute(update(MRCluster).where(MRCluster.id == c.id).values(saved_output=json.dumps(record,
+                                                                                                  sort_keys=True)))
+            s.refresh(c)
+            self._event(s, "cluster", message, cluster=name, level=level)
+            return c
+
     def transition_cluster(self, name: str, to: ClusterState | str, detail: str = "") -> MRCluster:
         """Move live cluster ``name`` along an edge of :data:`CLUSTER_TRANSITIONS`.
 

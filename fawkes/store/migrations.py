@@ -72,8 +72,14 @@ def _v6_to_v7(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE hosts ADD COLUMN rack VARCHAR(63)"))
 
 
+def _v7_to_v8(conn: Connection) -> None:
+    """Version 8: ``mr_clusters.saved_output``, where a leaving cluster's output was saved (recorded
+    before its teardown, so that a restart in between neither saves again nor loses the record)."""
+    conn.execute(text("ALTER TABLE mr_clusters ADD COLUMN saved_output VARCHAR"))
+
+
 #: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)
-MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6, _v6_to_v7]
+MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6, _v6_to_v7, _v7_to_v8]
 CURRENT = 1 + len(MIGRATIONS)
 
 _PG_LOCK_KEY = 0x46415753  # "FAWS": advisory lock id for schema changes

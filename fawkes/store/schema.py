@@ -73,6 +73,9 @@ class MRCluster(SQLModel, table=True):
     state_since: float
     expected_duration_s: float | None = None  # the requester's estimate of its workload once admitted (v6)
     deadline_s: float | None = None  # maxT, relative to the request (v6)
+    #: where its output went when it left (JSON: host, path, files, bytes, manifest_sha256; or kept: the
+    #: data left in place because it could not be saved); NULL until then (v8)
+    saved_output: str | None = None
 
 
 class ClusterTransition(SQLModel, table=True):
