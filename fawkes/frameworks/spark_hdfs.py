@@ -22,9 +22,11 @@ while the cluster is active.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePosixPath
@@ -44,6 +46,33 @@ DAEMON_COMPONENT = {"master": "spark", "worker": "spark", "namenode": "hdfs", "d
 FSSHELL = "org.apache.hadoop.fs.FsShell"
 DFSADMIN = "org.apache.hadoop.hdfs.tools.DFSAdmin"
 DFSCK = "org.apache.hadoop.hdfs.tools.DFSck"
+
+
+_FSCK_FILE = re.compile(r"^(/\S*) \d+ bytes, \d+ block\(s\)")
+_FSCK_BLOCK = re.compile(r"^\d+\. \S+?:(blk_\d+_\d+)(\S*) len=\d+ .*?\[(.*)\]\s*$")
+_FSCK_REPLICA = re.compile(r"DatanodeInfoWithStorage\[([^:\],]+):\d+")
+
+
+def unsafe_blocks(fsck: str, leaving: set[str]) -> list[str]:
+    """From ``fsck -files -blocks -locations``: the blocks of closed files whose every replica is on a
+    DataNode in ``leaving`` (addresses), as ``"PATH BLOCK"``.  Stopping those DataNodes would lose them:
+    HDFS 2.7 never copies a block from a node that is already Decommissioned, and a block finalised there
+    after the NameNode's last scan of the node (a write still running when its DP began) is not seen by
+    the decommission.  Open files are not counted (their writer fails and retries); missing blocks have
+    no location to blame."""
+    out, path = [], None
+    for line in fsck.splitlines():
+        m = _FSCK_FILE.match(line)
+        if m:
+            path = None if "OPENFORWRITE" in line else m.group(1)
+            continue
+        m = _FSCK_BLOCK.match(line.strip())
+        if path is None or not m or m.group(2):  # m.group(2): {UCState=...}, a block under construction
+            continue
+        where = set(_FSCK_REPLICA.findall(m.group(3)))
+        if where and where <= leaving:
+            out.append(f"{path} {m.group(1)}")
+    return out
 
 
 class SparkHdfsDriver(FrameworkDriver):
@@ -459,46 +488,19 @@ class SparkHdfsDriver(FrameworkDriver):
         addrs = {n.address for n in with_dn}
         if with_dn:
             t = time.monotonic()
+            gone = self._revive_datanodes(cluster, with_dn, t0)
             excl = set(self._read_exclude(cluster))
             info = self.datanodes(cluster)
-            told = {a for a in addrs if info.admin_state(a) in ("Decommission In Progress", "Decommissioned",
-                                                                 "dead, decommissioned")}
-            # a DataNode that never registered and does not run holds no block: nothing to wait for
-            running = self._running(cluster, [n for n in with_dn if info.admin_state(n.address) == "absent"],
-                                    "datanode")
-            empty = {n.address for n in with_dn if info.admin_state(n.address) == "absent"
-                     and running.get(n.name) is False}
-            if not (addrs <= excl and addrs - empty <= told):
+            told = {a for a in addrs if info.admin_state(a) in ("Decommission In Progress", "Decommissioned")}
+            if not (addrs <= excl and addrs - gone <= told):
                 # write + refreshNodes unless the NameNode already decommissions them: after a crash
                 # between the two, the file alone says nothing about what the NameNode was told
                 self._set_exclude(cluster, excl | addrs)
             self.emit(cluster, "dp", f"DataNodes {', '.join(sorted(addrs))} in the exclude file; waiting for "
                       "the NameNode to report them Decommissioned", t0=t0)
-            last: dict[str, str] = {}
-
-            def decommissioned():
-                info = self.datanodes(cluster)
-                states = {a: info.admin_state(a) for a in addrs}
-                if states != last:
-                    last.clear()
-                    last.update(states)
-                    self.emit(cluster, "dp", ", ".join(f"{a}: {s}" for a, s in sorted(states.items())), t0=t0)
-                # dead and decommissioned: stopped after its decommission finished (a crash before the
-                # node was released); a dead DataNode is decommissioned at once by refreshNodes
-                return all(s in ("Decommissioned", "dead, decommissioned") or (a in empty and s == "absent")
-                           for a, s in states.items())
-
-            try:
-                done = self._wait(cluster, "DataNodes to be Decommissioned", decommissioned, timeout, t0, cancel)
-            except FawkesError as exc:
-                raise DecommissionTimeout(f"DP of {names} did not finish in {timeout:g}s ({last or exc}); "
-                                          "nothing was stopped: retry, or recommission to put the nodes back "
-                                          "in service") from None
-            if not done:  # the caller stopped waiting: HDFS goes on decommissioning, nothing is stopped
-                raise DecommissionInterrupted(f"DP of {names}: wait cancelled ({last}); nothing was stopped, "
-                                              "the NameNode goes on decommissioning")
+            self._wait_decommissioned(cluster, addrs, gone, names, timeout, cancel, t0)
             phases["hdfs_decommission"] = time.monotonic() - t
-        # 3. let the decommissioned executors drain (bounded), then stop: DataNode only now
+        # 3. let the decommissioned executors drain (bounded), then stop the workers
         t = time.monotonic()
 
         def drained():
@@ -512,10 +514,112 @@ class SparkHdfsDriver(FrameworkDriver):
         except FawkesError:
             self.emit(cluster, "dp", f"workers still busy after {spark_drain_s:g}s: stopping them "
                       "(their tasks are re-run)", t0=t0)
-        self._ctl_each(cluster, {n.name: [("stop", "worker"), *([("stop", "datanode")] if n in with_dn else [])]
-                                 for n in dp}, "stopping decommissioned nodes", if_present=True)
+        self._ctl_each(cluster, {n.name: [("stop", "worker")] for n in dp}, "stopping decommissioned workers",
+                       if_present=True)
+        # 4. no local writer is left: the DataNodes stop only once no closed file has a block on them alone
+        if with_dn:
+            self._verify_nothing_only_on(cluster, addrs, gone, names, timeout, cancel, t0)
+            self._ctl_each(cluster, {n.name: [("stop", "datanode")] for n in with_dn},
+                           "stopping decommissioned DataNodes", if_present=True)
         faults.point("datanode-stopped")
         phases["dp_stop"] = time.monotonic() - t
+
+    def _revive_datanodes(self, cluster: ClusterSpec, nodes: Sequence[NodeSpec], t0: float) -> set[str]:
+        """A leaving DataNode that does not run but whose directory is still there may hold the only copy
+        of blocks (it died: an OOM kill, a crash, or a DP stopped it and the coordinator died before the
+        wipe).  HDFS reports a dead DataNode in the exclude file "decommissioned" at once, without copying
+        anything, so it is started again first: it registers, is decommissioned for real, then stopped.
+        Returns the addresses whose cluster directory is gone (nothing of the cluster there)."""
+        status = self._status(cluster, nodes)
+        gone, down = set(), []
+        for n in nodes:
+            st = status.get(n.name)
+            if st is None:
+                continue  # no answer: its facts are unknown; the wait below says so
+            if not st:
+                gone.add(n.address)  # no cluster directory (already wiped): it holds nothing
+            elif not st.get("datanode"):
+                down.append(n)
+        if down:
+            self.emit(cluster, "dp", f"DataNode on {', '.join(n.name for n in down)} not running: started again, "
+                      "so that HDFS copies its blocks before it is stopped", t0=t0)
+            self._ctl_each(cluster, {n.name: [("start", "datanode")] for n in down}, "starting DataNodes again")
+            # the NameNode decommissions a registered DataNode whose block report it has not processed yet
+            # at once (it knows no block there): wait until it counts at least the block files on the disk
+            held = self._run({n.name: Script("find {d} -name 'blk_*' ! -name '*.meta' 2>/dev/null | wc -l",
+                                             d=f"{cluster.cluster_dir(n)}/dfs/data") for n in down},
+                             "counting block files", 60)
+            want = {n.address: int(held[n.name].strip() or 0) for n in down}
+
+            def reported():
+                live = self.datanodes(cluster).live
+                return all(a in live and live[a].blocks >= k for a, k in want.items())
+
+            self._wait(cluster, "the restarted DataNodes' block reports", reported, 180, t0)
+            self.emit(cluster, "dp", "restarted DataNodes reported their blocks: "
+                      + ", ".join(f"{a}: {k}" for a, k in sorted(want.items())), t0=t0)
+        return gone
+
+    def _wait_decommissioned(self, cluster: ClusterSpec, addrs: set[str], gone: set[str], names: str,
+                             timeout: float, cancel: threading.Event | None, t0: float) -> None:
+        """Wait until the NameNode reports every DataNode of ``addrs`` live and Decommissioned (a dead one
+        is never taken as done: HDFS marks a dead DataNode decommissioned without copying its blocks)."""
+        last: dict[str, str] = {}
+
+        def decommissioned():
+            info = self.datanodes(cluster)
+            states = {a: info.admin_state(a) for a in addrs}
+            if states != last:
+                last.clear()
+                last.update(states)
+                self.emit(cluster, "dp", ", ".join(f"{a}: {s}" for a, s in sorted(states.items())), t0=t0)
+            return all(s == "Decommissioned" or a in gone for a, s in states.items())
+
+        try:
+            done = self._wait(cluster, "DataNodes to be Decommissioned", decommissioned, timeout, t0, cancel)
+        except FawkesError as exc:
+            raise DecommissionTimeout(f"DP of {names} did not finish in {timeout:g}s ({last or exc}); "
+                                      "nothing was stopped: retry, or recommission to put the nodes back "
+                                      "in service") from None
+        if not done:  # the caller stopped waiting: HDFS goes on decommissioning, nothing is stopped
+            raise DecommissionInterrupted(f"DP of {names}: wait cancelled ({last}); nothing was stopped, "
+                                          "the NameNode goes on decommissioning")
+
+    def fsck(self, cluster: ClusterSpec, *, blocks: bool = False) -> str:
+        """``fsck /`` from the NameNode's own servlet (no JVM to start); with ``blocks``: every file,
+        block and replica location."""
+        m = cluster.master
+        url = (self.urls(cluster)["namenode_ui"] + f"/fsck?ugi={urllib.parse.quote(m.user)}&path=%2F"
+               + ("&files=1&blocks=1&locations=1" if blocks else ""))
+        try:
+            with urllib.request.urlopen(url, timeout=max(self.http_timeout, 60.0)) as resp:  # noqa: S310
+                return resp.read().decode(errors="replace")
+        except (urllib.error.URLError, OSError) as exc:
+            raise FawkesError(f"GET {url}: {getattr(exc, 'reason', exc)}") from None
+
+    def _verify_nothing_only_on(self, cluster: ClusterSpec, addrs: set[str], gone: set[str], names: str,
+                                timeout: float, cancel: threading.Event | None, t0: float) -> None:
+        """Before the DataNodes of ``addrs`` stop: no block of a closed file may be on them alone
+        (:func:`unsafe_blocks`).  HDFS 2.7 decommissions a node without seeing a block that was still being
+        written on it and is finalised later, and never copies from a Decommissioned node: such blocks are
+        found here, and the nodes are put back in service and decommissioned again, so that the
+        NameNode's new scan copies them."""
+        leaving = addrs - gone
+        for attempt in range(1, 4):
+            unsafe = unsafe_blocks(self.fsck(cluster, blocks=True), leaving)
+            if not unsafe:
+                return
+            self.emit(cluster, "dp", f"{len(unsafe)} block(s) only on the leaving DataNodes ({', '.join(unsafe[:3])}"
+                      f"{', ...' if len(unsafe) > 3 else ''}): decommissioning them again (attempt {attempt})", t0=t0)
+            excl = set(self._read_exclude(cluster))
+            self._set_exclude(cluster, excl - leaving)
+            self._wait(cluster, "DataNodes back in service",
+                       lambda: all(self.datanodes(cluster).admin_state(a) == "In Service" for a in leaving),
+                       timeout, t0, cancel)
+            self._set_exclude(cluster, excl | leaving)
+            self._wait_decommissioned(cluster, leaving, set(), names, timeout, cancel, t0)
+        raise DecommissionTimeout(f"DP of {names}: blocks still only on the leaving DataNodes after 3 "
+                                  f"decommissions ({', '.join(unsafe[:3])}); nothing was stopped")
 
     def recommission(self, cluster: ClusterSpec, names: Sequence[str], *, timeout: float = 180.0) -> OpResult:
         """Take back a DP that has not finished: drop the nodes from the exclude file (refreshNodes puts
