@@ -19,6 +19,11 @@ from pathlib import Path
 
 import pytest
 
+try:
+    from conftest import unavailable
+except ImportError:  # pragma: no cover
+    from tests.conftest import unavailable
+
 __all__ = ["browser", "wait_until", "severe_console", "ARTIFACTS"]
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -27,9 +32,7 @@ CHROMEDRIVER = os.environ.get("FAWKES_CHROMEDRIVER", "/usr/bin/chromedriver")
 
 
 def _unavailable(reason: str):
-    if os.environ.get("CI"):
-        pytest.fail(f"headless chromium needed in CI: {reason}", pytrace=False)
-    pytest.skip(f"headless chromium unavailable: {reason}")
+    unavailable(f"headless chromium unavailable: {reason}")  # conftest: fails under CI, skips elsewhere
 
 
 @pytest.fixture

@@ -26,6 +26,14 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+@pytest.fixture
+def root_and_cgroups():
+    """For tests that create cgroups on this machine: root and a mounted /sys/fs/cgroup, else
+    :func:`unavailable` (fails under CI, skips elsewhere)."""
+    if os.geteuid() != 0 or not Path("/sys/fs/cgroup").is_dir():
+        unavailable("needs root and cgroups (/sys/fs/cgroup)")
+
+
 #: modules that measure the machine's load or time themselves: ``scripts/test`` runs them with the lab
 #: tests, never beside the other run (``-m serial`` selects them)
 SERIAL_MODULES = {"test_watchdog.py", "test_usage.py", "test_usage_live.py", "test_coordinator_ha.py",

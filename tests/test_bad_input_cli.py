@@ -95,6 +95,42 @@ def test_coordinator_public_bind_address_is_warned_about(pool):
     assert [h for h, _ in hosts_of(url) if h.startswith("u")] == ["u1", "u2", "u3"]  # it did run
 
 
+def _foreign_sqlite(path: Path) -> None:
+    import sqlite3
+
+    c = sqlite3.connect(path)
+    c.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    c.execute("INSERT INTO notes (body) VALUES ('mine')")
+    c.commit()
+    c.close()
+
+
+def _newer_state(path: Path) -> None:
+    with Store(f"sqlite:///{path}") as s, s._writer.begin() as c:
+        c.execute(text("UPDATE schema_version SET version = version + 1 WHERE id = 1"))
+    for extra in path.parent.glob(path.name + "-*"):  # -wal, -shm: only the database file is the input
+        extra.unlink()
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p.write_bytes(bytes(range(256)) * 8), "not a SQLite database, so no fawkes state"),
+    (lambda p: p.write_text("state: this is YAML, not a database\n"), "not a SQLite database, so no fawkes state"),
+    (lambda p: p.write_bytes(b"SQLite format 3\0" + b"\xff" * 2000), "not a readable SQLite database"),
+    (_foreign_sqlite, "a SQLite database without fawkes' schema version (tables notes): not a fawkes state"),
+    (_newer_state, "schema version 8 is newer than this fawkes understands (7)"),
+], ids=["bytes", "text", "sqlite-header-only", "foreign-sqlite", "newer-schema"])
+def test_coordinator_on_a_file_that_is_no_state_is_refused_before_the_lock(pool, make, message):
+    """issue 30, item 7a: the state file is checked before ``<file>.lock`` is created beside it."""
+    d, _ = pool
+    (d / "state.db").unlink()
+    make(d / "state.db")
+    files = tree(d)
+    r = coordinator_run(d, "")
+    refused(r, f"state sqlite:///{d}/state.db: {message}")
+    assert tree(d) == {**files, "cfg.yaml": (d / "cfg.yaml").read_bytes()}  # no lock, no -wal, state unchanged
+    assert not (d / "state.db.lock").exists()
+
+
 # ------------------------------------------------------------------ b: a refused or read-only command creates no state
 @pytest.mark.parametrize("cmd", [
     ["status"], ["jobs"], ["jobs", "cancel", "1"], ["events"], ["explain"], ["host", "list"], ["cluster", "list"],

@@ -142,6 +142,42 @@ def test_preset_sample_period_above_period_points_at_it(tmp_path):
     refused(fawkes("policy", "check", str(p)), f"{p}:3: sample_period_s: sample_period_s (120) must not exceed")
 
 
+# ------------------------------------------------------------------ j: a chapter-2 preset's offer period (issue 30, item 7b)
+@pytest.mark.parametrize("value, message", [
+    (".nan", "offer_period_s: Input should be a finite number"),
+    (".inf", "offer_period_s: Input should be a finite number"),
+    ("-1", "offer_period_s: Input should be greater than or equal to 1"),
+    ("1.0e-9", "offer_period_s: Input should be greater than or equal to 1"),
+    ("0.999", "offer_period_s: Input should be greater than or equal to 1"),
+    (str(10**30), "offer_period_s: Input should be less than or equal to 31536000"),
+    ("31536001", "offer_period_s: Input should be less than or equal to 31536000"),
+    ('"30\\n"', "offer_period_s: Input should be a valid number"),  # a quoted newline
+    ('"30\\0"', "offer_period_s: Input should be a valid number"),  # a quoted NUL
+    ('"30"', "offer_period_s: Input should be a valid number"),
+    ("true", "offer_period_s: Input should be a valid number"),
+])
+@pytest.mark.parametrize("policy", ["GS", "GGD"])
+def test_runner_preset_offer_period_is_bounded_like_every_period(tmp_path, policy, value, message):
+    p = tmp_path / "p.yaml"
+    p.write_text(f"policy: {policy}\noffer_period_s: {value}\nk_grow: 1.5\n")
+    refused(fawkes("policy", "check", str(p)), f"{p}:2: {message}")
+
+
+def test_runner_preset_offer_period_raw_control_bytes_and_the_bounds(tmp_path):
+    p = tmp_path / "p.yaml"
+    for raw in (b"30\0", b"30\n5"):  # a NUL byte in the file; a newline that makes the value a second line
+        p.write_bytes(b"policy: GS\noffer_period_s: " + raw + b"\n")
+        refused(fawkes("policy", "check", str(p)), f"{p}")
+    p.write_bytes(b"policy: GS\noffer_period_s: \"3\x000\"\n")
+    refused(fawkes("policy", "check", str(p)), f"{p}")
+    for ok in ("1", "31536000", "30"):
+        p.write_text(f"policy: GS\noffer_period_s: {ok}\n")
+        r = fawkes("policy", "check", str(p))
+        assert r.returncode == 0 and r.stdout.strip() == f"{p}: ok", r.stderr
+    p.write_text("policy: GG\noffer_size: 1000001\n")
+    refused(fawkes("policy", "check", str(p)), f"{p}:2: offer_size: Input should be less than or equal to 1000000")
+
+
 def test_an_integer_key_is_named_as_a_key(tmp_path):
     assert config_error(tmp_path, "period: 10\n1: 2\n") == ":2: 1: a key must be a name, not int 1"
 

@@ -28,7 +28,8 @@ def test_unstartable_postgres_fails_in_ci_and_skips_elsewhere(ci):
     r = _run_pg_test(ci)
     if ci:
         assert r.returncode == 1, r.stdout
-        assert "PostgreSQL server needed in CI: /nonexistent/postgresql/bin/initdb not found" in r.stdout
+        assert ("required test resource unavailable in CI: PostgreSQL server unavailable: "
+                "/nonexistent/postgresql/bin/initdb not found") in r.stdout
     else:
         assert r.returncode == 0, r.stdout
         assert "1 skipped" in r.stdout and "PostgreSQL server unavailable: " in r.stdout

@@ -30,8 +30,7 @@ from tests.test_reconcile import Clock, ScriptedDriver, ScriptedFleet, active_cl
 from tests.test_suspend_cgroups import cpu_ticks, descendants, runs_again
 
 N = NodeState
-needs_cgroups = pytest.mark.skipif(os.geteuid() != 0 or not Path("/sys/fs/cgroup").is_dir(),
-                                   reason="needs root and cgroups")
+needs_cgroups = pytest.mark.usefixtures("root_and_cgroups")  # conftest: fails under CI, skips elsewhere
 
 CONTROL = r"""#!/bin/sh
 # a daemon control script with a worker only (the real one: templates/spark-hdfs/fawkes-daemon.sh.j2)

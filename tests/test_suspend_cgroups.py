@@ -16,8 +16,12 @@ from fawkes.errors import FawkesError
 from fawkes.ssh.cgroups import Footprint, group_name, parse, resume_script, state_script, suspend_script
 from fawkes.ssh.shell import Script, render
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not Path("/sys/fs/cgroup").is_dir(),
-                                reason="needs root and cgroups")
+try:
+    from conftest import unavailable
+except ImportError:  # pragma: no cover
+    from tests.conftest import unavailable
+
+pytestmark = pytest.mark.usefixtures("root_and_cgroups")  # conftest: fails under CI, skips elsewhere
 
 
 def sh(script) -> subprocess.CompletedProcess:
@@ -134,12 +138,12 @@ def test_parse_refuses_a_group_with_foreign_processes():
         parse("h1", out)
 
 
-@pytest.mark.skipif(not any(ln.split()[2] == "cgroup2" for ln in Path("/proc/mounts").read_text().splitlines()),
-                    reason="no cgroup v2 mount")
 def test_v2_only_host_freezes_with_cgroup_freeze(tree, tmp_path):
     """The same scripts on a host that has only cgroup v2 without a delegated cpu controller (here: a
     private mount namespace in which the v1 cpu and freezer hierarchies are unmounted): CPU cannot be
     limited, so the tree is frozen with cgroup.freeze, and resumed."""
+    if not any(ln.split()[2] == "cgroup2" for ln in Path("/proc/mounts").read_text().splitlines()):
+        unavailable("no cgroup v2 mount")
     root, pidfile, bystander = tree
     name = f"fawkes-test-{os.getpid()}"
     procs = descendants(root.pid)
@@ -170,7 +174,7 @@ def test_inside_a_network_namespace_whose_sys_hides_the_cgroups(tree):
     root, pidfile, bystander = tree
     ns = f"fwsusp{os.getpid()}"
     if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode != 0:
-        pytest.skip("cannot create a network namespace")
+        unavailable("cannot create a network namespace")
     try:
         def in_ns(script) -> subprocess.CompletedProcess:
             return subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", render(script)], capture_output=True,

@@ -17,6 +17,11 @@ from fawkes.coordinator.usage import Reading, UsageWindow, parse_reading
 from fawkes.errors import FawkesError
 from fawkes.ssh.shell import render
 
+try:
+    from conftest import unavailable
+except ImportError:  # pragma: no cover
+    from tests.conftest import unavailable
+
 
 def run_script(prefix: list[str] | None = None) -> str:
     r = subprocess.run([*(prefix or []), "sh", "-c", render(usage.SCRIPT)], capture_output=True, text=True,
@@ -107,14 +112,14 @@ def test_a_v2_group_with_limits_is_measured_as_the_group():
 def limited_group():
     """A real cgroup (v2 or v1, as fawkes.lab.cgroup finds them) with 0.5 cores and 256 MiB, a busy loop in it."""
     if os.geteuid() != 0:
-        pytest.skip("needs root to create cgroups")
+        unavailable("needs root to create cgroups")
     from fawkes.lab import cgroup
 
     prefix = f"usagetest{os.getpid()}"
     try:
         procs = cgroup.create(prefix, "h1", cpus=0.5, memory_mb=256)
     except FawkesError as exc:
-        pytest.skip(f"no cgroup with limits here: {exc}")
+        unavailable(f"no cgroup with limits here: {exc}")
     busy = subprocess.Popen(cgroup.enter(procs) + ["sh", "-c", "while :; do :; done"])
     try:
         yield procs, cgroup.enter(procs)

@@ -28,6 +28,7 @@ from fawkes.ssh.executor import Result
 from fawkes.ssh.shell import render
 from fawkes.store import Store
 from fawkes.store.lifecycle import NodeState
+from tests.conftest import unavailable
 from tests.test_reconcile import active_cluster
 
 HUNG = ["sh", "-c", "exec sleep 30", "hung"]  # a host that never answers in time
@@ -66,14 +67,14 @@ class GroupExecutor:
 def hosts():
     """Five "hosts": real cgroups of 0.5 cores and 256 MiB each; a busy loop in h1 and h2."""
     if os.geteuid() != 0:
-        pytest.skip("needs root to create cgroups")
+        unavailable("needs root to create cgroups")
     from fawkes.lab import cgroup
 
     prefix = f"usagelive{os.getpid()}"
     try:
         enter = {f"h{i}": cgroup.enter(cgroup.create(prefix, f"h{i}", cpus=0.5, memory_mb=256)) for i in range(1, 6)}
     except FawkesError as exc:
-        pytest.skip(f"no cgroup with limits here: {exc}")
+        unavailable(f"no cgroup with limits here: {exc}")
     busy = [subprocess.Popen(enter[h] + ["sh", "-c", "while :; do :; done"]) for h in ("h1", "h2")]
     try:
         yield enter

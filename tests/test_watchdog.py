@@ -21,6 +21,11 @@ import pytest
 from fawkes.agent import watchdog as wd
 from fawkes.mechanism import opportunistic as opp
 
+try:
+    from conftest import unavailable
+except ImportError:  # pragma: no cover
+    from tests.conftest import unavailable
+
 AGENT = Path(wd.__file__)
 SLEEPER = "import sys, time; time.sleep(float(sys.argv[1]))"
 
@@ -83,12 +88,12 @@ def host(tmp_path):
     from fawkes.lab import cgroup
 
     if os.geteuid() != 0:
-        pytest.skip("cgroups need root")
+        unavailable("cgroups need root")
     prefix = "wdt" + uuid.uuid4().hex[:6]
     try:
         procs = cgroup.create(prefix, "h", cpus=0.05, memory_mb=64)
     except Exception as exc:  # noqa: BLE001 - no controller here
-        pytest.skip(f"no cgroups: {exc}")
+        unavailable(f"no cgroups: {exc}")
     dirs = {c: cgroup.group_dir(prefix, "h", c) for c in (cgroup.CPU, cgroup.MEMORY)}
     started: list[subprocess.Popen] = []
 

@@ -31,6 +31,7 @@ from sqlalchemy.engine import make_url
 
 from fawkes.errors import FawkesError
 from fawkes.store import Store, normalize_url
+from fawkes.store.api import check_sqlite_state
 from fawkes.store.lease import holder_id, holder_process
 
 log = logging.getLogger("fawkes.coordinator")
@@ -75,8 +76,10 @@ class Leadership:
 
     # ------------------------------------------------------------------ open / close
     def open(self) -> Leadership:
-        """SQLite: take the file lock (or refuse), then open the state (its own connections)."""
+        """SQLite: check that the file is a state of ours (or absent), take the file lock (or refuse),
+        then open the state (its own connections).  Nothing is created before the check."""
         if self.db_file is not None:
+            check_sqlite_state(self.db_file, self.display_url)
             self._lock()
         try:
             self.store = Store(self.url)

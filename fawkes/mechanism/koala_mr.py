@@ -15,6 +15,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from fawkes.mechanism.model import SHRINK_MODE, ClusterState, Grow, Plan, Role, Shrink, Snapshot
+from fawkes.mechanism.settings import MAX_SECONDS
 
 RunnerPolicy = Literal["static", "GG", "GS", "GGD"]
 #: the chapter-2 runner policies (the one list: presets, the simulator and the CLI read it)
@@ -24,15 +25,17 @@ RUNNER_POLICIES: tuple[str, ...] = get_args(RunnerPolicy)
 class ResizeParams(BaseModel):
     """Parameters of a chapter-2 policy, with the thesis' values as defaults (L1099-1111)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # as Settings: numbers are numbers (a YAML ``true`` is no period, a string "30" no number), finite,
+    # and the offer period is bounded like every other period (1 s .. 1 year: 1e-9 s would hang a run)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, strict=True)
 
     policy: RunnerPolicy = "GS"
-    offer_period_s: float = Field(30.0, gt=0)  # GS 30 s; GG/GGD 120 s (A-33)
+    offer_period_s: float = Field(30.0, ge=1, le=MAX_SECONDS)  # GS 30 s; GG/GGD 120 s (A-33)
     k_grow: float = Field(1.5, gt=0)  # GS: grow when K_r > k_grow
     k_shrink: float = Field(0.25, ge=0)  # GS: shrink when K_r < k_shrink
-    delta_plus: int = Field(5, ge=1)  # GS offer size (A-25)
-    delta_minus: int = Field(2, ge=1)
-    offer_size: int = Field(2, ge=1)  # GG/GGD offer size
+    delta_plus: int = Field(5, ge=1, le=1_000_000)  # GS offer size (A-25)
+    delta_minus: int = Field(2, ge=1, le=1_000_000)
+    offer_size: int = Field(2, ge=1, le=1_000_000)  # GG/GGD offer size
     kr_definition: Literal["demand_over_capacity", "running_over_free"] = "demand_over_capacity"  # A-24
 
     @classmethod

@@ -29,6 +29,7 @@ recent released one.  Nodes and jobs are addressed by their integer ids.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -98,6 +99,57 @@ def _require_sqlite_file(url: str, display: str) -> None:
     if not db.is_file():
         what = "file" if not db.exists() else "file (not a regular file)"
         raise FawkesError(f"state {display}: " + _NO_STATE.format(what=what))
+
+
+#: the first 16 bytes of every SQLite 3 database file
+SQLITE_HEADER = b"SQLite format 3\0"
+
+
+def check_sqlite_state(db: Path, display: str) -> None:
+    """Refuse (one line) a SQLite state file that is not a fawkes state, reading it only: a file that
+    exists must be a regular file holding a SQLite database that is empty (a fresh state) or has
+    fawkes' tables at a schema version this binary understands.  A missing file passes (it will be
+    created).  For callers that must refuse before they create anything beside the file (the
+    coordinator's lock).  Opened ``immutable``: no -wal/-shm file created and no lock taken; what it
+    reads of a state that a running coordinator writes may lag (its WAL is not read), never so far
+    as to refuse a state of ours."""
+    if not db.exists() and not db.is_symlink():
+        return
+    where = f"state {display}"
+    if not db.is_file():
+        raise FawkesError(f"{where}: not a regular file")
+    try:
+        with db.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise FawkesError(f"{where}: cannot read: {exc.strerror}") from None
+    if not head:
+        return  # an empty file is an empty SQLite database (a state whose creation was interrupted)
+    if head != SQLITE_HEADER:
+        raise FawkesError(f"{where}: not a SQLite database, so no fawkes state (check --state/FAWKES_STATE "
+                          "or the config's state)")
+    from fawkes.store.migrations import CURRENT
+
+    uri = db.absolute().as_uri() + "?mode=ro&immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            row = (conn.execute("SELECT version FROM schema_version WHERE id = 1").fetchone()
+                   if "schema_version" in tables else None)
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise FawkesError(f"{where}: not a readable SQLite database: {first_line(exc)}") from None
+    if tables and row is None:
+        raise FawkesError(f"{where}: a SQLite database without fawkes' schema version "
+                          f"(tables {', '.join(sorted(tables)[:3])}{', ...' if len(tables) > 3 else ''}): "
+                          "not a fawkes state database?")
+    if row is not None and not (isinstance(row[0], int) and row[0] >= 1):
+        raise FawkesError(f"{where}: schema version {row[0]!r} is no version of fawkes': not a fawkes state database?")
+    if row is not None and row[0] > CURRENT:
+        raise FawkesError(f"{where}: schema version {row[0]!r} is newer than this fawkes understands "
+                          f"({CURRENT}); upgrade fawkes")
 
 
 def _require_schema(engine, display: str) -> None:
