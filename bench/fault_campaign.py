@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Seeded fault campaign: kill -9 the real coordinator at named points and at random times, check invariants.
 
-    python3 bench/fault_campaign.py [--kills 100] [--seed 1] [--hosts 6] [--cpus 0.33] [--memory 2G]
+    python3 bench/fault_campaign.py [--kills 100] [--seed N (default: the clock's, printed)] [--hosts 6] [--cpus 0.33] [--memory 2G]
                                     [--point-timeout 150] [--random 0.25] [--out FILE.json] [--keep]
 
 Brings up its own lab (prefix ``fwfc``, a free 10.x.0/24, CPU quotas: docs/lab.md), runs the
@@ -155,6 +155,7 @@ class Campaign:
         self.reported: set[int] = set()  # failed jobs already reported
         self.moves: dict[str, dict[str, int]] = {}  # per cluster: nodes grown and removed by DP (finish)
         self.evidence_n = 0
+        self.saved_checked = 0  # job outputs checked in the released clusters' saved copies
         self.evidence_dirs: list[str] = []  # where each unhealthy fsck's evidence was kept
 
     # ------------------------------------------------------------------ setup
@@ -607,10 +608,26 @@ class Campaign:
                 self.violation("final", f"{c}: {n} jobs, but {apps[c]} Spark applications on its master")
             elif apps[c] < n:
                 self.log(f"  note: {c}: {n} jobs, {apps[c]} applications listed (its master was restarted)")
+        # the release: the coordinator is killed once between a recorded save and its teardown, then
+        # restarted; every cluster's saved output must check against its manifest and count exactly
+        if self.coord.stop() != 0:
+            self.violation("final", "coordinator stop before the release failed")
         for c in CLUSTERS:
             self.store.request_release(c)
+        self.coord.start("output-saved")
+        t0 = time.monotonic()
+        while self.coord.alive() and time.monotonic() - t0 < self.point_timeout:
+            time.sleep(0.5)
+        self.rows["output-saved"].runs += 1
+        if not self.coord.alive() and self.coord.proc.returncode == -signal.SIGKILL:
+            self.rows["output-saved"].at_point += 1
+        else:
+            self.rows["output-saved"].not_reached += 1
+        self.coord.kill9()
+        self.coord.start()
         self.wait("released", lambda: all(self.store.get_cluster(c).state == "released" for c in CLUSTERS), 600,
                   poll=2.0)
+        self.check_saved()
         rc = self.coord.stop()
         left = {h: cs for h, cs in self.daemons().items() if cs}
         if rc != 0:
@@ -618,6 +635,38 @@ class Campaign:
         if left or self.store.list_nodes():
             self.violation("final", f"after release: daemons {left}, nodes {len(self.store.list_nodes())}")
         return exact
+
+    def check_saved(self) -> None:
+        """Each released cluster's output, where the store says it was saved: ``sha256sum -c`` of its
+        MANIFEST.sha256 passes, and every job's part files count exactly its cluster's words."""
+        expected = {c: collections.Counter(t.split()) for c, t in self.texts.items()}
+        self.saved_checked = 0
+        for c in CLUSTERS:
+            raw = self.store.get_cluster(c).saved_output
+            rec = json.loads(raw) if raw else {}
+            if "path" not in rec:
+                self.violation("final", f"{c}: output not saved: {raw}")
+                continue
+            script = Script("cd {d} && sha256sum -c --quiet MANIFEST.sha256 && echo MANIFEST-OK && "
+                            "for j in */; do echo \"== ${{j%/}}\"; cat \"$j\"part-*; done", d=rec["path"])
+            r = self.fleet.ex.run([rec["host"]], script, timeout=120)[rec["host"]]
+            if "MANIFEST-OK" not in r.stdout:
+                self.violation("final", f"{c}: saved output at {rec['host']}:{rec['path']} fails its manifest: "
+                               f"{(r.stderr or r.stdout).strip()[:200]}")
+                continue
+            got: dict[int, collections.Counter] = {}
+            cur = None
+            for line in r.stdout.split("MANIFEST-OK", 1)[1].splitlines():
+                if line.startswith("== "):
+                    cur = got.setdefault(int(line[3:]), collections.Counter())
+                elif line.strip() and cur is not None:
+                    w, n = line.split("\t")
+                    cur[w] += int(n)
+            for j, jc in self.jobs.items():
+                if jc == c:
+                    self.saved_checked += 1
+                    if got.get(j) != expected[c]:
+                        self.violation("final", f"job {j}: saved output at {rec['host']}:{rec['path']} not exact")
 
     def count_moves(self) -> dict[str, dict[str, int]]:
         """Per cluster, from the store's node events: nodes grown (beyond the core node's first start),
@@ -695,7 +744,7 @@ class Campaign:
     # ------------------------------------------------------------------ the table
     def table(self, exact: dict[int, bool]) -> list[dict]:
         rows = []
-        for point in [*faults.POINTS, RANDOM, *FAULTS, "final"]:
+        for point in [*faults.POINTS, RANDOM, *FAULTS, "final"]:  # output-saved: once, at the release
             r = self.rows.get(point)
             if r is None:
                 continue
@@ -720,7 +769,7 @@ def print_table(rows: list[dict], out=print) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kills", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=None, help="default: from the clock (printed)")
     ap.add_argument("--hosts", type=int, default=6)
     ap.add_argument("--cpus", default="0.33")
     ap.add_argument("--memory", default="2G")
@@ -752,6 +801,8 @@ def main(argv: list[str] | None = None) -> int:
     Lab.cleanup(a.prefix, "10.210.0")
     subnet = next(s for s in [f"10.{n}.0" for n in range(210, 250)] if Lab.subnet_free(s))
     lab = Lab.up(a.hosts, work / "lab", prefix=a.prefix, subnet=subnet, cpus=a.cpus, memory=a.memory)
+    if a.seed is None:
+        a.seed = int(time.time()) % 100000
     plan = schedule(a.kills, a.seed, a.random)
     print(f"fault campaign: seed {a.seed}, {a.kills} kills, {a.hosts} hosts of {a.cpus} CPU / {a.memory} "
           f"({subnet}.0/24), work {work}; load {os.getloadavg()[0]:.1f}", flush=True)
@@ -802,7 +853,8 @@ def main(argv: list[str] | None = None) -> int:
     kills = sum(r["runs"] for r in rows if r["point"] not in FAULTS and r["point"] != "final")
     print(f"\n{kills} kills in {total / 60:.1f} min, {len(camp.jobs)} jobs ({sum(exact.values())} exact), "
           f"{camp.hdfs_checks} HDFS checks ({camp.checksums_compared} file checksums compared with the first "
-          f"seen, {len(camp.checksums)} files), load {os.getloadavg()[0]:.1f}")
+          f"seen, {len(camp.checksums)} files), {camp.saved_checked} saved job outputs exact after the release, "
+          f"load {os.getloadavg()[0]:.1f}")
     print_table(rows)
     print(f"violations: {len(camp.violations)}")
     for v in camp.violations:
@@ -813,6 +865,7 @@ def main(argv: list[str] | None = None) -> int:
                                            "exact": sum(exact.values()), "rows": rows,
                                            "hdfs_checks": camp.hdfs_checks, "checksums_compared": camp.checksums_compared,
                                            "checksum_files": len(camp.checksums),
+                                           "saved_checked": camp.saved_checked,
                                            "violations": camp.violations, "evidence": camp.evidence_dirs,
                                            **meta()}, indent=1))
     return 1 if camp.violations else 0
