@@ -296,7 +296,7 @@ class Reconciler:
             try:
                 if tr and graceful:  # decommission the workers, let their tasks finish (bounded), then stop
                     driver.remove_nodes(spec, [n.host for n in group], ShrinkMode.DP, timeout=self.drain_timeout,
-                                        cancel=self.cancel, spark_drain_s=self.timeouts.graceful)
+                                        cancel=self.cancel, drain_s=self.timeouts.graceful)
                 else:
                     driver.remove_nodes(spec, [n.host for n in group], timeout=self.drain_timeout, cancel=self.cancel)
             except DecommissionInterrupted as exc:  # stopping: HDFS goes on; the next start resumes the wait

@@ -32,7 +32,7 @@ from fawkes.coordinator.fleet import Fleet
 from fawkes.coordinator.usage import NodeWindows
 from fawkes.coordinator.view import Signals
 from fawkes.errors import FawkesError
-from fawkes.frameworks.metrics import TaskCounts
+from fawkes.frameworks.sample import TaskCounts
 from fawkes.mechanism import ClusterState, JobFacts, Settings, sample_cluster
 from fawkes.mechanism.model import JobProgress
 from fawkes.store import Store
@@ -98,7 +98,7 @@ class Sampler:
                              for j, q in sorted(jobs.items()) if q) for c, jobs in self.progress.items()}
         return Signals(usage, {c: p for c, p in progress.items() if p})
 
-    def note_progress(self, name: str, now: float, jobs, tasks_by_app) -> None:
+    def note_progress(self, name: str, now: float, jobs, tasks_by_job) -> None:
         """CERES C-2: per running job with stages listed by its driver, the fraction of its tasks
         done (completed / (pending + running + completed), Spark's per-stage counts summed), the last
         three samples kept; jobs no longer running are forgotten."""
@@ -108,7 +108,7 @@ class Sampler:
             if j.state != JobState.RUNNING or not j.app_id:
                 continue
             running.add(j.id)
-            counts = tasks_by_app.get(j.app_id)
+            counts = tasks_by_job.get(j.app_id)
             if counts is None or not counts.total:  # between two actions no stage is listed: no sample
                 continue
             seen = counts.pending + counts.running + counts.completed
@@ -123,14 +123,15 @@ class Sampler:
 
     def sample(self, name: str, *, loading: bool = False) -> None:
         spec, driver = self.fleet.spec(name, states={NodeState.RUNNING, NodeState.DRAINING})
-        fs = driver.metrics(spec, driver_urls=self.dispatcher.driver_urls(name))
+        running = self.store.list_jobs(name, states=[JobState.RUNNING])  # their task counts, per job
+        fs = driver.metrics(spec, jobs=[j.id for j in running])
         now = self.clock()
         jobs = self.store.list_jobs(name, states=[JobState.QUEUED, JobState.DISPATCHED, JobState.RUNNING])
         finished = self.store.list_jobs(name, states=[JobState.SUCCEEDED, JobState.FAILED])
         learned = tasks_learned(finished + jobs)
         facts, seen = [], {}
         for j in jobs:
-            counts = fs.tasks_by_app.get(j.app_id) if j.app_id else None
+            counts = fs.tasks_by_job.get(j.app_id) if j.app_id else None
             pending, running, n = job_tasks(j, counts, learned)
             if n > (j.tasks_seen or 0):
                 seen[j.id] = n
@@ -140,25 +141,24 @@ class Sampler:
                                   ref_runtime=j.ref_runtime))
         self.store.note_job_tasks(seen)
         if self.track_progress:
-            self.note_progress(name, now, jobs, fs.tasks_by_app)
-        used = fs.stored_bytes
-        if not loading and name not in self.baseline_used and fs.hdfs is not None:
+            self.note_progress(name, now, jobs, fs.tasks_by_job)
+        used = fs.stored_bytes if fs.stored_bytes is not None else 0.0
+        if not loading and name not in self.baseline_used and fs.stored_bytes is not None:
             self.baseline_used[name] = used
+        written = fs.written_bytes if fs.written_bytes is not None else \
+            max(0.0, used - self.baseline_used.get(name, used))
         m = sample_cluster(
             now, facts, self.settings,
-            busy_slots=fs.busy_slots, configured_slots=fs.configured_slots,
-            output_bytes=max(0.0, used - self.baseline_used.get(name, used)),
+            busy_slots=fs.busy_slots, configured_slots=fs.slots,
+            output_bytes=written,
             storage_capacity=fs.storage_capacity, completed_jobs=len(finished),
-            completed_tasks=sum(c.completed for c in fs.tasks_by_app.values()), loading=loading,
+            completed_tasks=sum(c.completed for c in fs.tasks_by_job.values()), loading=loading,
         )
         self.store.record_sample(name, m)
-        by_addr = fs.stored_by_address()
-        if by_addr:
-            address = {x.name: x.address for x in spec.nodes}
+        if fs.stored_by_node:
             for n in self.store.list_nodes(name):
-                addr = address.get(n.host)
-                if addr in by_addr and by_addr[addr] != n.stored_bytes:
-                    self.store.update_node(n.id, stored_bytes=int(by_addr[addr]))
+                if n.host in fs.stored_by_node and fs.stored_by_node[n.host] != n.stored_bytes:
+                    self.store.update_node(n.id, stored_bytes=int(fs.stored_by_node[n.host]))
 
     def check_hosts(self) -> None:
         """SSH liveness of every allocated host; failed after ``grace_s`` without an answer."""
