@@ -129,13 +129,11 @@ SIGNALS = ("tasks", "slots", "stored_bytes", "written_bytes", "job_progress")
 @dataclass(frozen=True)
 class JobLaunch:
     """How to start one job's driver on the cluster's master host (:meth:`FrameworkDriver.job_command`):
-    ``argv`` run with ``env`` set, from the job's own directory; ``app_id_pattern`` is a ``grep -o``
-    basic regular expression that finds the framework's id of the job in its log (stored as the job's
-    ``app_id``: the key of :attr:`FrameworkSample.tasks_by_job`)."""
+    ``argv`` run with ``env`` set, from the job's own directory (its output goes to the file ``log``
+    there, where :attr:`FrameworkDriver.job_id_pattern` finds the framework's id of the job)."""
 
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
-    app_id_pattern: str = ""
 
 
 @dataclass(frozen=True)
@@ -179,6 +177,9 @@ class FrameworkDriver(ABC):
     #: when not, ``map_only_note`` says why (the config refuses ``maps_only`` with it)
     map_only_workers: ClassVar[bool] = False
     map_only_note: ClassVar[str] = ""
+    #: a ``grep -o`` basic regular expression finding the framework's id of a job in its driver's log
+    #: (stored as the job's ``app_id``: the key of :attr:`FrameworkSample.tasks_by_job`); empty: none
+    job_id_pattern: ClassVar[str] = ""
     #: daemons per node role (the master node runs its master daemons in addition)
     role_daemons: ClassVar[Mapping[Role, tuple[str, ...]]]
     master_daemons: ClassVar[tuple[str, ...]]

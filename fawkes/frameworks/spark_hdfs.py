@@ -45,7 +45,6 @@ FSSHELL = "org.apache.hadoop.fs.FsShell"
 DFSADMIN = "org.apache.hadoop.hdfs.tools.DFSAdmin"
 DFSCK = "org.apache.hadoop.hdfs.tools.DFSck"
 UI_PORT_BASE = 4040
-APP_ID_PATTERN = "app-[0-9]*-[0-9]*"  # a Spark standalone application id, as its driver logs it
 INPUT_ROOT = "/input"  # where a relative --input lives in HDFS
 
 
@@ -73,6 +72,7 @@ class SparkHdfsDriver(FrameworkDriver):
     removal_modes = frozenset({"fp", "dp", "graceful", "suspend"})
     signals = frozenset({"tasks", "slots", "stored_bytes", "job_progress"})
     map_only_workers = False
+    job_id_pattern = "app-[0-9]*-[0-9]*"  # a Spark standalone application id, as its driver logs it
     # the live opportunistic unit is a whole Spark standalone worker, and a standalone worker runs any
     # task of its applications (no node labels, no per-stage executor placement)
     map_only_note = ("a Spark standalone worker (spark-hdfs) runs any task, it cannot be confined to map tasks")
@@ -751,7 +751,7 @@ class SparkHdfsDriver(FrameworkDriver):
         for k, v in conf.items():
             argv += ["--conf", f"{k}={v}"]
         env = {**({"JAVA_HOME": fw.java_home} if fw.java_home else {}), "SPARK_HOME": fw.spark_home}
-        return JobLaunch(tuple(argv + [expand(a, job, output) for a in job.argv]), env, APP_ID_PATTERN)
+        return JobLaunch(tuple(argv + [expand(a, job, output) for a in job.argv]), env)
 
     # ================================================================== suspend and opportunistic hooks
     @classmethod
