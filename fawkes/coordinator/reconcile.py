@@ -53,7 +53,8 @@ from fawkes.config import TimeoutsConfig
 from fawkes.coordinator.fleet import Fleet
 from fawkes.coordinator.suspend import Suspender
 from fawkes.errors import FawkesError
-from fawkes.frameworks.base import DecommissionInterrupted, DecommissionTimeout, NodeFacts, shrink_mode_for
+from fawkes.frameworks.base import (SHRINK_MODES, DecommissionInterrupted, DecommissionTimeout, NodeFacts,
+                                    driver_class, shrink_mode_for)
 from fawkes.mechanism import ClusterState, Role, ShrinkMode
 from fawkes.store import Store
 from fawkes.ssh.cgroups import Footprint
@@ -73,8 +74,8 @@ class Reconciler:
     def __init__(self, store: Store, fleet: Fleet, *, workers: int = 4, clock: Callable[[], float] = time.time,
                  timeouts: TimeoutsConfig | None = None, drift_every_s: float = 300.0,
                  shrink_mode: str | None = None, footprint: Footprint | None = None):
-        if shrink_mode is not None and shrink_mode not in ("fp", "graceful", "suspend"):
-            raise FawkesError(f"shrink_mode: {shrink_mode!r} is not one of 'fp', 'graceful', 'suspend'")
+        if shrink_mode is not None and shrink_mode not in SHRINK_MODES:
+            raise FawkesError(f"shrink_mode: {shrink_mode!r} is not one of {', '.join(map(repr, SHRINK_MODES))}")
         self.shrink_mode = shrink_mode  # None: each framework kind's default (B-6, shrink_mode_for)
         # shrink_mode suspend: a TR node's worker suspended through cgroups, its host lent (coordinator/suspend.py);
         # its pass runs whatever the mode (suspended nodes of an earlier run are resumed or stopped)
@@ -188,10 +189,8 @@ class Reconciler:
                     self._try(self.store.transition_node, n.id, NodeState.RUNNING,
                               f"found up, not started again: {f.summary()}")
                     log.info("%s: %s found up (%s)", c.name, n.host, f.summary())
-                elif n.state == NodeState.DRAINING:
-                    dn = f.registration.get("datanode")
-                    if dn is None or dn == "Decommission In Progress":
-                        waiting.add(n.id)  # HDFS is at work (or did not answer): ask again next step
+                elif n.state == NodeState.DRAINING and not f.decommissioned and f.decommissioning is not False:
+                    waiting.add(n.id)  # HDFS is at work (or did not answer): ask again next step
         return waiting
 
     def _observe(self, cluster: str, hosts: list[str]) -> dict[str, NodeFacts] | None:
@@ -303,7 +302,8 @@ class Reconciler:
                 log.info("%s", exc)
                 return
             except DecommissionTimeout as exc:  # nodes stay DRAINING; the sync phase watches HDFS from now on
-                self.store.record_event("shrink", f"HDFS still decommissioning, checked every step: {exc}",
+                storage = driver_class(spec.framework.kind).storage_name
+                self.store.record_event("shrink", f"{storage} still decommissioning, checked every step: {exc}",
                                         cluster=name)
                 continue
             for n in group:
@@ -423,7 +423,7 @@ class Reconciler:
             if state is NodeState.DRAINING:
                 if n.id not in self._reported:
                     self._reported.add(n.id)
-                    msg = (f"{n.host} draining for more than {limits[state]:g}s: HDFS has not finished "
+                    msg = (f"{n.host} draining for more than {limits[state]:g}s: its file system has not finished "
                            "decommissioning it; nothing is stopped before it does")
                     log.warning("%s: %s", cluster, msg)
                     self._try(self.store.record_event, "node", msg, level="warning", cluster=cluster, node=n.host)

@@ -90,6 +90,9 @@ class NodeFacts:
     did not answer).  ``up``: every daemon runs and is registered the way ``add_nodes`` /
     ``deploy`` wait for.  ``decommissioned``: the file system has finished decommissioning the
     node (or it stores nothing there): only then may its storage daemon be stopped.
+    ``decommissioning``: the file system is at work decommissioning it now (told, not finished);
+    None when the file system did not answer.  A node neither decommissioned nor decommissioning
+    has not been told (or was taken back): its removal must (re)start the decommission.
     """
 
     host: str
@@ -98,6 +101,7 @@ class NodeFacts:
     up: bool
     decommissioned: bool
     problems: tuple[str, ...] = ()
+    decommissioning: bool | None = False
 
     def summary(self) -> str:
         parts = []
@@ -177,6 +181,8 @@ class FrameworkDriver(ABC):
     #: when not, ``map_only_note`` says why (the config refuses ``maps_only`` with it)
     map_only_workers: ClassVar[bool] = False
     map_only_note: ClassVar[str] = ""
+    #: how messages name the kind's file system (the one that decommissions a node's storage)
+    storage_name: ClassVar[str] = "the file system"
     #: a ``grep -o`` basic regular expression finding the framework's id of a job in its driver's log
     #: (stored as the job's ``app_id``: the key of :attr:`FrameworkSample.tasks_by_job`); empty: none
     job_id_pattern: ClassVar[str] = ""

@@ -72,6 +72,7 @@ class SparkHdfsDriver(FrameworkDriver):
     removal_modes = frozenset({"fp", "dp", "graceful", "suspend"})
     signals = frozenset({"tasks", "slots", "stored_bytes", "job_progress"})
     map_only_workers = False
+    storage_name = "HDFS"
     job_id_pattern = "app-[0-9]*-[0-9]*"  # a Spark standalone application id, as its driver logs it
     # the live opportunistic unit is a whole Spark standalone worker, and a standalone worker runs any
     # task of its applications (no node labels, no per-stage executor placement)
