@@ -44,12 +44,13 @@ class Host(SQLModel, table=True):
 
 
 class Framework(SQLModel, table=True):
+    """A registered framework installation: its kind and its paths on every host (``paths``: the
+    kind's own keys, e.g. its home directories; v8, one column per path before)."""
+
     __tablename__ = "frameworks"
     name: str = Field(primary_key=True, max_length=64)
     kind: str = Field(max_length=32)
-    spark_home: str | None = None
-    hadoop_home: str | None = None
-    hdfs_jars: str | None = None
+    paths: dict[str, str] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     java_home: str | None = None
     created: float
 
