@@ -108,6 +108,7 @@ def _downgrade_to_v1(store: Store) -> None:
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN expected_duration_s"))
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN deadline_s"))
         c.execute(text("ALTER TABLE hosts DROP COLUMN rack"))
+        c.execute(text("ALTER TABLE mr_clusters DROP COLUMN stored_baseline"))
         c.execute(text("ALTER TABLE frameworks DROP COLUMN paths"))
         for col in ("spark_home", "hadoop_home", "hdfs_jars"):
             c.execute(text(f"ALTER TABLE frameworks ADD COLUMN {col} VARCHAR"))
@@ -127,7 +128,7 @@ def _shape(engine) -> dict:
 
 def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
     """A real version-1 database with clusters, jobs, nodes and samples opens as the current version
-    (8), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
+    (9), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
     from sqlalchemy import Float, inspect
     from sqlmodel import SQLModel
 
@@ -152,7 +153,7 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
 
     migrated = Store(store_url)
     try:
-        assert migrated.schema_version == SCHEMA_VERSION == 8 == _version(migrated)
+        assert migrated.schema_version == SCHEMA_VERSION == 9 == _version(migrated)
         assert [(j.id, j.argv, j.state, j.app_id, j.cancel_requested_at) for j in migrated.list_jobs()] == [
             (queued, ["wc", "1"], "queued", None, None), (running, ["wc", "2"], "running", "app-1", None)]
         assert [m.pending_tasks for m in migrated.samples("a")] == [3]
@@ -192,6 +193,10 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
         assert migrated.get_framework("spark").paths == {"spark_home": "/opt/spark", "hdfs_jars": "/opt/hdfs"}
         migrated.register_framework("spark", "spark", replace=True, spark_home="/opt/spark-4")
         assert migrated.get_framework("spark").paths == {"spark_home": "/opt/spark-4"}
+        # v9: the DU baseline, set once per incarnation (a restart keeps it)
+        assert migrated.get_cluster("a").stored_baseline is None
+        assert migrated.note_stored_baseline("a", 100.0) == 100.0
+        assert migrated.note_stored_baseline("a", 250.0) == 100.0 == migrated.get_cluster("a").stored_baseline
     finally:
         migrated.close()
 

@@ -3,7 +3,9 @@
 Which metric feeds which policy (see docs/metrics.md): jobs from fawkes' own queue
 (JD, DD, JS, JT); tasks from the drivers' REST APIs, queued jobs counted by their input
 splits (TD, TT); cores used / cores from the Spark master (PU); HDFS used above the level
-right after the input load / capacity from the NameNode (DU).  A job that has not started
+right after the input load / capacity from the NameNode (DU).  All of it through the kind's neutral
+:class:`~fawkes.frameworks.sample.FrameworkSample`; the DU baseline (the level after the load) is kept
+in the state (``mr_clusters.stored_baseline``), so a restarted coordinator weighs as before.  A job that has not started
 counts the tasks an earlier run of the same application had on that cluster (stored with each
 job as ``tasks_seen``, so a restart keeps it), at least one per input split; so does a started
 job whose driver lists no stage yet.  DataNode bytes per node
@@ -53,7 +55,6 @@ class Sampler:
         self.settings = settings
         self.clock = clock
         self.grace_s = grace_s
-        self.baseline_used: dict[str, float] = {}  # HDFS used when the cluster became ACTIVE (DU)
         self.unreachable_since: dict[str, float] = {}
         # CERES' signals, in memory (docs/mechanism.md, CERES): only when their setting is on
         self.windows = NodeWindows(settings.usage_window_s) if settings.swollen_threshold is not None else None
@@ -142,11 +143,14 @@ class Sampler:
         self.store.note_job_tasks(seen)
         if self.track_progress:
             self.note_progress(name, now, jobs, fs.tasks_by_job)
+        # DU: bytes written since the input load, stored above the baseline (kept in the state: a restart
+        # weighs as before), unless the framework counts the bytes its jobs wrote itself
         used = fs.stored_bytes if fs.stored_bytes is not None else 0.0
-        if not loading and name not in self.baseline_used and fs.stored_bytes is not None:
-            self.baseline_used[name] = used
+        base = self.store.get_cluster(name).stored_baseline
+        if base is None and not loading and fs.stored_bytes is not None:
+            base = self.store.note_stored_baseline(name, used)
         written = fs.written_bytes if fs.written_bytes is not None else \
-            max(0.0, used - self.baseline_used.get(name, used))
+            max(0.0, used - (used if base is None else base))
         m = sample_cluster(
             now, facts, self.settings,
             busy_slots=fs.busy_slots, configured_slots=fs.slots,

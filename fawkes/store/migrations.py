@@ -90,8 +90,17 @@ def _v7_to_v8(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE frameworks DROP COLUMN {q(c)}"))
 
 
+def _v8_to_v9(conn: Connection) -> None:
+    """Version 9: ``mr_clusters.stored_baseline``, the bytes a cluster's file system held at its first
+    active sample (DU's baseline: output bytes are those above it), kept in the state so that a
+    restarted coordinator weighs as before (the sampler kept it in memory; a cluster active before
+    this version gets a new baseline at its next sample, as after a restart then)."""
+    conn.execute(text("ALTER TABLE mr_clusters ADD COLUMN stored_baseline FLOAT"))
+
+
 #: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)
-MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6, _v6_to_v7, _v7_to_v8]
+MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6, _v6_to_v7, _v7_to_v8,
+                               _v8_to_v9]
 CURRENT = 1 + len(MIGRATIONS)
 
 _PG_LOCK_KEY = 0x46415753  # "FAWS": advisory lock id for schema changes

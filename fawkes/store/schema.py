@@ -74,6 +74,7 @@ class MRCluster(SQLModel, table=True):
     state_since: float
     expected_duration_s: float | None = None  # the requester's estimate of its workload once admitted (v6)
     deadline_s: float | None = None  # maxT, relative to the request (v6)
+    stored_baseline: float | None = None  # bytes its file system held at its first active sample: DU's baseline (v9)
 
 
 class ClusterTransition(SQLModel, table=True):
