@@ -76,3 +76,86 @@ def test_no_framework_names_in_the_service(path):
     found = leaks(path.read_text())
     assert not found, f"{path.relative_to(ROOT.parent)}: framework names in code: " + ", ".join(
         f"line {ln}: {t[:60]}" for ln, t in found)
+
+
+# ---------------------------------------------------------------------- the contract itself
+def _spec():
+    from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
+    from fawkes.mechanism import Role
+
+    fw = FrameworkPaths("lab", "spark-hdfs", "/opt/spark", hdfs_jars="/opt/hdfs", java_home="/opt/jdk")
+    nodes = (NodeSpec("h1", "10.9.0.11", Role.CORE, "/srv/f"), NodeSpec("h2", "10.9.0.12", Role.TC, "/srv/f"),
+             NodeSpec("h3", "10.9.0.13", Role.TR, "/srv/f"))
+    return ClusterSpec("a", fw, nodes)
+
+
+def test_spark_hdfs_declares_what_it_offers():
+    from fawkes.frameworks.base import REMOVAL_MODES, SIGNALS, FrameworkDriver, map_only_refusal
+    from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
+
+    assert issubclass(SparkHdfsDriver, FrameworkDriver)
+    assert set(SparkHdfsDriver.removal_modes) == set(REMOVAL_MODES)
+    assert SparkHdfsDriver.signals <= set(SIGNALS) and "stored_bytes" in SparkHdfsDriver.signals
+    assert not SparkHdfsDriver.map_only_workers
+    why = map_only_refusal()
+    assert why.startswith("maps_only is not supported live: ") and "Spark standalone" in why
+    assert "recommission" not in FrameworkDriver.__abstractmethods__
+    assert {"job_command", "suspend_hooks", "opportunistic_worker", "observe", "metrics", "remove_nodes",
+            "add_nodes", "deploy", "teardown", "load_input", "save_output"} <= FrameworkDriver.__abstractmethods__
+
+
+def test_a_shrink_mode_the_kind_does_not_offer_is_refused(monkeypatch):
+    from fawkes.errors import FawkesError
+    from fawkes.frameworks import base
+
+    narrow = type("NarrowDriver", (base.FrameworkDriver,), {"kind": "narrow", "removal_modes": frozenset({"fp", "dp"})})
+    monkeypatch.setattr(base, "driver_class", lambda kind: narrow)
+    assert base.shrink_mode_for("narrow", "fp") == "fp" and base.shrink_mode_for("narrow") == "fp"
+    with pytest.raises(FawkesError, match="not offered by framework kind 'narrow'"):
+        base.shrink_mode_for("narrow", "suspend")
+
+
+def test_spark_hdfs_job_command_and_hooks():
+    from fawkes.frameworks.spark_hdfs import SparkHdfsDriver, ui_port
+    from fawkes.ssh.shell import render
+
+    spec = _spec()
+    job = type("Job", (), {"id": 7, "argv": ["app.py", "{input}", "{output}", "{job}"], "input_path": "data.txt"})()
+    launch = SparkHdfsDriver(None).job_command(spec, job, output="/output/7", driver_memory="1g", python="py3")
+    assert list(launch.env) == ["JAVA_HOME", "SPARK_HOME"] and launch.env["SPARK_HOME"] == "/opt/spark"
+    assert launch.argv[0] == "/opt/spark/bin/spark-submit"
+    assert launch.argv[-4:] == ("app.py", "hdfs:///input/data.txt", "hdfs:///output/7", "7")
+    assert f"spark.ui.port={ui_port(7)}" in launch.argv
+    hooks = SparkHdfsDriver.suspend_hooks("a", "/srv/f")
+    assert render(hooks.pid) == ("/bin/sh /srv/f/clusters/a/bin/fawkes-daemon.sh status worker"
+                                 " | awk '$2 == \"running\" {print $3}'")
+    assert render(hooks.wipe) == ("if [ -f /srv/f/clusters/a/bin/fawkes-daemon.sh ]; then "
+                                  "/bin/sh /srv/f/clusters/a/bin/fawkes-daemon.sh wipe; fi")
+
+
+def test_spark_hdfs_observe_says_whether_a_node_is_being_decommissioned(monkeypatch):
+    from fawkes.errors import FawkesError
+    from fawkes.frameworks import metrics as M
+    from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
+    from fawkes.ssh.executor import Result
+
+    class Ex:
+        def run_each(self, commands, timeout=None):
+            return {h: Result(h, True, 0, "datanode running 1\nworker running 2\n", "", None, 0.0) for h in commands}
+
+    spec, drv = _spec(), SparkHdfsDriver(Ex())
+    monkeypatch.setattr(drv, "master_state", lambda c: (_ for _ in ()).throw(FawkesError("master away")))
+
+    def info(state):
+        return M.NameNodeInfo(False, {a: M.DataNodeInfo(a, a, state, 0, 0, 0, 0, 0) for a in ("10.9.0.11", "10.9.0.12")})
+
+    got = {}
+    for state in ("Decommission In Progress", "In Service", "Decommissioned", None):
+        if state is None:
+            monkeypatch.setattr(drv, "datanodes", lambda c: (_ for _ in ()).throw(FawkesError("namenode away")))
+        else:
+            monkeypatch.setattr(drv, "datanodes", lambda c, s=state: info(s))
+        f = drv.observe(spec, ["h2", "h3"])
+        got[state] = (f["h2"].decommissioning, f["h2"].decommissioned, f["h3"].decommissioning, f["h3"].decommissioned)
+    assert got == {"Decommission In Progress": (True, False, False, True), "In Service": (False, False, False, True),
+                   "Decommissioned": (False, True, False, True), None: (None, False, False, True)}
