@@ -35,7 +35,7 @@ Config file (YAML, every key optional, unknown keys refused)::
     clusters:                                     # per MR-cluster, over the two above
       etl: {idle_timeout_s: never, save_to: /shared/etl}
     opportunistic:                                # UBIS: lend measured slack (docs/mechanism.md); default: nothing lent
-      clusters: {etl: accept, bi: refuse}         # per MR-cluster: accept | refuse (maps_only: simulator only)
+      clusters: {etl: accept, bi: refuse}         # per MR-cluster: accept | refuse (maps_only: where every framework kind confines a worker to map tasks)
       default: refuse                             # the others
       t_alloc: 0.9                                # lend a host while its use is under t_alloc x capacity
 
@@ -353,6 +353,7 @@ def load_config(path: str | Path | None = None) -> CoordinatorConfig:
         if conf is not None and not conf.is_file():
             raise ConfigError(str(p), f"{conf} is not a file", line=lines.get(("pool", "slurm_conf")),
                               field="pool.slurm_conf")
+    _check_maps_only(p, cfg, lines)
     if cfg.policy.endswith((".yaml", ".yml")) or "/" in cfg.policy:  # a preset file: relative to this file too
         updates["policy"] = str(base / Path(cfg.policy).expanduser())
     if cfg.state is not None:
@@ -360,6 +361,21 @@ def load_config(path: str | Path | None = None) -> CoordinatorConfig:
             updates["state"] = str(base / Path(cfg.state).expanduser())
         normalize_url(updates.get("state", cfg.state), source=f"{p}:{lines.get(('state',))}")
     return cfg.model_copy(update=updates)
+
+
+def _check_maps_only(p: Path, cfg: CoordinatorConfig, lines: dict) -> None:
+    """UBIS' ``maps_only`` live needs a framework that confines an opportunistic worker to map tasks
+    (each kind declares it: ``FrameworkDriver.map_only_workers``); refused otherwise, naming the field."""
+    opp = cfg.opportunistic
+    keys = [("opportunistic", "clusters", n) for n, m in opp.clusters.items() if m == "maps_only"]
+    keys += [("opportunistic", "default")] if opp.default == "maps_only" else []
+    if not keys:
+        return
+    from fawkes.frameworks.base import map_only_refusal
+
+    why = map_only_refusal()
+    if why is not None:
+        raise ConfigError(str(p), why, line=lines.get(keys[0]), field=".".join(keys[0]))
 
 
 def resolve_state_url(explicit: str | None = None, config_path: str | Path | None = None) -> str:

@@ -51,9 +51,8 @@ class Driver:
     def __init__(self):
         self.docs: dict[str, list] = {}
 
-    def metrics(self, spec, *, driver_urls=()):
-        return M.FrameworkSample(time=0.0, master=None, hdfs=None, datanodes=None,
-                                 tasks_by_app={app: M.parse_stages(doc) for app, doc in self.docs.items()})
+    def metrics(self, spec, *, jobs=()):
+        return M.FrameworkSample(time=0.0, tasks_by_job={app: M.parse_stages(doc) for app, doc in self.docs.items()})
 
 
 class Fleet:

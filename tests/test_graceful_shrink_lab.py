@@ -83,7 +83,7 @@ def test_graceful_shrink_drains_the_worker_and_fp_kills_its_tasks(lab, tmp_path)
             th.start()
             n_ev = len(events)
             t_shrink = time.monotonic()
-            res = drv.remove_nodes(c, [tr.name], mode, timeout=180, spark_drain_s=300)
+            res = drv.remove_nodes(c, [tr.name], mode, timeout=180, drain_s=300)
             shrink_s = time.monotonic() - t_shrink
             c = res.cluster
             assert [n.role for n in c.nodes] == [Role.CORE]

@@ -15,7 +15,8 @@ import urllib.request
 
 import pytest
 
-from fawkes.coordinator.dispatch import Dispatcher, ui_port
+from fawkes.coordinator.dispatch import Dispatcher
+from fawkes.frameworks.spark_hdfs import ui_port
 from fawkes.coordinator.fleet import Fleet
 from fawkes.frameworks import dists
 from fawkes.inventory import load_inventory

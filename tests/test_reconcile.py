@@ -38,7 +38,8 @@ def facts(host: str, role: Role, *, running: bool = True, worker: str | None = "
     reg = {"worker": worker, "datanode": datanode}
     up = running and worker == "ALIVE" and ("datanode" not in ds or datanode == "In Service")
     dec = "datanode" not in ds or datanode in ("Decommissioned", "dead, decommissioned")
-    return NodeFacts(host, {d: running for d in ds}, {d: reg[d] for d in ds}, up, dec)
+    doing = False if "datanode" not in ds else None if datanode is None else datanode == "Decommission In Progress"
+    return NodeFacts(host, {d: running for d in ds}, {d: reg[d] for d in ds}, up, dec, decommissioning=doing)
 
 
 class ScriptedDriver:

@@ -47,7 +47,7 @@ def test_frameworks_register_list_remove(store: Store):
     with pytest.raises(FawkesError, match="already registered"):
         store.register_framework("spark", "spark")
     store.register_framework("spark", "spark", spark_home="/opt/spark-4", replace=True)
-    assert store.get_framework("spark").spark_home == "/opt/spark-4"
+    assert store.get_framework("spark").paths["spark_home"] == "/opt/spark-4"
     with pytest.raises(FawkesError, match="framework: invalid name"):
         store.register_framework("bad name", "spark")
     store.remove_framework("hadoop3")

@@ -111,6 +111,11 @@ def _downgrade_to_v1(store: Store) -> None:
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN deadline_s"))
         c.execute(text("ALTER TABLE hosts DROP COLUMN rack"))
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN saved_output"))
+        c.execute(text("ALTER TABLE mr_clusters DROP COLUMN stored_baseline"))
+        c.execute(text("ALTER TABLE frameworks DROP COLUMN paths"))
+        for col in ("spark_home", "hadoop_home", "hdfs_jars"):
+            c.execute(text(f"ALTER TABLE frameworks ADD COLUMN {col} VARCHAR"))
+        c.execute(text("UPDATE frameworks SET spark_home = '/opt/spark', hdfs_jars = '/opt/hdfs'"))
         c.execute(text("ALTER TABLE nodes ADD COLUMN desired_state VARCHAR(16) NOT NULL DEFAULT 'running'"))
         c.execute(text("UPDATE schema_version SET version = 1"))
 
@@ -126,7 +131,7 @@ def _shape(engine) -> dict:
 
 def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
     """A real version-1 database with clusters, jobs, nodes and samples opens as the current version
-    (8), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
+    (10), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
     from sqlalchemy import Float, inspect
     from sqlmodel import SQLModel
 
@@ -151,7 +156,7 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
 
     migrated = Store(store_url)
     try:
-        assert migrated.schema_version == SCHEMA_VERSION == 8 == _version(migrated)
+        assert migrated.schema_version == SCHEMA_VERSION == 10 == _version(migrated)
         assert [(j.id, j.argv, j.state, j.app_id, j.cancel_requested_at) for j in migrated.list_jobs()] == [
             (queued, ["wc", "1"], "queued", None, None), (running, ["wc", "2"], "running", "app-1", None)]
         assert [m.pending_tasks for m in migrated.samples("a")] == [3]
@@ -187,7 +192,15 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
         assert (migrated.get_cluster("a").expected_duration_s, migrated.get_cluster("a").deadline_s) == (None, None)
         b = migrated.request_cluster("b", framework="spark", min_core=1, expected_duration_s=60.0, deadline_s=600.0)
         assert (b.expected_duration_s, b.deadline_s) == (60.0, 600.0)
-        # v8: where a leaving cluster's output went, recorded while it saves; the old cluster has none
+        # v8: a framework's paths, one JSON object under the names its kind reads (the columns gone)
+        assert migrated.get_framework("spark").paths == {"spark_home": "/opt/spark", "hdfs_jars": "/opt/hdfs"}
+        migrated.register_framework("spark", "spark", replace=True, spark_home="/opt/spark-4")
+        assert migrated.get_framework("spark").paths == {"spark_home": "/opt/spark-4"}
+        # v9: the DU baseline, set once per incarnation (a restart keeps it)
+        assert migrated.get_cluster("a").stored_baseline is None
+        assert migrated.note_stored_baseline("a", 100.0) == 100.0
+        assert migrated.note_stored_baseline("a", 250.0) == 100.0 == migrated.get_cluster("a").stored_baseline
+        # v10: where a leaving cluster's output went, recorded while it saves; the old cluster has none
         assert migrated.get_cluster("a").saved_output is None
         migrated.request_release("a")
         migrated.transition_cluster("a", ClusterState.SAVING)

@@ -103,7 +103,7 @@ def test_suspend_lend_resume_on_spark(lab, tmp_path):
             e["hostPort"].rsplit(":", 1)[0] == x.address and e["activeTasks"] > 0
             for e in get_json(f"{da}/api/v1/applications/{app}/executors")), 120, poll=0.1)
         t_sus = time.monotonic()
-        s = suspend_worker(ex, x.name, x.root, a.name, FOOTPRINT)  # BIG-C's footprint: 1 % CPU
+        s = suspend_worker(ex, x.name, SparkHdfsDriver.suspend_hooks(a.name, x.root).pid, a.name, FOOTPRINT)  # BIG-C's footprint: 1 % CPU
         root = worker_pid(ex, a, x)
         assert s.root == root and root in s.pids and s.pids <= s.tree  # parse(): nothing else in the group
         cmds = cmdlines(ex, x.name, s.tree)

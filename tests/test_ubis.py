@@ -65,7 +65,7 @@ def test_refuse_and_maps_only_borrow_nothing_from_a_spark_worker():
         assert opp.decide(snap([cluster("a", ["h1"]), cluster("b", ["h3"], pending=9)], idle), cfg).grants == ()
     # maps_only borrows where the framework can confine a worker to map tasks
     assert len(opp.decide(snap([cluster("a", ["h1"]), cluster("b", ["h3"], pending=9)], idle), cfg,
-                          task_kind="map").grants) == 1
+                          map_only_workers=True).grants) == 1
 
 
 def test_demand_caps_how_many_hosts_a_borrower_gets():
@@ -125,12 +125,28 @@ def test_withdrawals():
     ({"checks": True}, "checks"), ({"check_period_s": 0.01}, "check_period_s"), ({"nice": 20}, "nice"),
     ({"cpu_shares": 1}, "cpu_shares"), ({"python": "python3; rm -rf /"}, "python"), ({"colour": 1}, "colour"),
     ({"t_alloc": 0.99}, "t_alloc"), ({"clusters": {" b": "accept"}}, "clusters"),
-    ({"clusters": {"b": "maps_only"}}, "maps_only is not supported live"), ({"default": "maps_only"}, "default"),
 ])
 def test_bad_values_are_refused(bad, field):
     with pytest.raises(ValidationError) as exc:
         opp.OpportunisticConfig(**bad)
     assert field in str(exc.value)
+
+
+@pytest.mark.parametrize("bad, field", [
+    ("clusters: {b: maps_only}", "maps_only is not supported live"), ("default: maps_only", "default"),
+])
+def test_maps_only_is_refused_by_the_config_check_not_the_mechanism(tmp_path, bad, field):
+    """The pure mechanism knows maps_only; the config check refuses it for the shipped framework kinds
+    (spark-hdfs cannot confine a worker to map tasks: its driver class says so)."""
+    from fawkes.config import load_config
+    from fawkes.errors import ConfigError
+
+    opp.OpportunisticConfig(**({"clusters": {"b": "maps_only"}} if "clusters" in bad else {"default": "maps_only"}))
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"opportunistic:\n  {bad}\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(cfg)
+    assert field in str(exc.value) and "opportunistic." in str(exc.value)
 
 
 def test_a_bad_config_value_is_one_line_naming_file_and_field_exit_2(tmp_path):

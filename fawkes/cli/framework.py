@@ -55,8 +55,9 @@ def _inventory(path: str | None, config: str | None):
 
 
 def _show(fw) -> dict:
-    return {"name": fw.name, "kind": fw.kind, "spark_home": fw.spark_home, "hadoop_home": fw.hadoop_home,
-            "hdfs_jars": fw.hdfs_jars, "java_home": fw.java_home}
+    p = fw.paths or {}
+    return {"name": fw.name, "kind": fw.kind, "spark_home": p.get("spark_home"), "hadoop_home": p.get("hadoop_home"),
+            "hdfs_jars": p.get("hdfs_jars"), "java_home": fw.java_home}
 
 
 @framework.command("add")
@@ -114,8 +115,9 @@ def list_(as_json: bool, state) -> None:
     if not fws:
         click.echo("no frameworks registered (fawkes framework add NAME --kind spark-hdfs ...)")
     for f in fws:
-        click.echo(f"{f.name:<16} {f.kind:<12} spark={f.spark_home} " +
-                   (f"hadoop={f.hadoop_home}" if f.hadoop_home else f"hdfs-jars={f.hdfs_jars}"))
+        p = f.paths or {}
+        click.echo(f"{f.name:<16} {f.kind:<12} spark={p.get('spark_home')} " +
+                   (f"hadoop={p['hadoop_home']}" if p.get("hadoop_home") else f"hdfs-jars={p.get('hdfs_jars')}"))
 
 
 @framework.command("show")

@@ -1,4 +1,4 @@
-"""Run each ACTIVE MR-cluster's FIFO job queue on its master (spark-submit over SSH).
+"""Run each ACTIVE MR-cluster's FIFO job queue on its master (the kind's submit command over SSH).
 
 A job's driver runs in client mode on the cluster's master host, detached (``setsid nohup``:
 its own session and process group, whose id is the pid in ``pid``), in its own directory
@@ -15,8 +15,9 @@ up to ``cancel_grace_s``, SIGKILLs what is left, and marks the job CANCELLED.  A
 already written ``rc`` ended on its own: it keeps its real outcome.  An unreachable master
 leaves the request pending for the next step.
 
-Arguments may use ``{input}`` (the job's --input, as an HDFS path), ``{output}``
-(``hdfs:///output/<job id>``) and ``{job}`` (the job id).
+The command line is the framework kind's (:meth:`FrameworkDriver.job_command`): arguments may use
+``{input}`` (the job's --input), ``{output}`` (``/output/<job id>`` in the cluster's file system) and
+``{job}`` (the job id), which the kind writes as its framework addresses them (spark-hdfs: HDFS URIs).
 """
 
 from __future__ import annotations
@@ -24,19 +25,19 @@ from __future__ import annotations
 import logging
 import shlex
 import sys
+from collections.abc import Mapping
 
 from fawkes import faults
 from fawkes.coordinator.fleet import Fleet
 from fawkes.coordinator.reconcile import OUTPUT_DIR
 from fawkes.errors import FawkesError
+from fawkes.frameworks.base import driver_class
 from fawkes.mechanism import ClusterState
 from fawkes.ssh.shell import Script, trusted
 from fawkes.store import Store
 from fawkes.store.lifecycle import JobState
 
 log = logging.getLogger("fawkes.dispatch")
-
-UI_PORT_BASE = 4040
 
 #: Stop a job's driver (``$d``: the job directory, ``$steps``: 0.2 s steps of SIGTERM grace).
 #: Only processes of the driver's process group or pid tree whose working directory is the job
@@ -70,16 +71,9 @@ else echo killed sigterm; fi
 """
 
 
-def ui_port(job_id: int) -> int:
-    """The driver UI port of a job (where its task counts are read), fixed by its id."""
-    return UI_PORT_BASE + 1 + job_id % 2000
-
-
-def expand(arg: str, job) -> str:
-    inp = job.input_path or ""
-    if inp and "://" not in inp:
-        inp = "hdfs://" + inp if inp.startswith("/") else f"hdfs:///input/{inp}"
-    return arg.replace("{input}", inp).replace("{output}", f"hdfs://{OUTPUT_DIR}/{job.id}").replace("{job}", str(job.id))
+def env_words(env: Mapping[str, str]) -> str:
+    """``K=V `` words (values quoted) that set ``env`` for one shell command."""
+    return "".join(f"{k}={shlex.quote(v)} " for k, v in env.items())
 
 
 class Dispatcher:
@@ -153,15 +147,6 @@ class Dispatcher:
         log.info("job %s cancelled: %s", job.id, how)
         return True
 
-    def driver_urls(self, cluster: str) -> list[str]:
-        """Driver UIs of the cluster's running jobs (for per-application task counts)."""
-        try:
-            spec, _ = self.fleet.spec(cluster)
-        except FawkesError:
-            return []
-        running = self.store.list_jobs(cluster, states=[JobState.RUNNING])
-        return [f"http://{spec.master.address}:{ui_port(j.id)}" for j in running]
-
     # ------------------------------------------------------------------ internals
     def _cluster_step(self, name: str) -> None:
         spec, driver = self.fleet.spec(name)
@@ -182,31 +167,19 @@ class Dispatcher:
     def job_dir(self, spec, job_id: int) -> str:
         return f"{spec.cluster_dir(spec.master)}/jobs/{job_id}"
 
+    def launch(self, spec, driver, job):
+        """The kind's :class:`~fawkes.frameworks.base.JobLaunch` of ``job`` on ``spec``'s master."""
+        return driver.job_command(spec, job, output=f"{OUTPUT_DIR}/{job.id}", driver_memory=self.driver_memory,
+                                  python=self.python)
+
     def driver_argv(self, spec, driver, job) -> list[str]:
-        """The ``spark-submit`` command line of ``job`` on ``spec``'s master.  Its processes carry
-        the cluster and the job id, so ``ps`` tells them apart: the application is named
-        ``fawkes-<cluster>-<job>`` and the driver's and executors' JVMs get
-        ``-Dfawkes.job=<cluster>/<job>`` (``ps -ef | grep fawkes.job=etl/7``)."""
-        tag = f"-Dfawkes.job={spec.name}/{job.id}"
-        conf = dict(driver.submit_conf(spec))
-        conf.update({
-            "spark.driver.host": spec.master.address, "spark.driver.bindAddress": spec.master.address,
-            "spark.ui.port": str(ui_port(job.id)), "spark.port.maxRetries": "0",
-            "spark.driver.memory": self.driver_memory, "spark.pyspark.python": self.python,
-            "spark.pyspark.driver.python": self.python,
-        })
-        for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):  # the tag, then app_jvm_opts
-            conf[key] = " ".join(filter(None, (tag, conf.get(key))))
-        argv = [f"{spec.framework.spark_home}/bin/spark-submit", "--name", f"fawkes-{spec.name}-{job.id}"]
-        for k, v in conf.items():
-            argv += ["--conf", f"{k}={v}"]
-        return argv + [expand(a, job) for a in job.argv]
+        """The command line of ``job``'s driver on ``spec``'s master (the kind's, :meth:`launch`)."""
+        return list(self.launch(spec, driver, job).argv)
 
     def _launch(self, spec, driver, job) -> None:
         d = self.job_dir(spec, job.id)
-        argv = self.driver_argv(spec, driver, job)
-        env = f"JAVA_HOME={shlex.quote(spec.framework.java_home)} " if spec.framework.java_home else ""
-        inner = f"{env}SPARK_HOME={shlex.quote(spec.framework.spark_home)} {shlex.join(argv)}; echo $? > {shlex.quote(d + '/rc')}"
+        how = self.launch(spec, driver, job)
+        inner = f"{env_words(how.env)}{shlex.join(how.argv)}; echo $? > {shlex.quote(d + '/rc')}"
         script = Script(
             "mkdir -p {d} && cd {d} && if [ -e pid ] || [ -e cancelled ]; then exit 0; fi; "
             "setsid nohup sh -c {inner} > log 2>&1 < /dev/null & echo $! > {pid}",
@@ -227,15 +200,16 @@ class Dispatcher:
             # the driver may have written rc and exited between the two tests: read rc again before
             # calling it vanished (a job that succeeded was recorded failed so: the fault campaign)
             "elif [ -e rc ]; then echo rc $(cat rc); else echo vanished; fi; "
-            "grep -o 'app-[0-9]*-[0-9]*' log 2>/dev/null | head -1",
-            d=d,
+            "grep -o {pattern} log 2>/dev/null | head -1",
+            d=d, pattern=driver_class(spec.framework.kind).job_id_pattern,
         )
         res = self.fleet.ex.run([spec.master.name], script, timeout=20)[spec.master.name]
         if not res.ok:
             return  # host unreachable now: the sampler's health check deals with hosts
-        lines = res.stdout.split()
+        out = res.stdout.splitlines()
+        lines = out[0].split() if out else []  # the status line, then the framework's id of the job
         status = lines[0] if lines else "missing"
-        app = next((w for w in lines if w.startswith("app-")), None)
+        app = out[1].strip() if len(out) > 1 and out[1].strip() else None
         state = JobState(job.state)
         if status == "missing":
             if state is JobState.DISPATCHED:

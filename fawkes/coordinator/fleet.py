@@ -6,6 +6,7 @@ import threading
 
 from fawkes.errors import FawkesError
 from fawkes.frameworks.base import FrameworkDriver, Progress, driver_for
+from fawkes.frameworks.registry import paths_of
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.inventory import Inventory
 from fawkes.mechanism import Role
@@ -40,9 +41,8 @@ class Fleet:
         self.ex.close()
 
     def framework(self, name: str) -> FrameworkPaths:
-        fw = self.store.get_framework(name)
-        return FrameworkPaths(name=fw.name, kind=fw.kind, spark_home=fw.spark_home, hadoop_home=fw.hadoop_home,
-                              hdfs_jars=fw.hdfs_jars, java_home=fw.java_home)
+        """The registered framework ``name`` as its kind reads it (paths by the kind's own names)."""
+        return paths_of(self.store.get_framework(name))
 
     def driver(self, kind: str) -> FrameworkDriver:
         with self._lock:

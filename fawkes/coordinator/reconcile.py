@@ -55,7 +55,8 @@ from fawkes.config import TimeoutsConfig
 from fawkes.coordinator.fleet import Fleet
 from fawkes.coordinator.suspend import Suspender
 from fawkes.errors import FawkesError
-from fawkes.frameworks.base import DecommissionInterrupted, DecommissionTimeout, NodeFacts, shrink_mode_for
+from fawkes.frameworks.base import (SHRINK_MODES, DecommissionInterrupted, DecommissionTimeout, NodeFacts,
+                                    driver_class, shrink_mode_for)
 from fawkes.mechanism import ClusterState, Role, ShrinkMode
 from fawkes.store import Store
 from fawkes.ssh.cgroups import Footprint
@@ -77,8 +78,8 @@ class Reconciler:
                  timeouts: TimeoutsConfig | None = None, drift_every_s: float = 300.0,
                  shrink_mode: str | None = None, footprint: Footprint | None = None,
                  save_to: Callable[[str], str | None] | None = None):
-        if shrink_mode is not None and shrink_mode not in ("fp", "graceful", "suspend"):
-            raise FawkesError(f"shrink_mode: {shrink_mode!r} is not one of 'fp', 'graceful', 'suspend'")
+        if shrink_mode is not None and shrink_mode not in SHRINK_MODES:
+            raise FawkesError(f"shrink_mode: {shrink_mode!r} is not one of {', '.join(map(repr, SHRINK_MODES))}")
         self.shrink_mode = shrink_mode  # None: each framework kind's default (B-6, shrink_mode_for)
         # where a leaving cluster's output goes (the config's save_to_of; None: <work dir>/saved on its master)
         self.save_to = save_to if save_to is not None else (lambda name: None)
@@ -195,10 +196,8 @@ class Reconciler:
                     self._try(self.store.transition_node, n.id, NodeState.RUNNING,
                               f"found up, not started again: {f.summary()}")
                     log.info("%s: %s found up (%s)", c.name, n.host, f.summary())
-                elif n.state == NodeState.DRAINING:
-                    dn = f.registration.get("datanode")
-                    if dn is None or dn == "Decommission In Progress":
-                        waiting.add(n.id)  # HDFS is at work (or did not answer): ask again next step
+                elif n.state == NodeState.DRAINING and not f.decommissioned and f.decommissioning is not False:
+                    waiting.add(n.id)  # HDFS is at work (or did not answer): ask again next step
         return waiting
 
     def _observe(self, cluster: str, hosts: list[str]) -> dict[str, NodeFacts] | None:
@@ -303,14 +302,15 @@ class Reconciler:
             try:
                 if tr and graceful:  # decommission the workers, let their tasks finish (bounded), then stop
                     driver.remove_nodes(spec, [n.host for n in group], ShrinkMode.DP, timeout=self.drain_timeout,
-                                        cancel=self.cancel, spark_drain_s=self.timeouts.graceful)
+                                        cancel=self.cancel, drain_s=self.timeouts.graceful)
                 else:
                     driver.remove_nodes(spec, [n.host for n in group], timeout=self.drain_timeout, cancel=self.cancel)
             except DecommissionInterrupted as exc:  # stopping: HDFS goes on; the next start resumes the wait
                 log.info("%s", exc)
                 return
             except DecommissionTimeout as exc:  # nodes stay DRAINING; the sync phase watches HDFS from now on
-                self.store.record_event("shrink", f"HDFS still decommissioning, checked every step: {exc}",
+                storage = driver_class(spec.framework.kind).storage_name
+                self.store.record_event("shrink", f"{storage} still decommissioning, checked every step: {exc}",
                                         cluster=name)
                 continue
             for n in group:
@@ -464,7 +464,7 @@ class Reconciler:
             if state is NodeState.DRAINING:
                 if n.id not in self._reported:
                     self._reported.add(n.id)
-                    msg = (f"{n.host} draining for more than {limits[state]:g}s: HDFS has not finished "
+                    msg = (f"{n.host} draining for more than {limits[state]:g}s: its file system has not finished "
                            "decommissioning it; nothing is stopped before it does")
                     log.warning("%s: %s", cluster, msg)
                     self._try(self.store.record_event, "node", msg, level="warning", cluster=cluster, node=n.host)

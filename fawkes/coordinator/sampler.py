@@ -3,7 +3,9 @@
 Which metric feeds which policy (see docs/metrics.md): jobs from fawkes' own queue
 (JD, DD, JS, JT); tasks from the drivers' REST APIs, queued jobs counted by their input
 splits (TD, TT); cores used / cores from the Spark master (PU); HDFS used above the level
-right after the input load / capacity from the NameNode (DU).  A job that has not started
+right after the input load / capacity from the NameNode (DU).  All of it through the kind's neutral
+:class:`~fawkes.frameworks.sample.FrameworkSample`; the DU baseline (the level after the load) is kept
+in the state (``mr_clusters.stored_baseline``), so a restarted coordinator weighs as before.  A job that has not started
 counts the tasks an earlier run of the same application had on that cluster (stored with each
 job as ``tasks_seen``, so a restart keeps it), at least one per input split; so does a started
 job whose driver lists no stage yet.  DataNode bytes per node
@@ -32,7 +34,7 @@ from fawkes.coordinator.fleet import Fleet
 from fawkes.coordinator.usage import NodeWindows
 from fawkes.coordinator.view import Signals
 from fawkes.errors import FawkesError
-from fawkes.frameworks.metrics import TaskCounts
+from fawkes.frameworks.sample import TaskCounts
 from fawkes.mechanism import ClusterState, JobFacts, Settings, sample_cluster
 from fawkes.mechanism.model import JobProgress
 from fawkes.store import Store
@@ -53,7 +55,6 @@ class Sampler:
         self.settings = settings
         self.clock = clock
         self.grace_s = grace_s
-        self.baseline_used: dict[str, float] = {}  # HDFS used when the cluster became ACTIVE (DU)
         self.unreachable_since: dict[str, float] = {}
         # CERES' signals, in memory (docs/mechanism.md, CERES): only when their setting is on
         self.windows = NodeWindows(settings.usage_window_s) if settings.swollen_threshold is not None else None
@@ -98,7 +99,7 @@ class Sampler:
                              for j, q in sorted(jobs.items()) if q) for c, jobs in self.progress.items()}
         return Signals(usage, {c: p for c, p in progress.items() if p})
 
-    def note_progress(self, name: str, now: float, jobs, tasks_by_app) -> None:
+    def note_progress(self, name: str, now: float, jobs, tasks_by_job) -> None:
         """CERES C-2: per running job with stages listed by its driver, the fraction of its tasks
         done (completed / (pending + running + completed), Spark's per-stage counts summed), the last
         three samples kept; jobs no longer running are forgotten."""
@@ -108,7 +109,7 @@ class Sampler:
             if j.state != JobState.RUNNING or not j.app_id:
                 continue
             running.add(j.id)
-            counts = tasks_by_app.get(j.app_id)
+            counts = tasks_by_job.get(j.app_id)
             if counts is None or not counts.total:  # between two actions no stage is listed: no sample
                 continue
             seen = counts.pending + counts.running + counts.completed
@@ -123,14 +124,15 @@ class Sampler:
 
     def sample(self, name: str, *, loading: bool = False) -> None:
         spec, driver = self.fleet.spec(name, states={NodeState.RUNNING, NodeState.DRAINING})
-        fs = driver.metrics(spec, driver_urls=self.dispatcher.driver_urls(name))
+        running = self.store.list_jobs(name, states=[JobState.RUNNING])  # their task counts, per job
+        fs = driver.metrics(spec, jobs=[j.id for j in running])
         now = self.clock()
         jobs = self.store.list_jobs(name, states=[JobState.QUEUED, JobState.DISPATCHED, JobState.RUNNING])
         finished = self.store.list_jobs(name, states=[JobState.SUCCEEDED, JobState.FAILED])
         learned = tasks_learned(finished + jobs)
         facts, seen = [], {}
         for j in jobs:
-            counts = fs.tasks_by_app.get(j.app_id) if j.app_id else None
+            counts = fs.tasks_by_job.get(j.app_id) if j.app_id else None
             pending, running, n = job_tasks(j, counts, learned)
             if n > (j.tasks_seen or 0):
                 seen[j.id] = n
@@ -140,25 +142,27 @@ class Sampler:
                                   ref_runtime=j.ref_runtime))
         self.store.note_job_tasks(seen)
         if self.track_progress:
-            self.note_progress(name, now, jobs, fs.tasks_by_app)
-        used = fs.stored_bytes
-        if not loading and name not in self.baseline_used and fs.hdfs is not None:
-            self.baseline_used[name] = used
+            self.note_progress(name, now, jobs, fs.tasks_by_job)
+        # DU: bytes written since the input load, stored above the baseline (kept in the state: a restart
+        # weighs as before), unless the framework counts the bytes its jobs wrote itself
+        used = fs.stored_bytes if fs.stored_bytes is not None else 0.0
+        base = self.store.get_cluster(name).stored_baseline
+        if base is None and not loading and fs.stored_bytes is not None:
+            base = self.store.note_stored_baseline(name, used)
+        written = fs.written_bytes if fs.written_bytes is not None else \
+            max(0.0, used - (used if base is None else base))
         m = sample_cluster(
             now, facts, self.settings,
-            busy_slots=fs.busy_slots, configured_slots=fs.configured_slots,
-            output_bytes=max(0.0, used - self.baseline_used.get(name, used)),
+            busy_slots=fs.busy_slots, configured_slots=fs.slots,
+            output_bytes=written,
             storage_capacity=fs.storage_capacity, completed_jobs=len(finished),
-            completed_tasks=sum(c.completed for c in fs.tasks_by_app.values()), loading=loading,
+            completed_tasks=sum(c.completed for c in fs.tasks_by_job.values()), loading=loading,
         )
         self.store.record_sample(name, m)
-        by_addr = fs.stored_by_address()
-        if by_addr:
-            address = {x.name: x.address for x in spec.nodes}
+        if fs.stored_by_node:
             for n in self.store.list_nodes(name):
-                addr = address.get(n.host)
-                if addr in by_addr and by_addr[addr] != n.stored_bytes:
-                    self.store.update_node(n.id, stored_bytes=int(by_addr[addr]))
+                if n.host in fs.stored_by_node and fs.stored_by_node[n.host] != n.stored_bytes:
+                    self.store.update_node(n.id, stored_bytes=int(fs.stored_by_node[n.host]))
 
     def check_hosts(self) -> None:
         """SSH liveness of every allocated host; failed after ``grace_s`` without an answer."""

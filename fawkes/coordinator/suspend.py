@@ -28,8 +28,10 @@ history, so not in A's discrimination); B's node on a lent host is an ordinary n
 for B.  The mechanism itself is unchanged and pure: it sees a free host and nodes.
 
 Three parts here: the store steps (each one short transaction, compare-and-set on the node's
-state, a history row and an event), the SSH steps (Spark workers found through the cluster's control
-script's pid file), and :class:`Suspender`, the reconciler's pass that carries the intent out.
+state, a history row and an event), the SSH steps (the worker found and wiped by the commands its
+framework kind gives, :meth:`~fawkes.frameworks.base.FrameworkDriver.suspend_hooks`; spark-hdfs:
+the control script's pid file), and :class:`Suspender`, the reconciler's pass that carries the
+intent out.
 """
 
 from __future__ import annotations
@@ -37,13 +39,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 from sqlalchemy import update
 from sqlmodel import col, select
 
 from fawkes.errors import FawkesError
-from fawkes.frameworks.render import CONTROL_SCRIPT
+from fawkes.frameworks.base import SuspendHooks, driver_class
 from fawkes.mechanism import ClusterState, Role
 from fawkes.ssh import cgroups
 from fawkes.ssh.cgroups import Footprint, Suspended
@@ -63,21 +64,11 @@ def group(cluster: str, host: str) -> str:
     return cgroups.group_name(f"fawkes-suspend-{cluster}@{host}")
 
 
-def control_script(root: str, cluster: str) -> str:
-    """The cluster's daemon control script on a host whose fawkes root is ``root``."""
-    return str(PurePosixPath(root) / "clusters" / cluster / CONTROL_SCRIPT)
-
-
-def worker_pid(root: str, cluster: str) -> Script:
-    """Prints the pid of the cluster's Spark worker on the host (from its pid file, checked by class)."""
-    return Script("/bin/sh {s} status worker | awk '$2 == \"running\" {{print $3}}'",
-                  s=control_script(root, cluster))
-
-
-def suspend_worker(ex, host: str, root: str, cluster: str, footprint: Footprint = Footprint(),
+def suspend_worker(ex, host: str, pid: Script, cluster: str, footprint: Footprint = Footprint(),
                    timeout: float = 60.0) -> Suspended:
-    """Suspend ``cluster``'s worker tree on ``host`` (idempotent); raise one line on failure."""
-    r = ex.run([host], cgroups.suspend_script(worker_pid(root, cluster), group(cluster, host), footprint),
+    """Suspend ``cluster``'s worker tree on ``host`` (idempotent); raise one line on failure.  ``pid``
+    prints the pid at the tree's root (the kind's :attr:`SuspendHooks.pid`)."""
+    r = ex.run([host], cgroups.suspend_script(pid, group(cluster, host), footprint),
                timeout=timeout)[host]
     if not r.ok:
         raise FawkesError(f"{host}: suspending {cluster}'s worker failed: "
@@ -95,12 +86,12 @@ def resume_worker(ex, host: str, cluster: str, timeout: float = 60.0) -> list[in
     return [int(p) for p in last[-1].split()[1:]] if last else []
 
 
-def stop_worker(ex, host: str, root: str, cluster: str, timeout: float = 120.0) -> None:
+def stop_worker(ex, host: str, wipe: Script, cluster: str, timeout: float = 120.0) -> None:
     """Thaw ``cluster``'s suspended worker on ``host``, stop it and wipe the cluster's directory there
-    (the teardown of a cluster whose node was suspended; another cluster's worker there is untouched)."""
-    s = control_script(root, cluster)
-    script = Script("{resume}\nif [ -f {s} ]; then /bin/sh {s} wipe; fi\n",  # (resume exits on failure)
-                    resume=cgroups.resume_script(group(cluster, host)), s=s)
+    (the teardown of a cluster whose node was suspended; another cluster's worker there is untouched).
+    ``wipe``: the kind's :attr:`SuspendHooks.wipe`."""
+    script = Script("{resume}\n{wipe}\n",  # (resume exits on failure)
+                    resume=cgroups.resume_script(group(cluster, host)), wipe=wipe)
     r = ex.run([host], script, timeout=timeout)[host]
     if not r.ok:
         raise FawkesError(f"{host}: stopping {cluster}'s suspended worker failed: "
@@ -320,6 +311,11 @@ class Suspender:
     def _root(self, host: str) -> str:
         return self.rec.fleet.node_spec(host, Role.TR).root
 
+    def _hooks(self, cluster: str, host: str) -> SuspendHooks:
+        """The commands of ``cluster``'s framework kind for its worker on ``host``."""
+        kind = self.store.get_framework(self.store.get_cluster(cluster).framework).kind
+        return driver_class(kind).suspend_hooks(cluster, self._root(host))
+
     def pending(self, cluster: str) -> bool:
         """The cluster still has suspended workers (its teardown waits for them)."""
         return bool(suspended_nodes(self.store, cluster)) or any(
@@ -358,7 +354,8 @@ class Suspender:
                 rest.append(n)
                 continue
             try:
-                sus = suspend_worker(self.rec.fleet.ex, n.host, self._root(n.host), cluster, self.footprint)
+                sus = suspend_worker(self.rec.fleet.ex, n.host, self._hooks(cluster, n.host).pid, cluster,
+                                     self.footprint)
             except FawkesError as exc:
                 self.store.record_event("shrink", f"suspend failed, FP instead: {exc}", level="warning",
                                         cluster=cluster, node=n.host)
@@ -384,5 +381,5 @@ class Suspender:
 
     def _stop(self, n: SuspendedNode) -> None:
         if n.host_state in (HostState.FREE, HostState.ALLOCATED):
-            stop_worker(self.rec.fleet.ex, n.host, self._root(n.host), n.cluster)
+            stop_worker(self.rec.fleet.ex, n.host, self._hooks(n.cluster, n.host).wipe, n.cluster)
         given_up(self.store, n.id, "cluster teardown: suspended worker thawed and stopped")

@@ -14,8 +14,9 @@ coordinator
    signals (``Snapshot.host_use``) and the controller's targets: hosts to lend, workers to promote,
    workers to withdraw;
 3. **carries it out**: a lent host gets the borrower's configs (as if it were its TR node) and, over one
-   SSH session kept open, the watchdog agent starting the borrower's Spark worker (``fawkes-daemon.sh
-   run worker``) in a cgroup capped at ``T_alloc x Cap - Util`` with ``cpu_shares`` and ``nice``.  The
+   SSH session kept open, the watchdog agent starting the borrower's worker in the foreground (the
+   kind's :meth:`~fawkes.frameworks.base.FrameworkDriver.opportunistic_worker`; spark-hdfs: its Spark
+   worker, ``fawkes-daemon.sh run worker``) in a cgroup capped at ``T_alloc x Cap - Util`` with ``cpu_shares`` and ``nice``.  The
    session writes a line every second (the agent's ``--stdin-timeout``) and reads the agent's JSON
    events: ``stopped`` (the watchdog preempted the worker on its own: three checks over
    ``t_preempt``) is recorded as an event and the host cools down ``cooldown_s`` before it is lent
@@ -47,7 +48,7 @@ from pathlib import Path, PurePosixPath
 
 from fawkes.agent import watchdog as agent
 from fawkes.errors import FawkesError
-from fawkes.frameworks.render import CONTROL_SCRIPT
+from fawkes.frameworks.base import map_only_refusal
 from fawkes.mechanism import ClusterState, Role
 from fawkes.mechanism import opportunistic as opp
 from fawkes.mechanism.model import HostUse
@@ -169,6 +170,8 @@ class Lender:
         self.monitors: dict[str, Session] = {}  # host -> the agent sampling its use (--sample --follow)
         self.samples: dict[str, list[tuple[float, float, float, float]]] = {}  # host -> (monotonic, cpu, mem, cpus)
         self._agent_on: set[str] = set()
+        # whether an opportunistic worker can be confined to map tasks (every kind's capability)
+        self.map_only_workers = map_only_refusal() is None
         self._lock = threading.Lock()
         self._last = time.monotonic()
 
@@ -277,7 +280,7 @@ class Lender:
                           if h not in use)
         snap = replace(snap, host_use=host_use)
         targets = {n: m.target for n, m in self.control.memory().clusters if m.target is not None}
-        plan = opp.decide(snap, self.cfg, targets)
+        plan = opp.decide(snap, self.cfg, targets, map_only_workers=self.map_only_workers)
         for w in plan.withdrawals:
             self._withdraw(w.host, w.reason)
         for p in plan.promotions:
@@ -294,21 +297,20 @@ class Lender:
     def _lend(self, g: opp.Grant) -> Session:
         spec, driver = self.fleet.spec(g.cluster)
         node = self.fleet.node_spec(g.host, Role.TR)
-        lent = spec.with_node(node)
-        driver.push_configs(lent, [g.host])  # the borrower's configs on the host, as for a TR node
+        # the borrower's configs on the host, as for a TR node, and how its worker runs in the foreground
+        w = driver.opportunistic_worker(spec.with_node(node), node)
         self._ensure_agent([g.host])
-        cdir = PurePosixPath(lent.cluster_dir(node))
+        logs = PurePosixPath(w.log_dir)
         c = self.cfg
         cmd = Script(
             "mkdir -p {pids} {logs} && exec {py} {a} --stdin-eof --stdin-timeout {hb} --cpu {cpu} --mem {mem} "
             "--count {n} --period {p} --grace {g} --nice {nice} --worker-cpus {cpus} --worker-shares {sh} "
-            "--worker-log {wlog} --worker-pidfile {pidf} --status {status} --verbose -- /bin/sh {ctl} run worker",
-            pids=str(cdir / "pids"), logs=str(cdir / "logs"), py=c.python, a=agent_path(node.root),
+            "--worker-log {wlog} --worker-pidfile {pidf} --status {status} --verbose -- {worker}",
+            pids=str(PurePosixPath(w.pidfile).parent), logs=str(logs), py=c.python, a=agent_path(node.root),
             hb=f"{c.silence_s:g}", cpu=f"{c.t_preempt_cpu:g}", mem=f"{c.t_preempt_mem:g}", n=str(c.checks),
             p=f"{c.check_period_s:g}", g=f"{c.grace_s:g}", nice=str(c.nice), cpus=f"{max(0.01, g.cpus):.4f}",
-            sh=str(c.cpu_shares), wlog=str(cdir / "logs" / "opportunistic-worker.out"),
-            pidf=str(cdir / "pids" / "worker.pid"), status=str(cdir / "logs" / "opportunistic-watchdog.json"),
-            ctl=str(cdir / CONTROL_SCRIPT))
+            sh=str(c.cpu_shares), wlog=str(logs / "opportunistic-worker.out"),
+            pidf=w.pidfile, status=str(logs / "opportunistic-watchdog.json"), worker=list(w.argv))
         client, chan = self._open(g.host, cmd)  # a connection of its own: the session stays open
         s = Session(g.host, g.cluster, g.owner, g.cpus, client, chan, time.monotonic())
         with self._lock:

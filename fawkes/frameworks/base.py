@@ -1,8 +1,20 @@
-"""The framework driver interface and the registry of framework kinds.
+"""The framework driver contract and the registry of framework kinds.
 
 A *kind* (``spark-hdfs``, ...) is one module ``fawkes/frameworks/<kind with _>.py`` that defines
 ``DRIVER`` (a :class:`FrameworkDriver` subclass) plus its template set in ``templates/<kind>/``:
-nothing else has to change to add one.
+nothing else has to change to add one.  The service (``fawkes/coordinator``, ``mechanism``,
+``store``) knows nodes, roles, removal modes, samples and jobs, never a kind's names: everything it
+asks of a framework goes through the contract below (docs/frameworks.md, "The contract").
+
+The contract, modelled on Ray autoscaler v2's node provider: a few verbs on a cluster's
+:class:`ClusterSpec` -- observe (:meth:`~FrameworkDriver.observe`: per node :class:`NodeFacts`;
+:meth:`~FrameworkDriver.metrics`: per cluster a neutral :class:`FrameworkSample`), deploy /
+teardown, add nodes, remove nodes (with a removal mode the kind offers), submit a job
+(:meth:`~FrameworkDriver.job_command`), load input / save output, and the hooks the suspender
+and the opportunistic lender need (:meth:`~FrameworkDriver.suspend_hooks`,
+:meth:`~FrameworkDriver.opportunistic_worker`).  What a kind offers it declares as class
+attributes: ``roles``, ``removal_modes``, ``default_shrink_mode``, ``signals``,
+``map_only_workers``.
 
 Drivers are stateless: every operation takes the MR-cluster's :class:`ClusterSpec` (the nodes
 it has now) and does its I/O through the SSH executor and HTTP to the daemons.  State lives on
@@ -23,10 +35,11 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from fawkes.errors import FawkesError
-from fawkes.frameworks.metrics import FrameworkSample
 from fawkes.frameworks.render import RenderedHost, render_cluster
+from fawkes.frameworks.sample import FrameworkSample, TaskCounts  # noqa: F401  (the contract's types)
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role, ShrinkMode
+from fawkes.ssh.shell import Script
 
 
 @dataclass(frozen=True)
@@ -48,7 +61,7 @@ class DecommissionTimeout(FawkesError):
 class DecommissionInterrupted(DecommissionTimeout):
     """The wait for DP was cancelled (e.g. the coordinator stops): as after a timeout, the node keeps
     decommissioning and nothing was stopped; a later ``remove_nodes`` resumes the wait.  Putting the
-    node back in service is :meth:`FrameworkDriver.recommission`."""
+    node back in service is the kind's own (``SparkHdfsDriver.recommission``)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,9 @@ class NodeFacts:
     did not answer).  ``up``: every daemon runs and is registered the way ``add_nodes`` /
     ``deploy`` wait for.  ``decommissioned``: the file system has finished decommissioning the
     node (or it stores nothing there): only then may its storage daemon be stopped.
+    ``decommissioning``: the file system is at work decommissioning it now (told, not finished);
+    None when the file system did not answer.  A node neither decommissioned nor decommissioning
+    has not been told (or was taken back): its removal must (re)start the decommission.
     """
 
     host: str
@@ -101,6 +117,7 @@ class NodeFacts:
     up: bool
     decommissioned: bool
     problems: tuple[str, ...] = ()
+    decommissioning: bool | None = False
 
     def summary(self) -> str:
         parts = []
@@ -116,15 +133,75 @@ class NodeFacts:
 #: tasks finish, bounded by ``timeouts.graceful``), ``suspend`` suspends it and lends its host
 SHRINK_MODES = ("fp", "graceful", "suspend")
 
+#: how a kind can remove a node (:attr:`FrameworkDriver.removal_modes`): ``fp`` fast (stop it, its
+#: running tasks re-run elsewhere), ``dp`` data-preserving (decommission its storage, then stop),
+#: ``graceful`` (no new tasks, running ones finish, bounded by ``drain_s``, then stop), ``suspend``
+#: (its worker suspended in place and its host lent: :meth:`FrameworkDriver.suspend_hooks`)
+REMOVAL_MODES = ("fp", "dp", "graceful", "suspend")
+
+#: what a kind's :class:`FrameworkSample` feeds (:attr:`FrameworkDriver.signals`): ``tasks`` (queued,
+#: running, done; per job), ``slots`` (configured and busy), ``stored_bytes`` (and capacity, per node),
+#: ``written_bytes`` (counted by the framework itself), ``job_progress`` (per-job task counts while a
+#: job runs)
+SIGNALS = ("tasks", "slots", "stored_bytes", "written_bytes", "job_progress")
+
+
+@dataclass(frozen=True)
+class JobLaunch:
+    """How to start one job's driver on the cluster's master host (:meth:`FrameworkDriver.job_command`):
+    ``argv`` run with ``env`` set, from the job's own directory (its output goes to the file ``log``
+    there, where :attr:`FrameworkDriver.job_id_pattern` finds the framework's id of the job)."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SuspendHooks:
+    """What the suspender runs on a host for one cluster (:meth:`FrameworkDriver.suspend_hooks`):
+    ``pid`` prints the pid at the root of the cluster's worker process tree there (nothing when none
+    runs); ``wipe`` stops whatever of the cluster runs there and deletes its directory (idempotent)."""
+
+    pid: Script
+    wipe: Script
+
+
+@dataclass(frozen=True)
+class WorkerLaunch:
+    """An opportunistic worker (:meth:`FrameworkDriver.opportunistic_worker`): ``argv`` runs the
+    cluster's worker in the foreground on the host (the watchdog agent's child); ``pidfile`` is where
+    the kind's own control looks for that worker's pid (a promoted worker is kept there); ``log_dir``
+    a directory of the cluster on the host for the agent's files."""
+
+    argv: tuple[str, ...]
+    pidfile: str
+    log_dir: str
+
 
 class FrameworkDriver(ABC):
     """Deploy, grow, shrink, observe and tear down MR-clusters of one framework kind."""
 
     kind: ClassVar[str]
+    #: the node roles a cluster of this kind has (docs/mechanism.md "Roles")
+    roles: ClassVar[tuple[Role, ...]] = (Role.CORE, Role.TC, Role.TR)
+    #: how its nodes can be removed (a subset of :data:`REMOVAL_MODES`); a configured ``shrink_mode``
+    #: the kind does not offer is refused (:func:`shrink_mode_for`)
+    removal_modes: ClassVar[frozenset[str]] = frozenset({"fp", "dp"})
     #: B-6: how this kind's TR nodes leave when the coordinator's config sets no ``shrink_mode``
-    #: (one of :data:`SHRINK_MODES`, checked when the driver class is defined); a ``shrink_mode``
-    #: in the config wins for every cluster (:func:`shrink_mode_for`)
+    #: (one of :data:`SHRINK_MODES` it offers, checked when the driver class is defined); a
+    #: ``shrink_mode`` in the config wins for every cluster (:func:`shrink_mode_for`)
     default_shrink_mode: ClassVar[str] = "fp"
+    #: what its samples feed (a subset of :data:`SIGNALS`)
+    signals: ClassVar[frozenset[str]] = frozenset()
+    #: whether an opportunistic worker of this kind can be confined to map tasks (UBIS ``maps_only``);
+    #: when not, ``map_only_note`` says why (the config refuses ``maps_only`` with it)
+    map_only_workers: ClassVar[bool] = False
+    map_only_note: ClassVar[str] = ""
+    #: how messages name the kind's file system (the one that decommissions a node's storage)
+    storage_name: ClassVar[str] = "the file system"
+    #: a ``grep -o`` basic regular expression finding the framework's id of a job in its driver's log
+    #: (stored as the job's ``app_id``: the key of :attr:`FrameworkSample.tasks_by_job`); empty: none
+    job_id_pattern: ClassVar[str] = ""
     #: daemons per node role (the master node runs its master daemons in addition)
     role_daemons: ClassVar[Mapping[Role, tuple[str, ...]]]
     master_daemons: ClassVar[tuple[str, ...]]
@@ -134,6 +211,9 @@ class FrameworkDriver(ABC):
         mode = cls.__dict__.get("default_shrink_mode", cls.default_shrink_mode)
         if not isinstance(mode, str) or mode not in SHRINK_MODES:
             raise TypeError(f"{cls.__name__}.default_shrink_mode: {mode!r} is not one of {', '.join(SHRINK_MODES)}")
+        bad = sorted(set(cls.removal_modes) - set(REMOVAL_MODES)) + sorted(set(cls.signals) - set(SIGNALS))
+        if bad:
+            raise TypeError(f"{cls.__name__}: unknown removal mode(s) or signal(s) {', '.join(bad)}")
 
     def __init__(self, executor, *, progress: Progress | None = None, http_timeout: float = 5.0):
         self.ex = executor
@@ -176,14 +256,10 @@ class FrameworkDriver(ABC):
 
     @abstractmethod
     def remove_nodes(self, cluster: ClusterSpec, names: Sequence[str], mode: ShrinkMode | None = None, *,
-                     timeout: float = 600.0, cancel: threading.Event | None = None) -> OpResult:
-        """Shrink by FP or DP (default: by role, TR->FP, TC->DP). Core nodes are refused."""
-
-    @abstractmethod
-    def recommission(self, cluster: ClusterSpec, names: Sequence[str], *, timeout: float = 180.0) -> OpResult:
-        """Put nodes whose DP has not finished back in service (a drain taken back): the file system
-        stops decommissioning them and their compute daemons take work again.  Nodes not being
-        decommissioned are left as they are."""
+                     timeout: float = 600.0, cancel: threading.Event | None = None,
+                     drain_s: float = 2.0) -> OpResult:
+        """Shrink by FP or DP (default: by role, TR->FP, TC->DP). Core nodes are refused.  DP of a TR
+        node is the graceful removal: its running tasks may finish for up to ``drain_s`` seconds."""
 
     @abstractmethod
     def save_output(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> SavedOutput | None:
@@ -209,9 +285,26 @@ class FrameworkDriver(ABC):
         Never changes anything; a master or host that does not answer leaves its facts None."""
 
     @abstractmethod
-    def metrics(self, cluster: ClusterSpec, *, driver_urls: Sequence[str] = (),
-                host_stats: bool = False) -> FrameworkSample:
-        """One sample of the policy inputs, from the daemons themselves."""
+    def metrics(self, cluster: ClusterSpec, *, jobs: Sequence[int] = (), host_stats: bool = False) -> FrameworkSample:
+        """One neutral sample of the policy inputs, from the daemons themselves; ``jobs``: the ids of
+        the cluster's running jobs started by :meth:`job_command` (their task counts, per job)."""
+
+    @abstractmethod
+    def job_command(self, cluster: ClusterSpec, job, *, output: str, driver_memory: str,
+                    python: str) -> JobLaunch:
+        """How to start ``job`` (a stored job: ``id``, ``argv``, ``input_path``) on the master host: the
+        kind's submit command with its arguments, ``{input}`` / ``{output}`` / ``{job}`` in them
+        replaced by the job's input path, ``output`` and its id as the framework addresses them."""
+
+    @classmethod
+    @abstractmethod
+    def suspend_hooks(cls, cluster: str, root: str) -> SuspendHooks:
+        """The suspender's commands for ``cluster``'s worker on a host whose fawkes root is ``root``."""
+
+    @abstractmethod
+    def opportunistic_worker(self, cluster: ClusterSpec, node: NodeSpec) -> WorkerLaunch:
+        """Write ``node``'s configs as for a TR node of ``cluster`` (which includes it) and say how to
+        run its worker in the foreground under the watchdog agent (UBIS)."""
 
 
 
@@ -251,13 +344,27 @@ def driver_class(kind: str) -> type[FrameworkDriver]:
 
 def shrink_mode_for(kind: str, configured: str | None = None) -> str:
     """B-6: how the TR nodes of a cluster of framework ``kind`` leave: the config's ``shrink_mode``
-    when it sets one (checked: one of :data:`SHRINK_MODES`), else the kind's driver default
-    (``spark-hdfs``: ``fp``)."""
+    when it sets one (checked: one of :data:`SHRINK_MODES`, and offered by the kind), else the kind's
+    driver default (``spark-hdfs``: ``fp``)."""
     if configured is not None:
         if not isinstance(configured, str) or configured not in SHRINK_MODES:
             raise FawkesError(f"shrink_mode: {configured!r} is not one of {', '.join(SHRINK_MODES)}")
+        offered = driver_class(kind).removal_modes
+        if configured not in offered:
+            raise FawkesError(f"shrink_mode: {configured!r} is not offered by framework kind {kind!r} "
+                              f"(offers: {', '.join(sorted(offered))})")
         return configured
     return driver_class(kind).default_shrink_mode
+
+
+def map_only_refusal() -> str | None:
+    """Why UBIS' ``maps_only`` cannot run live (None: every shipped kind confines an opportunistic
+    worker to map tasks): the config check (:func:`fawkes.config.load_config`) refuses it with this."""
+    why = [driver_class(k).map_only_note or f"framework kind {k} cannot confine a worker to map tasks"
+           for k in kinds() if not driver_class(k).map_only_workers]
+    if not why:
+        return None
+    return "maps_only is not supported live: " + "; ".join(why) + "; use accept or refuse"
 
 
 def driver_for(kind: str, executor, **kw) -> FrameworkDriver:

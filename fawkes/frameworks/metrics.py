@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from fawkes.errors import FawkesError
+from fawkes.frameworks.sample import FrameworkSample, HostStats, TaskCounts, sum_tasks  # noqa: F401
 
 
 def _load(doc: str | bytes | Mapping | list) -> object:
@@ -107,24 +108,6 @@ def parse_master_json(doc: str | bytes | Mapping) -> SparkMasterState:
 
 
 # --------------------------------------------------------------------------- Spark driver
-@dataclass(frozen=True)
-class TaskCounts:
-    total: int = 0  # tasks of active + pending stages
-    running: int = 0
-    pending: int = 0  # not started: total - running - complete (of active + pending stages)
-    completed: int = 0  # over every stage seen (TT)
-    failed: int = 0
-    active_stages: int = 0
-    pending_stages: int = 0
-
-    def __add__(self, o: "TaskCounts") -> "TaskCounts":
-        return TaskCounts(*(a + b for a, b in zip(self._t(), o._t())))
-
-    def _t(self) -> tuple[int, ...]:
-        return (self.total, self.running, self.pending, self.completed, self.failed, self.active_stages,
-                self.pending_stages)
-
-
 def parse_stages(doc: str | bytes | list) -> TaskCounts:
     """Driver monitoring REST ``/api/v1/applications/<id>/stages``: pending/running/completed tasks."""
     stages = _load(doc)
@@ -250,13 +233,6 @@ def parse_namenode_info(doc: str | bytes | Mapping) -> NameNodeInfo:
 HOST_STATS_SCRIPT = "head -1 /proc/stat; sleep {interval}; head -1 /proc/stat; df -P -B1 {path} | tail -1"
 
 
-@dataclass(frozen=True)
-class HostStats:
-    cpu_busy: float  # fraction of CPU time busy between the two samples
-    disk_total: int
-    disk_used: int
-
-
 def parse_host_stats(text: str) -> HostStats:
     """Output of :data:`HOST_STATS_SCRIPT`: two ``cpu`` lines of /proc/stat and one ``df -P -B1`` line."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
@@ -277,48 +253,34 @@ def parse_host_stats(text: str) -> HostStats:
 
 # --------------------------------------------------------------------------- one cluster sample
 @dataclass(frozen=True)
-class FrameworkSample:
-    """What the daemons of one MR-cluster say at one time (policy inputs, see docs/metrics.md)."""
+class SparkHdfsSample(FrameworkSample):
+    """The neutral sample of a ``spark-hdfs`` cluster, with what it was made of (the master's state,
+    the NameNode's), for this kind's own tools and tests; the coordinator reads only the neutral fields."""
 
-    time: float
-    master: SparkMasterState | None
-    hdfs: HdfsState | None
-    datanodes: NameNodeInfo | None
-    tasks: TaskCounts = TaskCounts()
-    tasks_by_app: dict[str, TaskCounts] = field(default_factory=dict)
-    hosts: dict[str, HostStats] = field(default_factory=dict)
-    errors: tuple[str, ...] = ()
+    master: SparkMasterState | None = None
+    hdfs: HdfsState | None = None
+    datanodes: NameNodeInfo | None = None
 
     @property
-    def unfinished_jobs(self) -> int:  # JD
-        return len(self.master.active_apps) if self.master else 0
-
-    @property
-    def busy_slots(self) -> float:  # PU numerator
-        return float(self.master.cores_used) if self.master else 0.0
-
-    @property
-    def configured_slots(self) -> float:  # PU denominator
-        return float(self.master.cores) if self.master else 0.0
-
-    @property
-    def completed_jobs(self) -> int:  # JT
-        return len(self.master.completed_apps) if self.master else 0
-
-    @property
-    def storage_capacity(self) -> float:  # DU denominator
-        return float(self.hdfs.capacity_total) if self.hdfs else 0.0
-
-    @property
-    def stored_bytes(self) -> float:  # DU numerator = this minus the bytes stored after the input load
-        return float(self.hdfs.capacity_used) if self.hdfs else 0.0
-
-    def stored_by_address(self) -> dict[str, int]:  # DP victim order
-        return {a: d.used for a, d in (self.datanodes.live.items() if self.datanodes else ())}
+    def tasks_by_app(self) -> Mapping[str, TaskCounts]:
+        return self.tasks_by_job
 
 
-def sum_tasks(counts: Iterable[TaskCounts]) -> TaskCounts:
-    total = TaskCounts()
-    for c in counts:
-        total = total + c
-    return total
+def spark_hdfs_sample(time: float, master: SparkMasterState | None, hdfs: HdfsState | None,
+                      datanodes: NameNodeInfo | None, by_app: Mapping[str, TaskCounts], *,
+                      node_of: Mapping[str, str] | None = None, hosts: Mapping[str, HostStats] | None = None,
+                      errors: Iterable[str] = ()) -> SparkHdfsSample:
+    """The neutral sample from the parsed documents: slots are the ALIVE workers' cores, stored bytes
+    the NameNode's DFS used (None when it did not answer), per node the DataNode's used bytes
+    (``node_of``: DataNode address -> node name; addresses not in it are left out)."""
+    node_of = node_of or {}
+    stored = {node_of[a]: d.used for a, d in (datanodes.live.items() if datanodes else ()) if a in node_of}
+    return SparkHdfsSample(
+        time=time, tasks=sum_tasks(by_app.values()), tasks_by_job=dict(by_app),
+        slots=float(master.cores) if master else 0.0, busy_slots=float(master.cores_used) if master else 0.0,
+        unfinished_jobs=len(master.active_apps) if master else 0,
+        completed_jobs=len(master.completed_apps) if master else 0,
+        stored_bytes=float(hdfs.capacity_used) if hdfs else None,
+        storage_capacity=float(hdfs.capacity_total) if hdfs else 0.0,
+        stored_by_node=stored, hosts=dict(hosts or {}), errors=tuple(errors),
+        master=master, hdfs=hdfs, datanodes=datanodes)

@@ -18,8 +18,9 @@ from fawkes.mechanism.model import Role
 
 def paths_of(record) -> FrameworkPaths:
     """A store ``Framework`` record (or any object with the same attributes) as FrameworkPaths."""
-    return FrameworkPaths(name=record.name, kind=record.kind, spark_home=record.spark_home or "",
-                          hadoop_home=record.hadoop_home, hdfs_jars=record.hdfs_jars, java_home=record.java_home)
+    p = record.paths or {}
+    return FrameworkPaths(name=record.name, kind=record.kind, spark_home=p.get("spark_home") or "",
+                          hadoop_home=p.get("hadoop_home"), hdfs_jars=p.get("hdfs_jars"), java_home=record.java_home)
 
 
 def check_on_hosts(framework: FrameworkPaths, inventory, hosts: Sequence[str] | None = None,

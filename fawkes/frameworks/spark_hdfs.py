@@ -35,7 +35,7 @@ from fawkes import faults
 from fawkes.errors import FawkesError
 from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import (DecommissionInterrupted, DecommissionTimeout, FrameworkDriver, Health,
-                                    NodeFacts, OpResult, SavedOutput)
+                                    JobLaunch, NodeFacts, OpResult, SavedOutput, SuspendHooks, WorkerLaunch)
 from fawkes.frameworks.render import CONTROL_SCRIPT, EXCLUDE_FILE, ports_for, render_exclude
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import SHRINK_MODE, Role, ShrinkMode
@@ -46,6 +46,22 @@ DAEMON_COMPONENT = {"master": "spark", "worker": "spark", "namenode": "hdfs", "d
 FSSHELL = "org.apache.hadoop.fs.FsShell"
 DFSADMIN = "org.apache.hadoop.hdfs.tools.DFSAdmin"
 DFSCK = "org.apache.hadoop.hdfs.tools.DFSck"
+UI_PORT_BASE = 4040
+INPUT_ROOT = "/input"  # where a relative --input lives in HDFS
+
+
+def ui_port(job_id: int) -> int:
+    """The driver UI port of a job (where its task counts are read), fixed by its id."""
+    return UI_PORT_BASE + 1 + job_id % 2000
+
+
+def expand(arg: str, job, output: str) -> str:
+    """A job argument with ``{input}`` (the job's --input as an HDFS URI), ``{output}`` (``output``
+    as an HDFS URI) and ``{job}`` (the job id) replaced."""
+    inp = job.input_path or ""
+    if inp and "://" not in inp:
+        inp = "hdfs://" + inp if inp.startswith("/") else f"hdfs://{INPUT_ROOT}/{inp}"
+    return arg.replace("{input}", inp).replace("{output}", f"hdfs://{output}").replace("{job}", str(job.id))
 
 
 _FSCK_FILE = re.compile(r"^(/\S*) \d+ bytes, \d+ block\(s\)")
@@ -81,6 +97,15 @@ class SparkHdfsDriver(FrameworkDriver):
     #: short tasks it cost about what FP cost (2 attempts re-run vs 1, job +2.6 %, host held 11 s
     #: longer; docs/mechanism.md) and SIM-B1 ranks it worst for short jobs, so graceful is opt-in
     default_shrink_mode = "fp"
+    roles = (Role.CORE, Role.TC, Role.TR)
+    removal_modes = frozenset({"fp", "dp", "graceful", "suspend"})
+    signals = frozenset({"tasks", "slots", "stored_bytes", "job_progress"})
+    map_only_workers = False
+    storage_name = "HDFS"
+    job_id_pattern = "app-[0-9]*-[0-9]*"  # a Spark standalone application id, as its driver logs it
+    # the live opportunistic unit is a whole Spark standalone worker, and a standalone worker runs any
+    # task of its applications (no node labels, no per-stage executor placement)
+    map_only_note = ("a Spark standalone worker (spark-hdfs) runs any task, it cannot be confined to map tasks")
     role_daemons = {Role.CORE: ("datanode", "worker"), Role.TC: ("datanode", "worker"), Role.TR: ("worker",)}
     master_daemons = ("namenode", "master")
 
@@ -434,7 +459,7 @@ class SparkHdfsDriver(FrameworkDriver):
     # ================================================================== shrink
     def remove_nodes(self, cluster: ClusterSpec, names: Sequence[str], mode: ShrinkMode | None = None, *,
                      timeout: float = 600.0, cancel: threading.Event | None = None,
-                     spark_drain_s: float = 2.0) -> OpResult:
+                     drain_s: float = 2.0) -> OpResult:
         t0 = time.monotonic()
         phases: dict[str, float] = {}
         present = [cluster.node(n) for n in names if any(x.name == n for x in cluster.nodes)]
@@ -456,7 +481,7 @@ class SparkHdfsDriver(FrameworkDriver):
                            if_present=True)
             phases["fp_stop"] = time.monotonic() - t0
         if dp:
-            self._decommission(cluster, dp, timeout, cancel, t0, phases, spark_drain_s)
+            self._decommission(cluster, dp, timeout, cancel, t0, phases, drain_s)
         gone = [n.name for n in fp + dp]
         t = time.monotonic()
 
@@ -749,8 +774,10 @@ class SparkHdfsDriver(FrameworkDriver):
             dn = reg.get("datanode", "absent") if "datanode" in want else None
             decommissioned = ("datanode" not in want or dn in ("Decommissioned", "dead, decommissioned")
                               or (dn == "absent" and daemons["datanode"] is False))
+            decommissioning = (False if "datanode" not in want else None if dn is None
+                               else dn == "Decommission In Progress")
             host_problems = tuple(problems) + ((f"{n.name}: no answer over SSH",) if st is None else ())
-            out[n.name] = NodeFacts(n.name, daemons, reg, up, decommissioned, host_problems)
+            out[n.name] = NodeFacts(n.name, daemons, reg, up, decommissioned, host_problems, decommissioning)
         return out
 
     def health(self, cluster: ClusterSpec) -> Health:
@@ -782,8 +809,11 @@ class SparkHdfsDriver(FrameworkDriver):
             problems.append(f"namenode: {exc}")
         return Health(not problems, daemons, tuple(problems))
 
-    def metrics(self, cluster: ClusterSpec, *, driver_urls: Sequence[str] = (),
-                host_stats: bool = False) -> M.FrameworkSample:
+    def metrics(self, cluster: ClusterSpec, *, jobs: Sequence[int] = (), host_stats: bool = False,
+                driver_urls: Sequence[str] = ()) -> M.SparkHdfsSample:
+        """The neutral sample (:class:`~fawkes.frameworks.sample.FrameworkSample`) with the parsed
+        master and NameNode states; ``jobs``: running jobs started by :meth:`job_command`, whose
+        drivers' REST APIs give the per-application task counts (``driver_urls``: more such APIs)."""
         errors = []
         master = hdfs = dn = None
         try:
@@ -795,7 +825,8 @@ class SparkHdfsDriver(FrameworkDriver):
         except FawkesError as exc:
             errors.append(str(exc))
         by_app: dict[str, M.TaskCounts] = {}
-        for base in driver_urls:
+        urls = [f"http://{cluster.master.address}:{ui_port(j)}" for j in jobs] + list(driver_urls)
+        for base in urls:
             try:
                 for app in self._http_json(base.rstrip("/") + "/api/v1/applications"):
                     by_app[app["id"]] = M.parse_stages(
@@ -814,9 +845,8 @@ class SparkHdfsDriver(FrameworkDriver):
                 if not r.ok:
                     errors.append(f"{h}: {r.error}")
             hosts = {h: s for h, s in hosts.items() if s is not None}
-        return M.FrameworkSample(time=time.time(), master=master, hdfs=hdfs, datanodes=dn,
-                                 tasks=M.sum_tasks(by_app.values()), tasks_by_app=by_app, hosts=hosts,
-                                 errors=tuple(errors))
+        return M.spark_hdfs_sample(time.time(), master, hdfs, dn, by_app,
+                                   node_of={n.address: n.name for n in cluster.nodes}, hosts=hosts, errors=errors)
 
     # ================================================================== for drivers (spark-submit)
     def submit_conf(self, cluster: ClusterSpec) -> dict[str, str]:
@@ -834,6 +864,46 @@ class SparkHdfsDriver(FrameworkDriver):
                 "spark.executor.memory": opt["executor_memory"],
                 **({"spark.driver.extraJavaOptions": opt["app_jvm_opts"],
                     "spark.executor.extraJavaOptions": opt["app_jvm_opts"]} if opt["app_jvm_opts"] else {})}
+
+    def job_command(self, cluster: ClusterSpec, job, *, output: str, driver_memory: str,
+                    python: str) -> JobLaunch:
+        """The ``spark-submit`` command line of ``job`` on ``cluster``'s master (client mode).  Its
+        processes carry the cluster and the job id, so ``ps`` tells them apart: the application is
+        named ``fawkes-<cluster>-<job>`` and the driver's and executors' JVMs get
+        ``-Dfawkes.job=<cluster>/<job>`` (``ps -ef | grep fawkes.job=etl/7``).  Its driver UI listens
+        on :func:`ui_port` of the job id (where :meth:`metrics` reads its task counts)."""
+        tag = f"-Dfawkes.job={cluster.name}/{job.id}"
+        conf = dict(self.submit_conf(cluster))
+        conf.update({
+            "spark.driver.host": cluster.master.address, "spark.driver.bindAddress": cluster.master.address,
+            "spark.ui.port": str(ui_port(job.id)), "spark.port.maxRetries": "0",
+            "spark.driver.memory": driver_memory, "spark.pyspark.python": python,
+            "spark.pyspark.driver.python": python,
+        })
+        for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):  # the tag, then app_jvm_opts
+            conf[key] = " ".join(filter(None, (tag, conf.get(key))))
+        fw = cluster.framework
+        argv = [f"{fw.spark_home}/bin/spark-submit", "--name", f"fawkes-{cluster.name}-{job.id}"]
+        for k, v in conf.items():
+            argv += ["--conf", f"{k}={v}"]
+        env = {**({"JAVA_HOME": fw.java_home} if fw.java_home else {}), "SPARK_HOME": fw.spark_home}
+        return JobLaunch(tuple(argv + [expand(a, job, output) for a in job.argv]), env)
+
+    # ================================================================== suspend and opportunistic hooks
+    @classmethod
+    def suspend_hooks(cls, cluster: str, root: str) -> SuspendHooks:
+        """The worker's pid from the control script's pid file (checked by class), and its ``wipe``."""
+        script = str(PurePosixPath(root) / "clusters" / cluster / CONTROL_SCRIPT)
+        return SuspendHooks(pid=Script("/bin/sh {s} status worker | awk '$2 == \"running\" {{print $3}}'", s=script),
+                            wipe=Script("if [ -f {s} ]; then /bin/sh {s} wipe; fi", s=script))
+
+    def opportunistic_worker(self, cluster: ClusterSpec, node: NodeSpec) -> WorkerLaunch:
+        """The borrower's configs on the host (as for a TR node), then ``fawkes-daemon.sh run worker``
+        in the foreground; its pid file is the worker daemon's, so a promoted worker is the node's."""
+        self.push_configs(cluster, [node.name])
+        cdir = PurePosixPath(cluster.cluster_dir(node))
+        return WorkerLaunch(argv=("/bin/sh", str(cdir / CONTROL_SCRIPT), "run", "worker"),
+                            pidfile=str(cdir / "pids" / "worker.pid"), log_dir=str(cdir / "logs"))
 
 
 DRIVER = SparkHdfsDriver

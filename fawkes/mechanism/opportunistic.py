@@ -93,17 +93,14 @@ def promote(opportunistic_oldest_first: Sequence[str], freed_regular: int) -> li
 
 
 # ====================================================================== live: whole opportunistic nodes
-MAPS_ONLY_LIVE = ("maps_only is not supported live: a Spark standalone worker (spark-hdfs) runs any task, it "
-                  "cannot be confined to map tasks; use accept or refuse")
-
-
 class OpportunisticConfig(BaseModel):
     """The coordinator config's ``opportunistic:`` section (UBIS live).  The default lends nothing:
     every cluster ``refuse``, and the coordinator then measures nothing and starts nothing."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
     default: Accept = Field("refuse", description="the opt-in of a cluster not named in clusters")
-    clusters: dict[str, Accept] = Field(default_factory=dict, description="per MR-cluster: accept | refuse (maps_only: refused live)")
+    clusters: dict[str, Accept] = Field(default_factory=dict, description="per MR-cluster: accept | refuse | maps_only "
+                                        "(maps_only live only where the framework kind confines a worker to map tasks)")
     t_alloc: float = Field(T_ALLOC, gt=0, le=1, description="lend a host while its use is under t_alloc x capacity")
     t_preempt_cpu: float = Field(T_PREEMPT["cpu"], gt=0, le=1, description="the watchdog's CPU limit")
     t_preempt_mem: float = Field(T_PREEMPT["mem"], gt=0, le=1, description="the watchdog's memory limit")
@@ -126,16 +123,6 @@ class OpportunisticConfig(BaseModel):
             for name in v:
                 if not isinstance(name, str) or not name or len(name) > 128 or not name.isprintable() or name != name.strip():
                     raise ValueError(f"{name!r} is not a cluster name")
-        return v
-
-    @field_validator("clusters", "default", mode="after")
-    @classmethod
-    def _no_maps_only_live(cls, v):
-        # the live opportunistic unit is a whole Spark standalone worker, and a standalone worker runs any
-        # task of its applications (no node labels, no per-stage executor placement): spark-hdfs, the one
-        # live framework, cannot confine it to map tasks (the simulator's per-task model honours maps_only)
-        if v == "maps_only" or (isinstance(v, dict) and "maps_only" in v.values()):
-            raise ValueError(MAPS_ONLY_LIVE)
         return v
 
     @model_validator(mode="after")
@@ -209,14 +196,16 @@ def slack_discrimination(lent: Mapping[str, int], eligible: Sequence[str]) -> di
 
 
 def decide(snap: Snapshot, cfg: OpportunisticConfig, targets: Mapping[str, int] | None = None,
-           task_kind: str = "any") -> LendPlan:
+           map_only_workers: bool = False) -> LendPlan:
     """What to lend, promote and withdraw now (UBIS Algorithm 1 per host, whole hosts).
 
     ``snap.host_use``: the measured hosts (each with its borrower, if any); ``targets``: the regular
-    layer's current targets (the controller's memory); ``task_kind``: what an opportunistic worker of
-    this framework may run (``any`` for a Spark worker: ``maps_only`` clusters then borrow nothing).
-    Regular capacity first: nothing is lent while the pool has free hosts."""
+    layer's current targets (the controller's memory); ``map_only_workers``: whether the framework can
+    confine an opportunistic worker to map tasks (its kind's capability; a Spark standalone worker runs
+    any task, so ``maps_only`` clusters then borrow nothing).  Regular capacity first: nothing is lent
+    while the pool has free hosts."""
     targets = targets or {}
+    task_kind = "map" if map_only_workers else "any"  # what an opportunistic worker may run
     owner = {n.id: c.name for c in snap.clusters for n in c.nodes}
     draining = {n.id for c in snap.clusters for n in c.nodes if n.draining}
     active = {c.name: c for c in snap.clusters if c.state is ClusterState.ACTIVE}

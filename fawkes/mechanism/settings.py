@@ -113,9 +113,10 @@ class Settings(BaseModel):
     min_change_nodes: int = Field(0, ge=0, le=1_000_000, description="ignore target changes smaller than this many nodes")
     cooldown_s: float = Field(0.0, ge=0, le=MAX_SECONDS, description="per cluster and direction, no resize again within this time")
     cap_to_demand: bool = Field(False, description="cap a target at ceil(demand tasks / slots per node), at least the minimum")
+    # fast up, slow down as dask's Adaptive (its wait_count) and the Kubernetes autoscaler (unneeded time)
     shrink_after_ticks: int = Field(
         1, ge=1, le=10_000, description="shrink a cluster only when this many consecutive rebalancing ticks want it smaller "
-        "(1 = at once; fast up, slow down: dask Adaptive's wait_count, the Kubernetes autoscaler's unneeded time)")
+        "(1 = at once; fast up, slow down: an adaptive scaler's wait count, the Kubernetes autoscaler's unneeded time)")
 
     # --- BIG-C (issue 11; spec seeds §000 B-3..B-5, docs/mechanism.md "Preemption settings"):
     # every default leaves the decision exactly as above

@@ -100,6 +100,16 @@ class ClustersMixin(StoreBase):
         with self.session() as s:
             return self._cluster(s, name)
 
+    def note_stored_baseline(self, name: str, stored: float) -> float | None:
+        """Record the live cluster ``name``'s DU baseline, the bytes its file system held at its first
+        sample once active, unless it has one already (set once per incarnation, so a restarted
+        coordinator keeps it); returns the baseline it has now (None: no live cluster of that name)."""
+        stored = validate.optional_number("stored_baseline", stored, finite=True)
+        with self.session(write=True) as s:
+            s.execute(update(MRCluster).where(MRCluster.live_name == name, col(MRCluster.stored_baseline).is_(None))
+                      .values(stored_baseline=float(stored)))
+            return s.exec(select(MRCluster.stored_baseline).where(MRCluster.live_name == name)).first()
+
     def list_clusters(self, *, include_released: bool = True) -> list[MRCluster]:
         """Clusters in global FIFO (= admission) order."""
         with self.session() as s:

@@ -27,25 +27,25 @@ class HostsMixin(StoreBase):
     """Frameworks and pool hosts."""
 
     # ------------------------------------------------------------------ frameworks
-    def register_framework(self, name: str, kind: str, *, spark_home: str | None = None,
-                           hadoop_home: str | None = None, hdfs_jars: str | None = None,
-                           java_home: str | None = None, replace: bool = False) -> Framework:
-        """Register framework ``name`` (``replace=True`` updates an existing one)."""
+    def register_framework(self, name: str, kind: str, *, java_home: str | None = None, replace: bool = False,
+                           **paths: str | None) -> Framework:
+        """Register framework ``name`` of ``kind`` (``replace=True`` updates an existing one); ``paths``:
+        its installation paths on every host, under the names its kind reads (``None``: not given)."""
         validate.name("framework", name)
         validate.name("kind", kind)
-        paths = {k: validate.text(k, v) for k, v in
-                 dict(spark_home=spark_home, hadoop_home=hadoop_home, hdfs_jars=hdfs_jars,
-                      java_home=java_home).items()}
+        java_home = validate.text("java_home", java_home)
+        paths = {validate.name("framework path", k): validate.text(k, v) for k, v in paths.items()}
+        paths = {k: v for k, v in paths.items() if v is not None}
         with self.session(write=True) as s:
             fw = s.get(Framework, name)
             if fw is not None and not replace:
                 raise FawkesError(f"framework {name}: already registered")
             if fw is None:
-                fw = Framework(name=name, kind=kind, created=self.clock(), **paths)
+                fw = Framework(name=name, kind=kind, created=self.clock(), paths=paths, java_home=java_home)
             else:
                 fw.kind = kind
-                for k, v in paths.items():
-                    setattr(fw, k, v)
+                fw.paths = paths
+                fw.java_home = java_home
             s.add(fw)
             try:
                 s.flush()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import inspect, text
+from sqlalchemy import JSON, bindparam, inspect, text
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import SQLModel
 
@@ -73,13 +73,40 @@ def _v6_to_v7(conn: Connection) -> None:
 
 
 def _v7_to_v8(conn: Connection) -> None:
-    """Version 8: ``mr_clusters.saved_output``, where a leaving cluster's output was saved (recorded
+    """Version 8: ``frameworks.paths``, a framework's installation paths as one JSON object under the
+    names its kind reads, instead of one column per path (the service names no framework).  Every
+    column of ``frameworks`` but ``name``, ``kind``, ``java_home`` and ``created`` is such a path: its
+    non-null values move into ``paths`` under the column's name, and the column goes."""
+    keep = {"name", "kind", "java_home", "created"}
+    cols = [c["name"] for c in inspect(conn).get_columns("frameworks") if c["name"] not in keep]
+    conn.execute(text("ALTER TABLE frameworks ADD COLUMN paths JSON NOT NULL DEFAULT '{}'"))
+    if cols:
+        q = conn.dialect.identifier_preparer.quote
+        rows = conn.execute(text(f"SELECT name, {', '.join(q(c) for c in cols)} FROM frameworks")).all()
+        put = text("UPDATE frameworks SET paths = :paths WHERE name = :name").bindparams(bindparam("paths", type_=JSON))
+        for r in rows:
+            conn.execute(put, {"name": r[0], "paths": {c: v for c, v in zip(cols, r[1:]) if v is not None}})
+        for c in cols:
+            conn.execute(text(f"ALTER TABLE frameworks DROP COLUMN {q(c)}"))
+
+
+def _v8_to_v9(conn: Connection) -> None:
+    """Version 9: ``mr_clusters.stored_baseline``, the bytes a cluster's file system held at its first
+    active sample (DU's baseline: output bytes are those above it), kept in the state so that a
+    restarted coordinator weighs as before (the sampler kept it in memory; a cluster active before
+    this version gets a new baseline at its next sample, as after a restart then)."""
+    conn.execute(text("ALTER TABLE mr_clusters ADD COLUMN stored_baseline FLOAT"))
+
+
+def _v9_to_v10(conn: Connection) -> None:
+    """Version 10: ``mr_clusters.saved_output``, where a leaving cluster's output was saved (recorded
     before its teardown, so that a restart in between neither saves again nor loses the record)."""
     conn.execute(text("ALTER TABLE mr_clusters ADD COLUMN saved_output VARCHAR"))
 
 
 #: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)
-MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6, _v6_to_v7, _v7_to_v8]
+MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6, _v6_to_v7, _v7_to_v8,
+                               _v8_to_v9, _v9_to_v10]
 CURRENT = 1 + len(MIGRATIONS)
 
 _PG_LOCK_KEY = 0x46415753  # "FAWS": advisory lock id for schema changes

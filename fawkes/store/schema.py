@@ -44,12 +44,13 @@ class Host(SQLModel, table=True):
 
 
 class Framework(SQLModel, table=True):
+    """A registered framework installation: its kind and its paths on every host (``paths``: the
+    kind's own keys, e.g. its home directories; v8, one column per path before)."""
+
     __tablename__ = "frameworks"
     name: str = Field(primary_key=True, max_length=64)
     kind: str = Field(max_length=32)
-    spark_home: str | None = None
-    hadoop_home: str | None = None
-    hdfs_jars: str | None = None
+    paths: dict[str, str] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     java_home: str | None = None
     created: float
 
@@ -73,8 +74,9 @@ class MRCluster(SQLModel, table=True):
     state_since: float
     expected_duration_s: float | None = None  # the requester's estimate of its workload once admitted (v6)
     deadline_s: float | None = None  # maxT, relative to the request (v6)
+    stored_baseline: float | None = None  # bytes its file system held at its first active sample: DU's baseline (v9)
     #: where its output went when it left (JSON: host, path, files, bytes, manifest_sha256; or kept: the
-    #: data left in place because it could not be saved); NULL until then (v8)
+    #: data left in place because it could not be saved); NULL until then (v10)
     saved_output: str | None = None
 
 
