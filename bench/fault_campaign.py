@@ -199,14 +199,10 @@ class Campaign:
         return [j.id for j in self.store.list_jobs() if JobState(j.state) not in END]
 
     def feed(self) -> None:
-        """Fewer than 2 jobs unfinished: a burst of 2 word counts to the next cluster (a, b, c, then a
-        seeded order: a, b, one chosen by the seed, ...)."""
+        """Fewer than 2 jobs unfinished: a burst of 2 word counts to the next cluster (seeded order)."""
         if len(self.unfinished()) >= 2:
             return
-        if self.burst < len(CLUSTERS):  # every cluster gets a burst first, whatever the seed
-            c = CLUSTERS[self.burst]
-        else:
-            c = CLUSTERS[self.rng.randrange(len(CLUSTERS))] if self.burst % 3 == 2 else CLUSTERS[self.burst % 3]
+        c = CLUSTERS[self.rng.randrange(len(CLUSTERS))] if self.burst % 3 == 2 else CLUSTERS[self.burst % 3]
         self.burst += 1
         for _ in range(2):
             j = self.store.submit_job(c, [str(APP), "{input}", "{output}", "4", "0"], input_path="/input")
