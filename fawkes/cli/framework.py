@@ -57,15 +57,67 @@ def _inventory(path: str | None, config: str | None):
 def _show(fw) -> dict:
     p = fw.paths or {}
     return {"name": fw.name, "kind": fw.kind, "spark_home": p.get("spark_home"), "hadoop_home": p.get("hadoop_home"),
-            "hdfs_jars": p.get("hdfs_jars"), "java_home": fw.java_home}
+            "hdfs_jars": p.get("hdfs_jars"), "shared_dir": p.get("shared_dir"), "java_home": fw.java_home}
+
+
+#: whether a kind's daemons run on this machine (its distribution can be obtained here), and why not
+_LIVE = {"spark-hdfs": (True, "Spark from pyspark, HDFS 2.7.3 jars from the pyspark 2.4.8 sdist (lab only)"),
+         "spark": (True, "Spark from pyspark; input and output on a directory every host sees"),
+         "hadoop3": (False, "render-only: YARN and Hadoop 3 daemons cannot be obtained on this machine")}
+
+
+def kind_rows() -> list[dict]:
+    """Every framework kind: roles, removal modes, signals, options, whether it runs here."""
+    from fawkes.frameworks.base import driver_class, kinds
+
+    from fawkes.frameworks import dists
+
+    try:  # the lab's Spark (pyspark) installed: every Spark kind can run here
+        dists.check_spark_home(dists.spark_home(install=False))
+        spark_here = True
+    except Exception:  # noqa: BLE001 - not installed, or broken: not live here, and why
+        spark_here = False
+    rows = []
+    for k in kinds():
+        d = driver_class(k)
+        live, why = _LIVE.get(k, (False, "unknown"))
+        if live and not spark_here:
+            live, why = False, why + "; not here: run 'fawkes framework dists' first"
+        rows.append({"kind": k, "roles": [r.value for r in d.roles], "removal_modes": sorted(d.removal_modes),
+                     "default_shrink_mode": d.default_shrink_mode, "signals": sorted(d.signals),
+                     "options": d.path_options, "live": live, "note": why})
+    rows.append({"kind": "hadoop3", "roles": [], "removal_modes": [], "default_shrink_mode": None, "signals": [],
+                 "options": [], "live": False, "note": _LIVE["hadoop3"][1]})
+    return rows
+
+
+@framework.command("kinds")
+@click.option("--json", "as_json", is_flag=True, help="Print the kinds as JSON.")
+def kinds_cmd(as_json: bool) -> None:
+    """The framework kinds fawkes ships: their node roles, removal modes, the policy signals their samples
+    feed, their options, and whether they run live on this machine."""
+    rows = kind_rows()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        click.echo(f"{r['kind']:<11} live: {'yes' if r['live'] else 'no'} ({r['note']})")
+        if r["roles"]:
+            click.echo(f"{'':<11} roles: {', '.join(r['roles'])}; removal: {', '.join(r['removal_modes'])} "
+                       f"(default {r['default_shrink_mode']}); signals: {', '.join(r['signals'])}")
+            click.echo(f"{'':<11} options: {', '.join('--' + o.replace('_', '-') for o in r['options'])}")
+        if "transient-core" not in r["roles"] and r["roles"]:
+            click.echo(f"{'':<11} no storage on its nodes: a transient-core node would be a transient one "
+                       "(grow_type transient-core is refused for its clusters)")
 
 
 @framework.command("add")
 @click.argument("name")
 @click.option("--kind", required=True, help="Framework kind (spark-hdfs).")
 @click.option("--spark-home", required=True, help="Spark distribution on every host.")
-@click.option("--hadoop-home", default=None, help="Hadoop 3.x installation on every host (real deployments).")
-@click.option("--hdfs-jars", default=None, help="HDFS jar dir (jars/ + webapps/) on every host: the lab's HDFS 2.7.3.")
+@click.option("--hadoop-home", default=None, help="spark-hdfs: Hadoop 3.x installation on every host (real deployments).")
+@click.option("--hdfs-jars", default=None, help="spark-hdfs: HDFS jar dir (jars/ + webapps/) on every host: the lab's HDFS 2.7.3.")
+@click.option("--shared-dir", default=None, help="spark: a directory every host sees (NFS, Lustre) for input and output.")
 @click.option("--java-home", default=None, help="JDK on every host (default: java on the PATH).")
 @click.option("--inventory", "-i", "inventory_path", default=None, help="Inventory to check on (default: the config's).")
 @click.option("--host", "-H", "hosts", multiple=True, help="Check only these hosts or groups (repeatable).")
@@ -73,8 +125,8 @@ def _show(fw) -> dict:
 @click.option("--replace", is_flag=True, help="Update an existing registration.")
 @click.option("--config", default=None, help="Coordinator config file.")
 @click.option("--state", default=None, envvar="FAWKES_STATE", help="State URL or SQLite file.")
-def add(name, kind, spark_home, hadoop_home, hdfs_jars, java_home, inventory_path, hosts, no_check, replace,
-        config, state) -> None:
+def add(name, kind, spark_home, hadoop_home, hdfs_jars, shared_dir, java_home, inventory_path, hosts, no_check,
+        replace, config, state) -> None:
     """Register framework NAME after checking it on the hosts (files exist, Java runs)."""
     from fawkes.config import open_store
     from fawkes.errors import FawkesError
@@ -82,8 +134,16 @@ def add(name, kind, spark_home, hadoop_home, hdfs_jars, java_home, inventory_pat
     from fawkes.frameworks.registry import check_on_hosts
     from fawkes.frameworks.spec import FrameworkPaths
 
-    driver_class(kind)  # unknown kind: one line
-    fw = FrameworkPaths(name, kind, spark_home, hadoop_home=hadoop_home, hdfs_jars=hdfs_jars, java_home=java_home)
+    drv = driver_class(kind)  # unknown kind: one line
+    given = {"hadoop_home": hadoop_home, "hdfs_jars": hdfs_jars, "shared_dir": shared_dir}
+    foreign = [k for k, v in given.items() if v is not None and k not in drv.path_options]
+    if foreign:
+        raise FawkesError(f"framework {name}: --{foreign[0].replace('_', '-')} is not an option of kind {kind} "
+                          f"(its options: {', '.join('--' + o.replace('_', '-') for o in drv.path_options)})")
+    if drv.path_options == ("shared_dir",) and not shared_dir:
+        raise FawkesError(f"framework {name}: kind {kind} needs --shared-dir (a directory every host sees)")
+    fw = FrameworkPaths(name, kind, spark_home, hadoop_home=hadoop_home, hdfs_jars=hdfs_jars, java_home=java_home,
+                        shared_dir=shared_dir)
     if not no_check:
         inv = _inventory(inventory_path, config)
         problems = check_on_hosts(fw, inv, list(hosts) or None,
@@ -96,7 +156,7 @@ def add(name, kind, spark_home, hadoop_home, hdfs_jars, java_home, inventory_pat
         click.echo(f"[framework] {name}: ok on {len(problems)} host(s)", err=True)
     with open_store(state, create=True) as store:
         store.register_framework(name, kind, spark_home=spark_home, hadoop_home=hadoop_home, hdfs_jars=hdfs_jars,
-                                 java_home=java_home, replace=replace)
+                                 shared_dir=shared_dir, java_home=java_home, replace=replace)
     click.echo(f"framework {name} ({kind}) registered")
 
 

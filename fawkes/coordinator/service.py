@@ -355,6 +355,20 @@ def check_save_to(cfg, inv: Inventory) -> None:
                                   "cluster's teardown wipes: choose a path outside it", field=key)
 
 
+def check_roles(store: Store, settings: Settings) -> None:
+    """A preset that grows clusters by a role their kind does not have (``grow_type: transient-core`` for
+    a kind that stores nothing on its nodes) is refused in one line naming the cluster."""
+    from fawkes.frameworks.base import driver_class
+
+    kinds = {f.name: f.kind for f in store.list_frameworks()}
+    for c in store.list_clusters(include_released=False):
+        kind = kinds.get(c.framework)
+        if kind is not None and settings.grow_type not in driver_class(kind).roles:
+            raise FawkesError(f"cluster {c.name}: its kind {kind} has no {settings.grow_type.value} nodes "
+                              f"(roles: {', '.join(r.value for r in driver_class(kind).roles)}): the policy's "
+                              "grow_type cannot serve it; use a preset with grow_type: transient")
+
+
 def build(cfg, *, inventory_path=None, leadership=None, inventory: Inventory | None = None) -> Coordinator:
     """A Coordinator from a config (state URL, inventory, policy preset, periods).  With
     ``leadership`` (holding the lease), every write of its store checks the lease."""
@@ -365,6 +379,7 @@ def build(cfg, *, inventory_path=None, leadership=None, inventory: Inventory | N
         if leadership is not None:
             leadership.fence(store)
         settings, runner = loop_policy(cfg)
+        check_roles(store, settings)
         pool = None
         if cfg.pool is not None:  # provider slurm (the only one): its running allocations join first
             from fawkes.coordinator.pool import SlurmPool

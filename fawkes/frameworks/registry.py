@@ -20,7 +20,8 @@ def paths_of(record) -> FrameworkPaths:
     """A store ``Framework`` record (or any object with the same attributes) as FrameworkPaths."""
     p = record.paths or {}
     return FrameworkPaths(name=record.name, kind=record.kind, spark_home=p.get("spark_home") or "",
-                          hadoop_home=p.get("hadoop_home"), hdfs_jars=p.get("hdfs_jars"), java_home=record.java_home)
+                          hadoop_home=p.get("hadoop_home"), hdfs_jars=p.get("hdfs_jars"), java_home=record.java_home,
+                          shared_dir=p.get("shared_dir"))
 
 
 def check_on_hosts(framework: FrameworkPaths, inventory, hosts: Sequence[str] | None = None,

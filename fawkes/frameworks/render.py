@@ -8,6 +8,7 @@ not config: it is rendered by :func:`render_exclude` and hashed nowhere.
 Template sets (``templates/<set>/``):
 
 * ``spark-hdfs``: Spark standalone + HDFS (the lab's Spark 4 + HDFS 2.7.3, or Hadoop 3 HDFS).
+* ``spark``: Spark standalone on shared storage (its Spark files and control script are spark-hdfs's).
 * ``hadoop3``: HDFS + YARN configs for real Hadoop 3.x deployments (rendered and checked in tests;
   no YARN daemon runs on the development machine).
 """
@@ -49,6 +50,15 @@ TEMPLATE_SETS: dict[str, tuple[TemplateFile, ...]] = {
         TemplateFile("spark-hdfs/hdfs-site.xml.j2", "conf/hdfs-site.xml", "hdfs"),
         TemplateFile("spark-hdfs/log4j.properties.j2", "conf/log4j.properties", "hdfs"),
         TemplateFile("spark-hdfs/hadoop-env.sh.j2", "conf/hadoop-env.sh", "hdfs"),
+        TemplateFile("spark-hdfs/fawkes-daemon.sh.j2", "bin/fawkes-daemon.sh", "control", mode=0o755),
+    ),
+    # kind spark (Spark standalone on shared storage): the Spark files and the control script of spark-hdfs,
+    # no HDFS config (spark-defaults.conf sets fs.defaultFS file:/// when the framework has a shared_dir)
+    "spark": (
+        TemplateFile("spark-hdfs/spark-env.sh.j2", "conf/spark-env.sh", "spark"),
+        TemplateFile("spark-hdfs/spark-defaults.conf.j2", "conf/spark-defaults.conf", "spark"),
+        TemplateFile("spark-hdfs/metrics.properties.j2", "conf/metrics.properties", "spark"),
+        TemplateFile("spark-hdfs/log4j2.properties.j2", "conf/log4j2.properties", "spark"),
         TemplateFile("spark-hdfs/fawkes-daemon.sh.j2", "bin/fawkes-daemon.sh", "control", mode=0o755),
     ),
     "hadoop3": (

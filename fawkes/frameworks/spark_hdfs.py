@@ -107,6 +107,8 @@ class SparkHdfsDriver(FrameworkDriver):
     # task of its applications (no node labels, no per-stage executor placement)
     map_only_note = ("a Spark standalone worker (spark-hdfs) runs any task, it cannot be confined to map tasks")
     role_daemons = {Role.CORE: ("datanode", "worker"), Role.TC: ("datanode", "worker"), Role.TR: ("worker",)}
+    #: the installation paths ``fawkes framework add`` takes for this kind (besides --spark-home, --java-home)
+    path_options = ("hadoop_home", "hdfs_jars")
     master_daemons = ("namenode", "master")
 
     def __init__(self, executor, *, progress=None, http_timeout: float = 5.0, poll_s: float = 0.25):
@@ -380,15 +382,20 @@ class SparkHdfsDriver(FrameworkDriver):
             du=self._ctl(cluster, m, "hdfs", FSSHELL, "-du", "-s", src), tmp=tmp, dest=dest,
             man=f"{tmp}/MANIFEST.sha256", get=self._ctl(cluster, m, "hdfs", FSSHELL, "-get", src, tmp))
         out = self._run({m.name: script}, f"saving hdfs:{src}", timeout)[m.name]
+        return self._saved(cluster, out, dest, t0)
+
+    def _saved(self, cluster: ClusterSpec, out: str, dest: str, t0: float) -> SavedOutput | None:
+        """What a save script printed (``fawkes-saved: FILES BYTES MANIFEST-SHA256`` or ``... none``)."""
+        m = cluster.master
         line = next((ln for ln in out.splitlines() if ln.startswith("fawkes-saved: ")), "")
         if line == "fawkes-saved: none":
-            self.emit(cluster, "save", f"nothing to save: no {src} in HDFS", m.name, t0)
+            self.emit(cluster, "save", "nothing to save", m.name, t0)
             return None
         try:
             files, size, digest = line.split()[1:4]
             saved = SavedOutput(m.name, dest, int(files), int(size), digest)
         except ValueError:
-            raise FawkesError(f"saving hdfs:{src}: unexpected answer {out.strip()[-200:]!r}") from None
+            raise FawkesError(f"saving the output: unexpected answer {out.strip()[-200:]!r}") from None
         self.emit(cluster, "save", f"done: {saved.describe()}", m.name, t0)
         return saved
 
@@ -799,6 +806,8 @@ class SparkHdfsDriver(FrameworkDriver):
             problems += [f"{n.name}: worker not ALIVE in the master" for n in cluster.nodes if n.address not in alive]
         except FawkesError as exc:
             problems.append(f"master: {exc}")
+        if "namenode" not in self.master_daemons:
+            return Health(not problems, daemons, tuple(problems))
         try:
             info = self.datanodes(cluster)
             if info.safemode:
@@ -820,10 +829,11 @@ class SparkHdfsDriver(FrameworkDriver):
             master = self.master_state(cluster)
         except FawkesError as exc:
             errors.append(str(exc))
-        try:
-            hdfs, dn = self.hdfs_state(cluster), self.datanodes(cluster)
-        except FawkesError as exc:
-            errors.append(str(exc))
+        if "namenode" in self.master_daemons:
+            try:
+                hdfs, dn = self.hdfs_state(cluster), self.datanodes(cluster)
+            except FawkesError as exc:
+                errors.append(str(exc))
         by_app: dict[str, M.TaskCounts] = {}
         urls = [f"http://{cluster.master.address}:{ui_port(j)}" for j in jobs] + list(driver_urls)
         for base in urls:
@@ -855,7 +865,7 @@ class SparkHdfsDriver(FrameworkDriver):
         from fawkes.frameworks.render import _options
 
         u, opt = self.urls(cluster), _options(cluster)
-        return {"spark.master": u["master"], "spark.hadoop.fs.defaultFS": u["namenode"],
+        return {"spark.master": u["master"], "spark.hadoop.fs.defaultFS": self.default_fs(cluster),
                 "spark.decommission.enabled": "true", "spark.storage.decommission.enabled": "true",
                 "spark.storage.decommission.rddBlocks.enabled": "true",
                 "spark.storage.decommission.shuffleBlocks.enabled": "true",
@@ -864,6 +874,14 @@ class SparkHdfsDriver(FrameworkDriver):
                 "spark.executor.memory": opt["executor_memory"],
                 **({"spark.driver.extraJavaOptions": opt["app_jvm_opts"],
                     "spark.executor.extraJavaOptions": opt["app_jvm_opts"]} if opt["app_jvm_opts"] else {})}
+
+    def default_fs(self, cluster: ClusterSpec) -> str:
+        """The file system a job's relative paths resolve in: the cluster's HDFS."""
+        return self.urls(cluster)["namenode"]
+
+    def expand(self, cluster: ClusterSpec, arg: str, job, output: str) -> str:
+        """A job argument with ``{input}``, ``{output}`` and ``{job}`` replaced (:func:`expand`)."""
+        return expand(arg, job, output)
 
     def job_command(self, cluster: ClusterSpec, job, *, output: str, driver_memory: str,
                     python: str) -> JobLaunch:
@@ -887,7 +905,7 @@ class SparkHdfsDriver(FrameworkDriver):
         for k, v in conf.items():
             argv += ["--conf", f"{k}={v}"]
         env = {**({"JAVA_HOME": fw.java_home} if fw.java_home else {}), "SPARK_HOME": fw.spark_home}
-        return JobLaunch(tuple(argv + [expand(a, job, output) for a in job.argv]), env)
+        return JobLaunch(tuple(argv + [self.expand(cluster, a, job, output) for a in job.argv]), env)
 
     # ================================================================== suspend and opportunistic hooks
     @classmethod

@@ -33,13 +33,21 @@ class FrameworkPaths:
     hadoop_home: str | None = None  # a Hadoop 3.x installation (real deployments)
     hdfs_jars: str | None = None  # a dir with jars/ and webapps/ (the lab's HDFS 2.7.3)
     java_home: str | None = None
+    #: kind ``spark``: a directory every host sees at this path (NFS, Lustre; in the lab, any directory
+    #: outside the hosts' own ``node/``): clusters keep their input and output under <shared_dir>/<cluster>
+    shared_dir: str | None = None
 
     def __post_init__(self) -> None:
         check_name("framework", self.name)
-        if bool(self.hadoop_home) == bool(self.hdfs_jars):
+        if self.shared_dir:
+            if self.hadoop_home or self.hdfs_jars:
+                raise FawkesError(f"framework {self.name}: --shared-dir is for kind spark (no HDFS): "
+                                  "give it without --hadoop-home and --hdfs-jars")
+        elif bool(self.hadoop_home) == bool(self.hdfs_jars):
             raise FawkesError(f"framework {self.name}: give exactly one of --hadoop-home and --hdfs-jars")
         for label, p in (("spark home", self.spark_home), ("hadoop home", self.hadoop_home),
-                         ("hdfs jars", self.hdfs_jars), ("java home", self.java_home)):
+                         ("hdfs jars", self.hdfs_jars), ("java home", self.java_home),
+                         ("shared dir", self.shared_dir)):
             if p is not None and (not p.startswith("/") or re.search(r"\s", p)):
                 raise FawkesError(f"framework {self.name}: {label} must be an absolute path without spaces: {p!r}")
 
@@ -62,7 +70,8 @@ class FrameworkPaths:
 
     def as_dict(self) -> dict[str, str | None]:
         return {"name": self.name, "kind": self.kind, "spark_home": self.spark_home,
-                "hadoop_home": self.hadoop_home, "hdfs_jars": self.hdfs_jars, "java_home": self.java_home}
+                "hadoop_home": self.hadoop_home, "hdfs_jars": self.hdfs_jars, "java_home": self.java_home,
+                "shared_dir": self.shared_dir}
 
 
 @dataclass(frozen=True)
