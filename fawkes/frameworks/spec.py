@@ -48,7 +48,7 @@ class FrameworkPaths:
         for label, p in (("spark home", self.spark_home), ("hadoop home", self.hadoop_home),
                          ("hdfs jars", self.hdfs_jars), ("java home", self.java_home),
                          ("shared dir", self.shared_dir)):
-            if p is not None and (not p.startswith("/") or re.search(r"\s", p)):
+            if p is not None and (not p.startswith("/") or re.search(r"\s", p) or not p.isprintable()):
                 raise FawkesError(f"framework {self.name}: {label} must be an absolute path without spaces: {p!r}")
 
     @property
