@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "events": "fawkes.cli.status:events",
     "host": "fawkes.cli.host:host",
     "prune": "fawkes.cli.prune:prune",
+    "down": "fawkes.cli.down:down",
 }
 
 
