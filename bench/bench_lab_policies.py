@@ -6,9 +6,11 @@
 
 One lab (fawkes/demo.py: Plan: 6 hosts of 0.33 CPU and 2 GiB, three MR-clusters of 1 core node),
 one reference runtime R (one job alone on a 1-node cluster, policy None), then the demo's stream
-(a burst on etl, one job on ml, a burst on bi) once per policy per repetition, interleaved
-(None, td-tc, td-damped, EQ, None, td-tc, ...) so that the machine's drift (other work, page
-cache, JIT) hits every policy alike.  Every run starts from every cluster at its minimum (the
+(a burst on etl, one job on ml, a burst on bi) once per policy per repetition, in an order
+counterbalanced across repetitions (a cyclic Latin square: None, td-tc, td-damped, EQ; then td-tc,
+td-damped, EQ, None; ...) so that the machine's drift (other work, page cache, JIT) hits every
+policy alike; each policy is also compared with None of the same repetition (paired ratios, their
+spread and, with 3 or more repetitions, a 95 % interval).  Every run starts from every cluster at its minimum (the
 coordinator under None shrinks them back first).  Presets keep their own keys (grow type,
 damping) with T = 10 s, sample period 2 s, tau 0.5 (fawkes.demo.preset_for).
 
@@ -31,6 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
+try:
+    from bench.results_meta import meta
+except ImportError:  # run as a script: bench/ is on the path
+    from results_meta import meta
 from fawkes.demo import Plan, Session, calibrate, report, run_stream
 
 
@@ -56,11 +62,14 @@ def main() -> None:
         ref = calibrate(s)
         print(f"reference runtime R = {ref:.1f} s ({time.time() - t0:.0f} s)", flush=True)
         for rep in range(args.reps):
-            for p in policies:
+            order = latin_order(policies, rep)  # counterbalanced: each policy in each position once per n reps
+            print(f"--- rep {rep + 1}: order {', '.join(order)}", flush=True)
+            for p in order:
                 out = run_stream(s, p, ref)
                 runs[p].append(out)
                 print(f"--- rep {rep + 1} {p} ({time.time() - t0:.0f} s)\n{report(out)}", flush=True)
-                text = json.dumps({"reference_s": ref, "runs": {
+                text = json.dumps({**meta(), "reference_s": ref,
+                                   "orders": [latin_order(policies, r) for r in range(rep + 1)], "runs": {
                     k: [{"slowdowns": o.slowdowns(), "mean": o.mean_slowdown(), "reconf": o.reconfigurations,
                          "makespan": o.makespan_s, "peak": o.peak_nodes(), "jobs": o.jobs} for o in v]
                     for k, v in runs.items()}}, indent=2)
@@ -77,6 +86,31 @@ def main() -> None:
         print("\nthe twin of every run (bench/bench_twin_of_runs.py):", flush=True)
         bench_twin_of_runs.main(["--state", str(workdir / "fawkes.db"), "--json", str(workdir / "runs.json"),
                                  "--out", str(workdir / "twin")])
+
+
+def latin_order(policies: list[str], rep: int) -> list[str]:
+    """The policies' order in repetition ``rep``: a cyclic Latin square (rotated by one each repetition),
+    so that over len(policies) repetitions each policy runs once in each position, and None is not
+    always first on a machine that drifts."""
+    k = rep % len(policies)
+    return policies[k:] + policies[:k]
+
+
+#: two-sided 95 % quantiles of Student's t, by degrees of freedom (1..10)
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+
+
+def paired_ratios(policy: list[float], base: list[float]) -> dict:
+    """Per repetition, ``policy``'s figure over None's of the same repetition; their mean, min, max and,
+    with 3 or more repetitions, a 95 % t interval of the mean."""
+    ratios = [a / b for a, b in zip(policy, base) if b > 0]
+    out = {"ratios": ratios, "mean": statistics.fmean(ratios) if ratios else float("nan"),
+           "min": min(ratios, default=float("nan")), "max": max(ratios, default=float("nan"))}
+    n = len(ratios)
+    if 3 <= n <= 11:
+        half = _T95[n - 1] * statistics.stdev(ratios) / n ** 0.5
+        out["ci95"] = (out["mean"] - half, out["mean"] + half)
+    return out
 
 
 def summarize(runs: dict[str, list], plan: Plan) -> None:
@@ -103,6 +137,18 @@ def summarize(runs: dict[str, list], plan: Plan) -> None:
         print(f"{p:<10} " + " ".join(f"{cell(per[c]):>18}" for c in clusters) + f" {cell(overall):>18} "
               f"{ratio:>8.2f} {mean([o.reconfigurations for o in outs]):>7.1f} "
               f"{mean([o.makespan_s for o in outs]):>10.0f}")
+    if base:
+        loaded = clusters[0]
+        print(f"\npaired with None inside each repetition ({loaded}'s mean slowdown, and overall):")
+        for p, outs in runs.items():
+            if p == "None" or not outs:
+                continue
+            for what, f in ((loaded, lambda o: o.slowdowns().get(loaded, float("nan"))),
+                            ("overall", lambda o: o.mean_slowdown())):
+                r = paired_ratios([f(o) for o in outs], [f(o) for o in base])
+                ci = f", 95 % interval {r['ci95'][0]:.2f}-{r['ci95'][1]:.2f}" if "ci95" in r else ""
+                print(f"  {p:<10} {what:<8} ratio {r['mean']:.2f} [{r['min']:.2f}-{r['max']:.2f}]{ci} "
+                      f"({', '.join(f'{x:.2f}' for x in r['ratios'])})")
     if base and "None" in summary:
         loaded = clusters[0]
         for p in ("td-tc", "TD", "td-damped"):
