@@ -67,8 +67,8 @@ def test_spark_kind_registers_with_a_shared_dir(tmp_path):
     assert show["kind"] == "spark" and show["shared_dir"] == "/srv/shared" and show["hdfs_jars"] is None
 
 
-def test_a_grow_type_a_kind_has_no_nodes_of_is_refused_naming_the_cluster(tmp_path):
-    from fawkes.coordinator.service import check_roles
+def test_a_grow_type_or_a_policy_a_kind_cannot_serve_is_refused_naming_the_cluster(tmp_path):
+    from fawkes.coordinator.service import check_kinds
     from fawkes.store import Store
 
     assert Role.TC not in driver_class("spark").roles and Role.TC in driver_class("spark-hdfs").roles
@@ -76,8 +76,16 @@ def test_a_grow_type_a_kind_has_no_nodes_of_is_refused_naming_the_cluster(tmp_pa
         s.register_framework("sh", "spark", spark_home="/opt/spark", shared_dir="/srv/shared")
         s.register_framework("hd", "spark-hdfs", spark_home="/opt/spark", hdfs_jars="/opt/hdfs")
         s.request_cluster("etl", framework="hd", min_core=1)
-        check_roles(s, Settings(grow_type="transient-core"))  # spark-hdfs has TC nodes
+        check_kinds(s, Settings(grow_type="transient-core"))  # spark-hdfs has TC nodes
         s.request_cluster("bi", framework="sh", min_core=1)
-        check_roles(s, Settings(grow_type="transient"))
+        check_kinds(s, Settings(grow_type="transient"))
         with pytest.raises(FawkesError, match=r"^cluster bi: its kind spark has no transient-core nodes"):
-            check_roles(s, Settings(grow_type="transient-core"))
+            check_kinds(s, Settings(grow_type="transient-core"))
+        for ok in ("TD", "PU", "JD", "DD", "JS", "JT", "TT", "EQ", "None"):  # tasks, slots, or fawkes' own
+            check_kinds(s, Settings(policy=ok, grow_type="transient"))
+        for bad in ("DU", "RU"):  # bytes stored or written: kind spark stores nothing on its nodes
+            with pytest.raises(FawkesError, match=rf"^cluster bi: policy {bad} weighs stored_bytes or "
+                                                  r"written_bytes, which kind spark does not measure"):
+                check_kinds(s, Settings(policy=bad, grow_type="transient"))
+        s.request_release("bi")
+        check_kinds(s, Settings(policy="DU", grow_type="transient-core"))  # spark-hdfs feeds DU

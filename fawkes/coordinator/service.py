@@ -355,18 +355,30 @@ def check_save_to(cfg, inv: Inventory) -> None:
                                   "cluster's teardown wipes: choose a path outside it", field=key)
 
 
-def check_roles(store: Store, settings: Settings) -> None:
-    """A preset that grows clusters by a role their kind does not have (``grow_type: transient-core`` for
-    a kind that stores nothing on its nodes) is refused in one line naming the cluster."""
+def check_kinds(store: Store, settings: Settings) -> None:
+    """Every live cluster's kind can serve the loop's policy: it has nodes of the role the preset grows
+    by (``grow_type: transient-core`` needs a kind that stores data on its nodes), and its samples
+    measure what the policy weighs (``Policy.needs``: DU needs stored or written bytes, TD task counts,
+    PU slots).  Refused in one line naming the cluster, before anything starts."""
     from fawkes.frameworks.base import driver_class
+    from fawkes.mechanism.policies import get_policy
 
+    policy = get_policy(settings.policy)
     kinds = {f.name: f.kind for f in store.list_frameworks()}
     for c in store.list_clusters(include_released=False):
         kind = kinds.get(c.framework)
-        if kind is not None and settings.grow_type not in driver_class(kind).roles:
+        if kind is None:
+            continue
+        drv = driver_class(kind)
+        if settings.grow_type not in drv.roles:
             raise FawkesError(f"cluster {c.name}: its kind {kind} has no {settings.grow_type.value} nodes "
-                              f"(roles: {', '.join(r.value for r in driver_class(kind).roles)}): the policy's "
+                              f"(roles: {', '.join(r.value for r in drv.roles)}): the policy's "
                               "grow_type cannot serve it; use a preset with grow_type: transient")
+        for group in policy.needs:
+            if not set(group) & set(drv.signals):
+                raise FawkesError(f"cluster {c.name}: policy {policy.name} weighs {' or '.join(group)}, which "
+                                  f"kind {kind} does not measure (it measures: {', '.join(sorted(drv.signals))}); "
+                                  "choose a policy its samples can feed")
 
 
 def build(cfg, *, inventory_path=None, leadership=None, inventory: Inventory | None = None) -> Coordinator:
@@ -379,7 +391,7 @@ def build(cfg, *, inventory_path=None, leadership=None, inventory: Inventory | N
         if leadership is not None:
             leadership.fence(store)
         settings, runner = loop_policy(cfg)
-        check_roles(store, settings)
+        check_kinds(store, settings)
         pool = None
         if cfg.pool is not None:  # provider slurm (the only one): its running allocations join first
             from fawkes.coordinator.pool import SlurmPool

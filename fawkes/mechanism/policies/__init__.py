@@ -29,6 +29,11 @@ class Policy:
     #: True: a sample changes with time alone, not only when jobs or nodes change (JS's slowdown
     #: grows while a job waits), so a sampler may not reuse an unchanged cluster's last sample
     clock_dependent: ClassVar[bool] = False
+    #: what a cluster's samples must measure for this policy to weigh it: each entry is a set of
+    #: alternatives, one of which the cluster's kind must feed (``fawkes.frameworks.base.SIGNALS``:
+    #: tasks, slots, stored_bytes, written_bytes, ...); jobs, their input sizes and their times are
+    #: fawkes' own and need nothing
+    needs: ClassVar[tuple[tuple[str, ...], ...]] = ()
 
     def sample(self, m: ClusterMetrics, s: "Settings") -> float:
         raise NotImplementedError

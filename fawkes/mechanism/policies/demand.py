@@ -31,6 +31,7 @@ class TD(Policy):
     """Task demand: the tasks waiting in the queue (pending, plus running by default)."""
 
     name = "TD"
+    needs = (("tasks",),)
 
     def sample(self, m: ClusterMetrics, s) -> float:
         if m.loading:

@@ -73,6 +73,7 @@ class TT(_Throughput):
     """Task throughput."""
 
     name = "TT"
+    needs = (("tasks",),)
 
     def counts(self, m: ClusterMetrics) -> tuple[float, float]:
         return float(m.completed_tasks), float(m.pending_tasks + m.running_tasks)

@@ -11,6 +11,7 @@ class PU(Policy):
     """Processor usage: occupied slots over configured slots."""
 
     name = "PU"
+    needs = (("slots",),)
     kind = "usage"
 
     def sample(self, m: ClusterMetrics, s) -> float:
@@ -24,6 +25,7 @@ class DU(Policy):
     """Disk usage: output bytes written since deployment over the current storage capacity."""
 
     name = "DU"
+    needs = (("stored_bytes", "written_bytes"),)
     kind = "usage"
 
     def sample(self, m: ClusterMetrics, s) -> float:
@@ -37,6 +39,7 @@ class RU(Policy):
     """Resource usage, eq. 3.5: a convex mix of the PU and DU weights (λ = settings.lam)."""
 
     name = "RU"
+    needs = (("slots",), ("stored_bytes", "written_bytes"))
     kind = "usage"
 
     def sample(self, m: ClusterMetrics, s) -> float:  # only used with ru_mix = "raw"
