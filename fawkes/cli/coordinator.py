@@ -46,7 +46,7 @@ def run(config_path: str | None, inventory: str | None, duration: float | None, 
         if not no_metrics and not served:
             dashboard = cfg.metrics.dashboard and not no_dashboard
             _, _, port = serve(coord.store, coord.counters, cfg.metrics.bind, cfg.metrics.port, server=reserved,
-                               dashboard=dashboard)
+                               dashboard=dashboard, web_ui=coord.sampler.web_ui)
             served.append(port)
             click.echo(f"metrics: http://{cfg.metrics.bind}:{port}/metrics"
                        + (f", dashboard: http://{cfg.metrics.bind}:{port}/" if dashboard else ""), err=True)

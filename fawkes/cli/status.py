@@ -92,10 +92,10 @@ def status(state: str | None, as_json: bool) -> None:
         cstate = c["state"] + (" (release requested)" if c["release_requested"] else "")
         if c["queue_position"] is not None:
             cstate += f" #{c['queue_position']} in queue"
-        rows.append((c["name"], cstate, c["min_core"], n.get("core", 0), n.get("transient-core", 0),
+        rows.append((c["name"], c.get("kind") or "?", cstate, c["min_core"], n.get("core", 0), n.get("transient-core", 0),
                      n.get("transient", 0), c["draining"] or "", c["suspended"] or "", c["target"], num(c["weight"]),
                      num(c["discrimination"]), c["queued_jobs"], c["running_jobs"]))
-    print_table(None, ["cluster", "state", "min", "core", "TC", "TR", "draining", "suspended", "target", "weight",
+    print_table(None, ["cluster", "kind", "state", "min", "core", "TC", "TR", "draining", "suspended", "target", "weight",
                        "discrimination", "queued", "running"], rows)
     print_forecast(st["forecast"], time.time())
 

@@ -21,7 +21,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
@@ -62,8 +62,10 @@ def _t(t: float | None) -> float | None:
 
 
 def state(store: Store, *, now: float | None = None, window_s: float = 3600.0, decisions: int = 120,
-          jobs: int = 30, events: int = 40, counters: dict[str, float] | None = None) -> dict[str, Any]:
-    """What the page shows, as JSON-ready data (newest first for decisions, jobs and events)."""
+          jobs: int = 30, events: int = 40, counters: dict[str, float] | None = None,
+          web_ui: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+    """What the page shows, as JSON-ready data (newest first for decisions, jobs and events); ``web_ui``:
+    each cluster's link to its kind's own page (the sampler's, as last sampled)."""
     now = time.time() if now is None else now
     since = now - window_s
     st = store.status()
@@ -75,8 +77,10 @@ def state(store: Store, *, now: float | None = None, window_s: float = 3600.0, d
         clusters = []
         for c in st["clusters"]:
             clusters.append({
-                **{k: c[k] for k in ("name", "state", "framework", "min_core", "held", "draining", "suspended",
-                                     "queued_jobs", "running_jobs", "queue_position", "release_requested")},
+                **{k: c[k] for k in ("name", "state", "framework", "kind", "min_core", "held", "draining",
+                                     "suspended", "queued_jobs", "running_jobs", "queue_position",
+                                     "release_requested")},
+                "web_ui": (web_ui or {}).get(c["name"]),
                 "state_since": _t(c["state_since"]), "target": c["target"], "weight": _num(c["weight"]),
                 "discrimination": _num(c["discrimination"]), "by_role": c["nodes"],
                 "nodes": [{"host": n.host, "role": n.role, "state": n.state}
@@ -122,7 +126,7 @@ class QuietHandler(WSGIRequestHandler):
 
 
 def make_app(store: Store, counters: dict[str, float], metrics_app: Callable | None = None, *,
-             dashboard: bool = True) -> Callable:
+             dashboard: bool = True, web_ui: Mapping[str, str | None] | None = None) -> Callable:
     """The WSGI application: the dashboard's routes and ``/metrics``."""
     env = Environment(loader=PackageLoader("fawkes.coordinator", ASSETS), autoescape=select_autoescape(["j2", "html"]))
     static = {name: (resources.files("fawkes.coordinator").joinpath(ASSETS, name).read_bytes(), ctype)
@@ -149,7 +153,7 @@ def make_app(store: Store, counters: dict[str, float], metrics_app: Callable | N
                          [("Content-Security-Policy", "default-src 'self'; img-src 'self' data:")])
         if dashboard and path == "/api/state":
             try:
-                body = json.dumps(state(store, counters=counters), allow_nan=False).encode()
+                body = json.dumps(state(store, counters=counters, web_ui=web_ui), allow_nan=False).encode()
             except FawkesError as exc:  # the state is busy or gone: the page says so and tries again
                 return reply(start_response, "503 Service Unavailable", "application/json",
                              json.dumps({"error": str(exc)}).encode(), method)
@@ -175,13 +179,13 @@ def reserve_server(bind: str, port: int):
 
 
 def start_server(store: Store, counters: dict, metrics_app: Callable | None, bind: str, port: int, *,
-                 dashboard: bool = True, server=None):
+                 dashboard: bool = True, server=None, web_ui: Mapping[str, str | None] | None = None):
     """Serve :func:`make_app` on ``bind:port`` (port 0: any free one), or on the ``server`` of
     :func:`reserve_server`, from a daemon thread; return (server, thread, port).  Threaded, as
     prometheus_client's own server."""
     if server is None:
         server = reserve_server(bind, port)
-    server.set_app(make_app(store, counters, metrics_app, dashboard=dashboard))
+    server.set_app(make_app(store, counters, metrics_app, dashboard=dashboard, web_ui=web_ui))
     thread = threading.Thread(target=server.serve_forever, name="fawkes-http", daemon=True)
     thread.start()
     host = f"[{bind}]" if ":" in bind else bind

@@ -85,11 +85,12 @@ class StoreCollector:
 
 
 def serve(store: Store, counters: dict[str, float], bind: str = "127.0.0.1", port: int = 9464, *,
-          dashboard: bool = True, server=None):
+          dashboard: bool = True, server=None, web_ui=None):
     """Start the HTTP server in a daemon thread: ``/metrics`` and, unless ``dashboard`` is false,
     the read-only dashboard (:mod:`fawkes.coordinator.dashboard`).  Returns (server, thread, port)."""
     from fawkes.coordinator.dashboard import start_server
 
     registry = CollectorRegistry()
     registry.register(StoreCollector(store, counters))
-    return start_server(store, counters, make_wsgi_app(registry), bind, port, dashboard=dashboard, server=server)
+    return start_server(store, counters, make_wsgi_app(registry), bind, port, dashboard=dashboard, server=server,
+                        web_ui=web_ui)

@@ -61,6 +61,7 @@ class Sampler:
         self.track_progress = settings.straggler_factor is not None
         self.progress: dict[str, dict[int, deque]] = {}  # cluster -> job id -> last three (time, fraction)
         self.job_info: dict[int, tuple[float | None, float | None]] = {}  # job id -> (reference runtime, start)
+        self.web_ui: dict[str, str | None] = {}  # cluster -> its kind's web UI, as last sampled
 
     def step(self) -> None:
         self.check_hosts()
@@ -74,8 +75,10 @@ class Sampler:
                 self.sample(c.name, loading=state is ClusterState.LOADING)
             except FawkesError as exc:
                 log.warning("sampling %s: %s", c.name, exc)
+        live = {c.name for c in self.store.list_clusters(include_released=False)}
+        for name in [n for n in self.web_ui if n not in live]:
+            del self.web_ui[name]
         if self.track_progress:
-            live = {c.name for c in self.store.list_clusters(include_released=False)}
             for name in [n for n in self.progress if n not in live]:
                 del self.progress[name]
 
@@ -124,6 +127,7 @@ class Sampler:
 
     def sample(self, name: str, *, loading: bool = False) -> None:
         spec, driver = self.fleet.spec(name, states={NodeState.RUNNING, NodeState.DRAINING})
+        self.web_ui[name] = driver.web_ui(spec)  # the dashboard's link to the kind's own page
         running = self.store.list_jobs(name, states=[JobState.RUNNING])  # their task counts, per job
         fs = driver.metrics(spec, jobs=[j.id for j in running])
         now = self.clock()

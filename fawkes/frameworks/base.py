@@ -232,6 +232,10 @@ class FrameworkDriver(ABC):
         extra = self.master_daemons if node.name == cluster.master.name else ()
         return (*extra, *self.role_daemons[node.role])
 
+    def web_ui(self, cluster: ClusterSpec) -> str | None:
+        """The kind's own web UI for ``cluster`` (a master's status page), or None when it has none."""
+        return None
+
     def render(self, cluster: ClusterSpec, hosts: Iterable[str] | None = None) -> dict[str, RenderedHost]:
         """What would be written on each host (pure; nothing is written)."""
         return render_cluster(cluster, hosts)

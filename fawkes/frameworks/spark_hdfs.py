@@ -216,6 +216,10 @@ class SparkHdfsDriver(FrameworkDriver):
         return {"master": f"spark://{m}:{p['spark_master']}", "master_ui": f"http://{m}:{p['spark_master_ui']}",
                 "namenode": f"hdfs://{m}:{p['nn_rpc']}", "namenode_ui": f"http://{m}:{p['nn_http']}"}
 
+    def web_ui(self, cluster: ClusterSpec) -> str | None:
+        """The Spark master's web UI."""
+        return self.urls(cluster)["master_ui"] + "/"
+
     def master_state(self, cluster: ClusterSpec) -> M.SparkMasterState:
         return M.parse_master_json(self._http_json(self.urls(cluster)["master_ui"] + "/json/"))
 

@@ -15,7 +15,7 @@ from fawkes.mechanism.model import ClusterState, Role
 from fawkes.store import validate
 from fawkes.store.base import StoreBase
 from fawkes.store.lifecycle import JOB_FINISHED, JobState, NodeState
-from fawkes.store.schema import Decision, Event, Host, Job, MRCluster, Node
+from fawkes.store.schema import Decision, Event, Framework, Host, Job, MRCluster, Node
 
 
 class EventsMixin(StoreBase):
@@ -71,6 +71,7 @@ class EventsMixin(StoreBase):
             jobs = s.exec(select(Job.cluster_id, Job.state, func.count())
                           .where(col(Job.state).not_in(list(JOB_FINISHED))).group_by(Job.cluster_id, Job.state)).all()
             hosts = s.exec(select(Host.state, func.count()).group_by(Host.state)).all()
+            kinds = dict(s.exec(select(Framework.name, Framework.kind)).all())
         queue_pos = {c.id: i + 1 for i, c in enumerate(c for c in clusters if c.state == ClusterState.REQUESTED)}
         roles_of: dict[int, list[tuple[str, str, int]]] = {}
         for cid, role, state, n in roles:
@@ -87,7 +88,8 @@ class EventsMixin(StoreBase):
                 draining += n if state == NodeState.DRAINING else 0
             jstate = jobs_of.get(c.id, {})
             rows.append({
-                "name": c.name, "state": c.state, "framework": c.framework, "min_core": c.min_core,
+                "name": c.name, "state": c.state, "framework": c.framework, "kind": kinds.get(c.framework),
+                "min_core": c.min_core,
                 "nodes": by_role, "held": sum(by_role.values()), "draining": draining,
                 "suspended": parked.get(c.id, 0),
                 "weight": d.weights.get(c.name) if d else None,

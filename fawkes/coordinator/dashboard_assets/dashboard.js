@@ -50,7 +50,10 @@ function renderClusters(state, color) {
       el("span", { class: `node ${n.role} ${n.state}`, title: `${n.role}, ${n.state}`, "data-role": n.role,
                    "data-state": n.state }, `${n.host} ${n.role === "core" ? "core" : n.role === "transient" ? "TR" : "TC"}${n.state === "running" ? "" : " (" + n.state + ")"}`)));
     const tr = el("tr", { "data-cluster": c.name, "data-state": c.state },
-      el("td", {}, swatch(color[c.name]), c.name),
+      el("td", {}, swatch(color[c.name]), c.name, el("span", { class: "muted kind" }, ` ${c.kind || c.framework}`),
+         ...(c.web_ui && /^https?:\/\//.test(c.web_ui)
+             ? [" ", el("a", { href: c.web_ui, target: "_blank", rel: "noopener noreferrer", class: "web-ui" }, "UI")]
+             : [])),
       el("td", { class: "state" }, c.state + (c.queue_position ? ` (#${c.queue_position} in queue)` : "")
                                    + (c.release_requested ? ", release requested" : "")),
       el("td", { class: "num" }, c.min_core),
