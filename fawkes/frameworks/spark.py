@@ -39,7 +39,8 @@ class SparkDriver(SparkHdfsDriver):
     storage_name = "shared storage"
     role_daemons = {Role.CORE: ("worker",), Role.TR: ("worker",)}
     master_daemons = ("master",)
-    path_options = ("shared_dir",)
+    path_options = ("spark_home", "shared_dir")
+    required_paths = ("spark_home", "shared_dir")
 
     # ================================================================== paths
     @staticmethod

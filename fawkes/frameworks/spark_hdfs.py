@@ -106,8 +106,9 @@ class SparkHdfsDriver(ControlScriptDriver):
     # task of its applications (no node labels, no per-stage executor placement)
     map_only_note = ("a Spark standalone worker (spark-hdfs) runs any task, it cannot be confined to map tasks")
     role_daemons = {Role.CORE: ("datanode", "worker"), Role.TC: ("datanode", "worker"), Role.TR: ("worker",)}
-    #: the installation paths ``fawkes framework add`` takes for this kind (besides --spark-home, --java-home)
-    path_options = ("hadoop_home", "hdfs_jars")
+    #: the installation paths ``fawkes framework add`` takes for this kind (besides --java-home)
+    path_options = ("spark_home", "hadoop_home", "hdfs_jars")
+    required_paths = ("spark_home",)
     master_daemons = ("namenode", "master")
 
     # ================================================================== framework check
