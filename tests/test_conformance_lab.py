@@ -1,10 +1,11 @@
 """The conformance kit (issue 23): what every live framework kind must do on the SSH lab.
 
-One parametrised test per kind, each through the driver contract only (nothing kind-specific below
-but the framework record each kind is registered with):
+One parametrised test per kind (spark, spark-hdfs, dask), each through the driver contract only
+(nothing kind-specific below but the framework record each kind is registered with and the word count
+it runs; the job is seen running through ``metrics`` and new nodes registered through ``observe``):
 
-1. bad options are refused before anything starts (a path that is not absolute, an option of
-   another kind, a missing required one): nothing is written on any host;
+1. bad options are refused before anything starts (each required path of the kind and --java-home
+   relative, with a space, a newline or a NUL; no storage): nothing is written on any host;
 2. its configs render for every node, with the control script, and their hash is stable;
 3. deploy on one core node; load an input; start a real job through :meth:`job_command`, run over
    SSH on the master as the dispatcher runs it;
@@ -15,7 +16,8 @@ but the framework record each kind is registered with):
 6. teardown leaves no process of the cluster on any host and no directory.
 
 Not yet in the kit (issue 23): the coordinator killed mid-grow and mid-drain with every kind (the
-fault campaign does it for spark-hdfs), graceful and suspend removals, and the Flink kind.
+fault campaign does it for spark-hdfs), graceful and suspend removals (dask's graceful: tests/test_dask_kind.py),
+and the Flink kind.
 """
 
 from __future__ import annotations

@@ -64,6 +64,7 @@ def _show(fw) -> dict:
 #: whether a kind's daemons run on this machine (its distribution can be obtained here), and why not
 _LIVE = {"spark-hdfs": (True, "Spark from pyspark, HDFS 2.7.3 jars from the pyspark 2.4.8 sdist (lab only)"),
          "spark": (True, "Spark from pyspark; input and output on a directory every host sees"),
+         "dask": (True, "Dask distributed from PyPI (the lab extra); input and output on a directory every host sees"),
          "hadoop3": (False, "render-only: YARN and Hadoop 3 daemons cannot be obtained on this machine")}
 
 

@@ -318,7 +318,7 @@ def _module_of(kind: str) -> str:
     return "fawkes.frameworks." + kind.replace("-", "_")
 
 
-_SKIP = {"base", "dists", "metrics", "render", "spec", "registry"}
+_SKIP = {"base", "control", "dists", "metrics", "render", "spec", "registry"}
 
 
 def kinds() -> list[str]:
