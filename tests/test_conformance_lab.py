@@ -1,10 +1,11 @@
 """The conformance kit (issue 23): what every live framework kind must do on the SSH lab.
 
-One parametrised test per kind, each through the driver contract only (nothing kind-specific below
-but the framework record each kind is registered with):
+One parametrised test per kind (spark, spark-hdfs, dask), each through the driver contract only
+(nothing kind-specific below but the framework record each kind is registered with and the word count
+it runs; the job is seen running through ``metrics`` and new nodes registered through ``observe``):
 
-1. bad options are refused before anything starts (a path that is not absolute, an option of
-   another kind, a missing required one): nothing is written on any host;
+1. bad options are refused before anything starts (each required path of the kind and --java-home
+   relative, with a space, a newline or a NUL; no storage): nothing is written on any host;
 2. its configs render for every node, with the control script, and their hash is stable;
 3. deploy on one core node; load an input; start a real job through :meth:`job_command`, run over
    SSH on the master as the dispatcher runs it;
@@ -15,7 +16,8 @@ but the framework record each kind is registered with):
 6. teardown leaves no process of the cluster on any host and no directory.
 
 Not yet in the kit (issue 23): the coordinator killed mid-grow and mid-drain with every kind (the
-fault campaign does it for spark-hdfs), graceful and suspend removals, and the Flink kind.
+fault campaign does it for spark-hdfs), graceful and suspend removals (dask's graceful: tests/test_dask_kind.py),
+and the Flink kind.
 """
 
 from __future__ import annotations
@@ -40,12 +42,18 @@ from tests.test_spark_hdfs_lab import node, wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
-APP = Path(__file__).resolve().parent.parent / "fawkes" / "apps" / "wordcount.py"
+APPS = Path(__file__).resolve().parent.parent / "fawkes" / "apps"
+#: the word count each kind runs (same usage: INPUT OUTPUT PARTITIONS SLEEP_PER_PARTITION_S)
+APP = {"dask": APPS / "dask_wordcount.py"}
 OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1", "replication": "1"}
 REMOVAL = {Role.TR: ShrinkMode.FP, Role.TC: ShrinkMode.DP}
 
 
 def framework(kind: str, shared: Path) -> FrameworkPaths:
+    """The framework record each kind is registered with on the lab (the kit's only kind-specific part,
+    with the word count it runs, :data:`APP`)."""
+    if kind == "dask":  # the hosts' Python is the lab's own (default: sys.executable)
+        return FrameworkPaths("kit", kind, shared_dir=str(shared))
     d = dists.ensure_lab_dists()
     if kind == "spark":
         return FrameworkPaths("kit", kind, str(d.spark_home), shared_dir=str(shared))
@@ -57,7 +65,7 @@ class Job:  # what job_command reads of a stored job
         self.id, self.argv, self.input_path = jid, argv, input_path
 
 
-@pytest.mark.parametrize("kind", ["spark", "spark-hdfs"])
+@pytest.mark.parametrize("kind", ["spark", "spark-hdfs", "dask"])
 def test_kind_passes_the_conformance_kit(lab, tmp_path, kind):
     shared = tmp_path / "shared"  # the machine's /tmp: every lab host sees it (docs/lab.md)
     shared.mkdir()
@@ -70,10 +78,11 @@ def test_kind_passes_the_conformance_kit(lab, tmp_path, kind):
     marker = cluster_dirs_marker(lab, name)
 
     # 1. bad options: refused in one line, before anything starts
-    for bad in ({"spark_home": "relative/spark"}, {"java_home": "/a b"}):
-        with pytest.raises(FawkesError, match="absolute path without spaces"):
-            FrameworkPaths("kit", kind, **{**{"spark_home": fw.spark_home, "hdfs_jars": fw.hdfs_jars,
-                                              "shared_dir": fw.shared_dir}, **bad})
+    given = {k: v for k, v in fw.as_dict().items() if k not in ("name", "kind") and v}
+    for opt in (*cls.required_paths, "java_home"):
+        for value in ("relative/dir", "/a b", "/a\nb", "/a\x00b"):
+            with pytest.raises(FawkesError, match="absolute path without spaces"):
+                FrameworkPaths("kit", kind, **{**given, opt: value})
     with pytest.raises(FawkesError):
         FrameworkPaths("kit", kind, fw.spark_home)  # neither storage: no HDFS and no shared dir
     with pytest.raises(FawkesError, match="option"):
@@ -98,19 +107,19 @@ def test_kind_passes_the_conformance_kit(lab, tmp_path, kind):
             drv.deploy(cluster, timeout=240)
             assert drv.health(cluster).ok, drv.health(cluster).problems
             drv.load_input(cluster, str(src), "/input")
-            job = Job(1, [str(APP), "{input}", "{output}", "24", "1.5"], "/input")
+            job = Job(1, [str(APP.get(kind, APPS / "wordcount.py")), "{input}", "{output}", "24", "1.5"], "/input")
             launch = drv.job_command(cluster, job, output="/output/1", driver_memory="512m", python=sys.executable)
             env = " ".join(f"{k}={v}" for k, v in launch.env.items())
             run = Script("cd {d} && env {e} {argv} > {log} 2>&1", d=str(tmp_path), e=env.split(), argv=list(launch.argv),
                          log=str(tmp_path / "job.log"))
             t = threading.Thread(target=lambda: result.update(ex.run([core.name], run, timeout=600)))
             t.start()
-            wait_for("the job to run", lambda: drv.master_state(cluster).active_apps, 120)
+            wait_for("the job to run", lambda: drv.metrics(cluster).unfinished_jobs, 120)
 
             # 4. grow by each non-core role while it runs, then shrink each by its removal mode
             grown = drv.add_nodes(cluster, extra, timeout=180).cluster
-            wait_for("workers on the new nodes", lambda: {n.address for n in extra}
-                     <= set(drv.master_state(grown).workers_by_host("ALIVE")), 60)
+            wait_for("workers on the new nodes",
+                     lambda: all(f.up for f in drv.observe(grown, [n.name for n in extra]).values()), 60)
             assert t.is_alive(), "the job ended before the grow: make it longer"
             for n in extra:
                 grown = drv.remove_nodes(grown, [n.name], REMOVAL[n.role], timeout=180).cluster
@@ -141,5 +150,5 @@ def test_kind_passes_the_conformance_kit(lab, tmp_path, kind):
         left = ex.run([n.name for n in (core, *extra)], Script("test -e {d} && echo LEFT; true",
                                                                 d=cluster.cluster_dir(core)))
         assert not any("LEFT" in x.stdout for x in left.values())
-        if kind == "spark":
+        if fw.shared_dir:
             assert not (shared / name).exists(), "the shared directory of the cluster left"

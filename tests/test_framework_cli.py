@@ -72,3 +72,50 @@ def test_framework_registry_checked_on_hosts(lab, lab_dists, tmp_path):
     # a framework in use cannot be removed; an unused one can
     used = run_cli("framework", "remove", "lab", env=env)
     assert used.returncode == 2 and "in use" in used.stderr
+
+
+@pytest.mark.lab
+def test_framework_add_dask_options_checked(lab, tmp_path):
+    """Kind dask needs no --spark-home; its --shared-dir and --python are checked: a relative path, a
+    newline, a FIFO, a missing required option or another kind's option is refused with exit 2 and one
+    line, and nothing is written (no state file); a good registration is listed with its paths."""
+    import os
+
+    from fawkes.errors import FawkesError
+    from fawkes.frameworks.spec import FrameworkPaths
+
+    state = tmp_path / "state.db"
+    env = {"FAWKES_STATE": str(state)}
+    inv = str(lab.inventory_path)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    cases = [
+        (["--shared-dir", "relative/dir"], "absolute path without spaces"),
+        (["--shared-dir", f"{shared}\nrm -rf /"], "absolute path without spaces"),
+        (["--shared-dir", str(fifo)], "not a writable directory"),
+        (["--shared-dir", str(shared), "--python", str(fifo)], "not an executable file"),
+        (["--shared-dir", str(shared), "--python", "python3"], "absolute path without spaces"),
+        (["--shared-dir", str(shared), "--python", "/bin/true\n"], "absolute path without spaces"),
+        ([], "kind dask needs --shared-dir"),
+        (["--shared-dir", str(shared), "--spark-home", "/opt/spark"], "--spark-home is not an option of kind dask"),
+    ]
+    for extra, msg in cases:
+        r = run_cli("framework", "add", "dk", "--kind", "dask", "-i", inv, *extra, env=env)
+        errors = [ln for ln in r.stderr.splitlines() if not ln.startswith("[framework]")]
+        assert r.returncode == 2 and msg in r.stderr and len(errors) == 1, (extra, r.stderr)
+        assert "Traceback" not in r.stderr and not state.exists(), extra
+    with pytest.raises(FawkesError, match="absolute path without spaces"):  # NUL: no argv can carry it
+        FrameworkPaths("dk", "dask", shared_dir=f"{shared}\x00x")
+    nospark = run_cli("framework", "add", "sp", "--kind", "spark-hdfs", "--hdfs-jars", "/x", "--no-check", env=env)
+    assert nospark.returncode == 2 and "kind spark-hdfs needs --spark-home" in nospark.stderr
+    assert len(nospark.stderr.strip().splitlines()) == 1 and not state.exists()
+    ok = run_cli("framework", "add", "dk", "--kind", "dask", "--shared-dir", str(shared), "-i", inv, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert "ok on 8 host(s)" in ok.stderr
+    show = json.loads(run_cli("framework", "show", "dk", "--json", env=env).stdout)
+    assert show["kind"] == "dask" and show["shared_dir"] == str(shared) and show["spark_home"] is None
+    kinds = {k["kind"]: k for k in json.loads(run_cli("framework", "kinds", "--json").stdout)}
+    assert kinds["dask"]["live"] is True and kinds["dask"]["removal_modes"] == ["fp", "graceful"]
+    assert kinds["dask"]["options"] == ["shared_dir", "python"]

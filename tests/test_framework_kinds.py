@@ -19,7 +19,7 @@ def test_kinds_lists_roles_modes_signals_options_and_liveness():
     rows = {k["kind"]: k for k in json.loads(r.stdout)}
     assert {"spark", "spark-hdfs", "hadoop3"} <= set(rows)
     assert rows["spark"]["roles"] == ["core", "transient"] and "dp" not in rows["spark"]["removal_modes"]
-    assert rows["spark"]["options"] == ["shared_dir"] and "stored_bytes" not in rows["spark"]["signals"]
+    assert rows["spark"]["options"] == ["spark_home", "shared_dir"] and "stored_bytes" not in rows["spark"]["signals"]
     assert rows["spark-hdfs"]["roles"] == ["core", "transient-core", "transient"]
     assert {"fp", "dp"} <= set(rows["spark-hdfs"]["removal_modes"]) and "stored_bytes" in rows["spark-hdfs"]["signals"]
     assert rows["hadoop3"]["live"] is False and "render-only" in rows["hadoop3"]["note"]

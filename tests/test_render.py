@@ -171,3 +171,28 @@ def test_hashes_change_only_where_inventory_changed():
 def test_exclude_file():
     assert render_exclude(["10.0.0.2", "10.0.0.1", "10.0.0.2"]) == "10.0.0.1\n10.0.0.2\n"
     assert render_exclude([]) == ""
+
+
+def test_dask_files_bind_to_the_hosts_addresses():
+    """Kind dask: its settings and control script per host; the scheduler on the master's address
+    (8786, HTTP 8787), each worker on its own host's address, never 0.0.0.0; the script parses."""
+    fw = FrameworkPaths("d", "dask", shared_dir="/tmp/shared", python="/opt/py/bin/python3")
+    c = ClusterSpec("dk", fw, (NodeSpec("h1", "10.9.0.1", Role.CORE, "/srv/n1", cores=2),
+                               NodeSpec("h3", "10.9.0.3", Role.TR, "/srv/n3", cores=3, memory_mb=2048)))
+    r = render_cluster(c)
+    assert set(r["h3"].files) == {"conf/dask-env.sh", "bin/fawkes-daemon.sh"} and set(r["h3"].hashes) == {"dask"}
+    env = dict(ln.split("=", 1) for ln in r["h3"].files["conf/dask-env.sh"].splitlines() if "=" in ln
+               and not ln.startswith("#"))
+    assert env["DASK_HOST"] == "10.9.0.3" and env["DASK_NAME"] == "h3" and env["DASK_NTHREADS"] == "3"
+    assert env["DASK_SCHEDULER"] == "tcp://10.9.0.1:8786" and env["DASK_DASHBOARD_ADDRESS"] == "10.9.0.1:8787"
+    assert env["DASK_PYTHON"] == "/opt/py/bin/python3" and env["DASK_MEMORY_LIMIT"] == "2048MiB"
+    for h in r.values():
+        for text in h.files.values():
+            assert "0.0.0.0" not in text
+        script = h.files["bin/fawkes-daemon.sh"]
+        assert '--host "$DASK_HOST"' in script and '--dashboard-address "$DASK_HOST:0"' in script
+        assert subprocess.run(["sh", "-n"], input=script, text=True).returncode == 0
+    # a change of one host's cores restarts that host only
+    c2 = ClusterSpec("dk", fw, (c.nodes[0], NodeSpec("h3", "10.9.0.3", Role.TR, "/srv/n3", cores=1, memory_mb=2048)))
+    r2 = render_cluster(c2)
+    assert r2["h1"].hashes == r["h1"].hashes and r2["h3"].hashes != r["h3"].hashes

@@ -57,12 +57,14 @@ def _inventory(path: str | None, config: str | None):
 def _show(fw) -> dict:
     p = fw.paths or {}
     return {"name": fw.name, "kind": fw.kind, "spark_home": p.get("spark_home"), "hadoop_home": p.get("hadoop_home"),
-            "hdfs_jars": p.get("hdfs_jars"), "shared_dir": p.get("shared_dir"), "java_home": fw.java_home}
+            "hdfs_jars": p.get("hdfs_jars"), "shared_dir": p.get("shared_dir"), "python": p.get("python"),
+            "java_home": fw.java_home}
 
 
 #: whether a kind's daemons run on this machine (its distribution can be obtained here), and why not
 _LIVE = {"spark-hdfs": (True, "Spark from pyspark, HDFS 2.7.3 jars from the pyspark 2.4.8 sdist (lab only)"),
          "spark": (True, "Spark from pyspark; input and output on a directory every host sees"),
+         "dask": (True, "Dask distributed from PyPI (the lab extra); input and output on a directory every host sees"),
          "hadoop3": (False, "render-only: YARN and Hadoop 3 daemons cannot be obtained on this machine")}
 
 
@@ -77,11 +79,19 @@ def kind_rows() -> list[dict]:
         spark_here = True
     except Exception:  # noqa: BLE001 - not installed, or broken: not live here, and why
         spark_here = False
+    try:  # Dask distributed importable by the Python fawkes runs under (the lab's hosts use it)
+        import importlib.util
+
+        dask_here = importlib.util.find_spec("distributed") is not None
+    except (ImportError, ValueError):
+        dask_here = False
     rows = []
     for k in kinds():
         d = driver_class(k)
         live, why = _LIVE.get(k, (False, "unknown"))
-        if live and not spark_here:
+        if live and k == "dask" and not dask_here:
+            live, why = False, why + "; not here: pip install distributed (or fawkes[lab])"
+        elif live and "spark_home" in d.required_paths and not spark_here:
             live, why = False, why + "; not here: run 'fawkes framework dists' first"
         rows.append({"kind": k, "roles": [r.value for r in d.roles], "removal_modes": sorted(d.removal_modes),
                      "default_shrink_mode": d.default_shrink_mode, "signals": sorted(d.signals),
@@ -113,11 +123,13 @@ def kinds_cmd(as_json: bool) -> None:
 
 @framework.command("add")
 @click.argument("name")
-@click.option("--kind", required=True, help="Framework kind (spark-hdfs).")
-@click.option("--spark-home", required=True, help="Spark distribution on every host.")
+@click.option("--kind", required=True, help="Framework kind (spark-hdfs, spark, dask: fawkes framework kinds).")
+@click.option("--spark-home", default=None, help="spark-hdfs, spark: Spark distribution on every host.")
 @click.option("--hadoop-home", default=None, help="spark-hdfs: Hadoop 3.x installation on every host (real deployments).")
 @click.option("--hdfs-jars", default=None, help="spark-hdfs: HDFS jar dir (jars/ + webapps/) on every host: the lab's HDFS 2.7.3.")
-@click.option("--shared-dir", default=None, help="spark: a directory every host sees (NFS, Lustre) for input and output.")
+@click.option("--shared-dir", default=None, help="spark, dask: a directory every host sees (NFS, Lustre) for input and output.")
+@click.option("--python", "python_path", default=None,
+              help="dask: the Python on every host with distributed installed (default: the one fawkes runs under).")
 @click.option("--java-home", default=None, help="JDK on every host (default: java on the PATH).")
 @click.option("--inventory", "-i", "inventory_path", default=None, help="Inventory to check on (default: the config's).")
 @click.option("--host", "-H", "hosts", multiple=True, help="Check only these hosts or groups (repeatable).")
@@ -125,8 +137,8 @@ def kinds_cmd(as_json: bool) -> None:
 @click.option("--replace", is_flag=True, help="Update an existing registration.")
 @click.option("--config", default=None, help="Coordinator config file.")
 @click.option("--state", default=None, envvar="FAWKES_STATE", help="State URL or SQLite file.")
-def add(name, kind, spark_home, hadoop_home, hdfs_jars, shared_dir, java_home, inventory_path, hosts, no_check,
-        replace, config, state) -> None:
+def add(name, kind, spark_home, hadoop_home, hdfs_jars, shared_dir, python_path, java_home, inventory_path, hosts,
+        no_check, replace, config, state) -> None:
     """Register framework NAME after checking it on the hosts (files exist, Java runs)."""
     from fawkes.config import open_store
     from fawkes.errors import FawkesError
@@ -135,15 +147,18 @@ def add(name, kind, spark_home, hadoop_home, hdfs_jars, shared_dir, java_home, i
     from fawkes.frameworks.spec import FrameworkPaths
 
     drv = driver_class(kind)  # unknown kind: one line
-    given = {"hadoop_home": hadoop_home, "hdfs_jars": hdfs_jars, "shared_dir": shared_dir}
+    given = {"spark_home": spark_home, "hadoop_home": hadoop_home, "hdfs_jars": hdfs_jars, "shared_dir": shared_dir,
+             "python": python_path}
+    opts = ", ".join("--" + o.replace("_", "-") for o in drv.path_options)
     foreign = [k for k, v in given.items() if v is not None and k not in drv.path_options]
     if foreign:
         raise FawkesError(f"framework {name}: --{foreign[0].replace('_', '-')} is not an option of kind {kind} "
-                          f"(its options: {', '.join('--' + o.replace('_', '-') for o in drv.path_options)})")
-    if drv.path_options == ("shared_dir",) and not shared_dir:
-        raise FawkesError(f"framework {name}: kind {kind} needs --shared-dir (a directory every host sees)")
-    fw = FrameworkPaths(name, kind, spark_home, hadoop_home=hadoop_home, hdfs_jars=hdfs_jars, java_home=java_home,
-                        shared_dir=shared_dir)
+                          f"(its options: {opts})")
+    missing = [k for k in drv.required_paths if not given.get(k)]
+    if missing:
+        raise FawkesError(f"framework {name}: kind {kind} needs --{missing[0].replace('_', '-')} (its options: {opts})")
+    fw = FrameworkPaths(name, kind, spark_home or "", hadoop_home=hadoop_home, hdfs_jars=hdfs_jars,
+                        java_home=java_home, shared_dir=shared_dir, python=python_path)
     if not no_check:
         inv = _inventory(inventory_path, config)
         problems = check_on_hosts(fw, inv, list(hosts) or None,
@@ -156,7 +171,7 @@ def add(name, kind, spark_home, hadoop_home, hdfs_jars, shared_dir, java_home, i
         click.echo(f"[framework] {name}: ok on {len(problems)} host(s)", err=True)
     with open_store(state, create=True) as store:
         store.register_framework(name, kind, spark_home=spark_home, hadoop_home=hadoop_home, hdfs_jars=hdfs_jars,
-                                 shared_dir=shared_dir, java_home=java_home, replace=replace)
+                                 shared_dir=shared_dir, python=python_path, java_home=java_home, replace=replace)
     click.echo(f"framework {name} ({kind}) registered")
 
 
@@ -176,8 +191,7 @@ def list_(as_json: bool, state) -> None:
         click.echo("no frameworks registered (fawkes framework add NAME --kind spark-hdfs ...)")
     for f in fws:
         p = f.paths or {}
-        click.echo(f"{f.name:<16} {f.kind:<12} spark={p.get('spark_home')} " +
-                   (f"hadoop={p['hadoop_home']}" if p.get("hadoop_home") else f"hdfs-jars={p.get('hdfs_jars')}"))
+        click.echo(f"{f.name:<16} {f.kind:<12} " + " ".join(f"{k.replace('_', '-')}={v}" for k, v in p.items() if v))
 
 
 @framework.command("show")

@@ -202,6 +202,11 @@ class FrameworkDriver(ABC):
     #: a ``grep -o`` basic regular expression finding the framework's id of a job in its driver's log
     #: (stored as the job's ``app_id``: the key of :attr:`FrameworkSample.tasks_by_job`); empty: none
     job_id_pattern: ClassVar[str] = ""
+    #: the installation paths ``fawkes framework add`` takes for this kind (besides --java-home), as
+    #: FrameworkPaths field names (``spark_home`` -> ``--spark-home``); any other path given is refused
+    path_options: ClassVar[tuple[str, ...]] = ()
+    #: those of :attr:`path_options` it cannot do without (``framework add`` names the first one missing)
+    required_paths: ClassVar[tuple[str, ...]] = ()
     #: daemons per node role (the master node runs its master daemons in addition)
     role_daemons: ClassVar[Mapping[Role, tuple[str, ...]]]
     master_daemons: ClassVar[tuple[str, ...]]
@@ -317,7 +322,7 @@ def _module_of(kind: str) -> str:
     return "fawkes.frameworks." + kind.replace("-", "_")
 
 
-_SKIP = {"base", "dists", "metrics", "render", "spec", "registry"}
+_SKIP = {"base", "control", "dists", "metrics", "render", "spec", "registry"}
 
 
 def kinds() -> list[str]:

@@ -9,6 +9,7 @@ Template sets (``templates/<set>/``):
 
 * ``spark-hdfs``: Spark standalone + HDFS (the lab's Spark 4 + HDFS 2.7.3, or Hadoop 3 HDFS).
 * ``spark``: Spark standalone on shared storage (its Spark files and control script are spark-hdfs's).
+* ``dask``: Dask distributed on shared storage (settings and the control script of the scheduler and workers).
 * ``hadoop3``: HDFS + YARN configs for real Hadoop 3.x deployments (rendered and checked in tests;
   no YARN daemon runs on the development machine).
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -61,6 +63,11 @@ TEMPLATE_SETS: dict[str, tuple[TemplateFile, ...]] = {
         TemplateFile("spark-hdfs/log4j2.properties.j2", "conf/log4j2.properties", "spark"),
         TemplateFile("spark-hdfs/fawkes-daemon.sh.j2", "bin/fawkes-daemon.sh", "control", mode=0o755),
     ),
+    # kind dask (Dask distributed on shared storage): its settings and its own control script
+    "dask": (
+        TemplateFile("dask/dask-env.sh.j2", "conf/dask-env.sh", "dask"),
+        TemplateFile("dask/fawkes-daemon.sh.j2", "bin/fawkes-daemon.sh", "control", mode=0o755),
+    ),
     "hadoop3": (
         TemplateFile("hadoop3/core-site.xml.j2", "conf/core-site.xml", "hdfs"),
         TemplateFile("hadoop3/hdfs-site.xml.j2", "conf/hdfs-site.xml", "hdfs"),
@@ -70,7 +77,9 @@ TEMPLATE_SETS: dict[str, tuple[TemplateFile, ...]] = {
         TemplateFile("hadoop3/workers.j2", "conf/workers", "meta", where="master"),
     ),
 }
-COMPONENTS = ("spark", "hdfs", "yarn")
+COMPONENTS = ("spark", "hdfs", "yarn", "dask")
+#: kind dask: the scheduler's ports on the master's address (its workers' ports are chosen by Dask)
+DASK_PORTS = {"scheduler": 8786, "dashboard": 8787}
 EXCLUDE_FILE = "conf/dfs.exclude"
 CONTROL_SCRIPT = "bin/fawkes-daemon.sh"
 
@@ -237,6 +246,8 @@ def context(cluster: ClusterSpec, node: NodeSpec) -> dict[str, object]:
         "opt": opt,
         "replication": max(1, min(int(opt["replication"]), n_core)),
         "worker_memory_mb": int(opt["worker_memory_mb"] or node.memory_mb),
+        "python": fw.python or sys.executable,  # kind dask: the hosts' Python (the lab: fawkes' own)
+        "dask_ports": DASK_PORTS,
     }
 
 

@@ -24,6 +24,7 @@ from pathlib import PurePosixPath
 
 from fawkes.errors import FawkesError
 from fawkes.frameworks.base import OpResult, SavedOutput
+from fawkes.frameworks.control import refuse_save_inside_clusters, save_shared_script
 from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role
@@ -38,7 +39,8 @@ class SparkDriver(SparkHdfsDriver):
     storage_name = "shared storage"
     role_daemons = {Role.CORE: ("worker",), Role.TR: ("worker",)}
     master_daemons = ("master",)
-    path_options = ("shared_dir",)
+    path_options = ("spark_home", "shared_dir")
+    required_paths = ("spark_home", "shared_dir")
 
     # ================================================================== paths
     @staticmethod
@@ -113,23 +115,9 @@ class SparkDriver(SparkHdfsDriver):
         ``dest.fawkes-partial``, renamed once its size equals the source's), with a ``MANIFEST.sha256``."""
         t0 = time.monotonic()
         m, source = cluster.master, self._shared(cluster, src)
-        root = str(PurePosixPath(m.root) / "clusters")
-        if dest == root or dest.startswith(root + "/"):
-            raise FawkesError(f"save to {dest}: inside {root}, which teardown wipes; choose a path outside it")
-        tmp = dest.rstrip("/") + ".fawkes-partial"
-        script = Script(
-            "if [ ! -d {s} ]; then echo 'fawkes-saved: none'; exit 0; fi; "
-            "want=$(find {s} -type f -printf '%s\\n' | awk '{{s += $1}} END {{print s + 0}}'); "
-            "rm -rf {tmp} && mkdir -p \"$(dirname {tmp})\" && cp -R {s} {tmp} && "
-            "(cd {tmp} && find . -type f ! -path ./MANIFEST.sha256 -print0 | sort -z | xargs -0r sha256sum "
-            "> MANIFEST.sha256) && "
-            "got=$(find {tmp} -type f ! -path {man} -printf '%s\\n' | awk '{{s += $1}} END {{print s + 0}}') && "
-            "if [ \"$got\" != \"$want\" ]; then echo \"saved $got bytes, the source holds $want\" >&2; exit 3; fi && "
-            "files=$(wc -l < {man}) && rm -rf {dest} && mv {tmp} {dest} && "
-            "echo \"fawkes-saved: $files $got $(sha256sum < {dest}/MANIFEST.sha256 | cut -d' ' -f1)\"",
-            s=source, tmp=tmp, dest=dest, man=f"{tmp}/MANIFEST.sha256")
+        refuse_save_inside_clusters(m, dest)
         self.emit(cluster, "save", f"{source} -> {dest}", m.name, t0)
-        out = self._run({m.name: script}, f"saving {source}", timeout)[m.name]
+        out = self._run({m.name: save_shared_script(source, dest)}, f"saving {source}", timeout)[m.name]
         return self._saved(cluster, out, dest, t0)
 
     def teardown(self, cluster: ClusterSpec, *, wipe: bool = True, timeout: float = 120.0) -> OpResult:

@@ -29,26 +29,31 @@ class FrameworkPaths:
 
     name: str
     kind: str
-    spark_home: str
+    spark_home: str = ""  # the Spark kinds; "" for a kind that runs no Spark (dask)
     hadoop_home: str | None = None  # a Hadoop 3.x installation (real deployments)
     hdfs_jars: str | None = None  # a dir with jars/ and webapps/ (the lab's HDFS 2.7.3)
     java_home: str | None = None
     #: kind ``spark``: a directory every host sees at this path (NFS, Lustre; in the lab, any directory
     #: outside the hosts' own ``node/``): clusters keep their input and output under <shared_dir>/<cluster>
     shared_dir: str | None = None
+    #: kind ``dask``: the Python interpreter on every host that has ``distributed`` installed (None: the
+    #: interpreter fawkes runs under, as in the lab where every host sees the same machine)
+    python: str | None = None
 
     def __post_init__(self) -> None:
         check_name("framework", self.name)
         if self.shared_dir:
             if self.hadoop_home or self.hdfs_jars:
-                raise FawkesError(f"framework {self.name}: --shared-dir is for kind spark (no HDFS): "
-                                  "give it without --hadoop-home and --hdfs-jars")
+                raise FawkesError(f"framework {self.name}: --shared-dir is for the kinds on shared storage "
+                                  "(no HDFS): give it without --hadoop-home and --hdfs-jars")
         elif bool(self.hadoop_home) == bool(self.hdfs_jars):
-            raise FawkesError(f"framework {self.name}: give exactly one of --hadoop-home and --hdfs-jars")
-        for label, p in (("spark home", self.spark_home), ("hadoop home", self.hadoop_home),
+            raise FawkesError(f"framework {self.name}: give --shared-dir, or exactly one of --hadoop-home and "
+                              "--hdfs-jars")
+        for label, p in (("spark home", self.spark_home or None), ("hadoop home", self.hadoop_home),
                          ("hdfs jars", self.hdfs_jars), ("java home", self.java_home),
-                         ("shared dir", self.shared_dir)):
-            if p is not None and (not p.startswith("/") or re.search(r"\s", p) or not p.isprintable()):
+                         ("shared dir", self.shared_dir), ("python", self.python)):
+            if p is not None and (not isinstance(p, str) or not p.startswith("/") or re.search(r"\s", p)
+                                  or not p.isprintable()):
                 raise FawkesError(f"framework {self.name}: {label} must be an absolute path without spaces: {p!r}")
 
     @property
@@ -71,7 +76,7 @@ class FrameworkPaths:
     def as_dict(self) -> dict[str, str | None]:
         return {"name": self.name, "kind": self.kind, "spark_home": self.spark_home,
                 "hadoop_home": self.hadoop_home, "hdfs_jars": self.hdfs_jars, "java_home": self.java_home,
-                "shared_dir": self.shared_dir}
+                "shared_dir": self.shared_dir, "python": self.python}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,214 @@
+"""What every kind driven by a rendered control script shares (spark-hdfs, spark, dask).
+
+Each host of an MR-cluster gets ``<root>/clusters/<cluster>/bin/fawkes-daemon.sh`` (start / stop /
+status / status-all / stop-all / wipe by pid file) and its configs; :class:`ControlScriptDriver` holds
+the helpers that drive it over SSH (commands per host in parallel, small files written atomically,
+configs pushed where their hash changed, polling, teardown), and :func:`save_shared_script` the
+size-checked copy with a ``MANIFEST.sha256`` that kinds on shared storage save their output with.
+Nothing here names a framework's daemons: the control script of each kind knows them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import PurePosixPath
+
+from fawkes.errors import FawkesError
+from fawkes.frameworks.base import FrameworkDriver, OpResult, SavedOutput
+from fawkes.frameworks.render import CONTROL_SCRIPT
+from fawkes.frameworks.spec import ClusterSpec, NodeSpec
+from fawkes.ssh.shell import Script
+
+HASH_FILE = "conf/.fawkes-hashes"
+
+
+def save_shared_script(source: str, dest: str) -> Script:
+    """Copy the directory ``source`` to ``dest`` (both paths on one host) through ``dest.fawkes-partial``,
+    renamed once its size equals the source's, with a ``MANIFEST.sha256`` (one sha256 line per file);
+    prints ``fawkes-saved: FILES BYTES MANIFEST-SHA256``, or ``fawkes-saved: none`` when ``source`` is
+    not a directory (:meth:`ControlScriptDriver._saved` reads it)."""
+    tmp = dest.rstrip("/") + ".fawkes-partial"
+    return Script(
+        "if [ ! -d {s} ]; then echo 'fawkes-saved: none'; exit 0; fi; "
+        "want=$(find {s} -type f -printf '%s\\n' | awk '{{s += $1}} END {{print s + 0}}'); "
+        "rm -rf {tmp} && mkdir -p \"$(dirname {tmp})\" && cp -R {s} {tmp} && "
+        "(cd {tmp} && find . -type f ! -path ./MANIFEST.sha256 -print0 | sort -z | xargs -0r sha256sum "
+        "> MANIFEST.sha256) && "
+        "got=$(find {tmp} -type f ! -path {man} -printf '%s\\n' | awk '{{s += $1}} END {{print s + 0}}') && "
+        "if [ \"$got\" != \"$want\" ]; then echo \"saved $got bytes, the source holds $want\" >&2; exit 3; fi && "
+        "files=$(wc -l < {man}) && rm -rf {dest} && mv {tmp} {dest} && "
+        "echo \"fawkes-saved: $files $got $(sha256sum < {dest}/MANIFEST.sha256 | cut -d' ' -f1)\"",
+        s=source, tmp=tmp, dest=dest, man=f"{tmp}/MANIFEST.sha256")
+
+
+def refuse_save_inside_clusters(node: NodeSpec, dest: str) -> None:
+    """A save must land outside ``<root>/clusters`` (teardown wipes it)."""
+    root = str(PurePosixPath(node.root) / "clusters")
+    if dest == root or dest.startswith(root + "/"):
+        raise FawkesError(f"save to {dest}: inside {root}, which teardown wipes; choose a path outside it")
+
+
+class ControlScriptDriver(FrameworkDriver):
+    """A driver whose daemons are started and stopped through the rendered control script."""
+
+    def __init__(self, executor, *, progress=None, http_timeout: float = 5.0, poll_s: float = 0.25):
+        super().__init__(executor, progress=progress, http_timeout=http_timeout)
+        self.poll_s = poll_s
+
+    def _ctl(self, cluster: ClusterSpec, node: NodeSpec, *args: str) -> Script:
+        script = str(PurePosixPath(cluster.cluster_dir(node)) / CONTROL_SCRIPT)
+        return Script("/bin/sh {s} {a}", s=script, a=list(args))
+
+    def _run(self, commands: Mapping[str, Script], what: str, timeout: float = 120.0) -> dict[str, str]:
+        """Run per-host commands in parallel; raise one line naming every host that failed."""
+        if not commands:
+            return {}
+        res = self.ex.run_each(dict(commands), timeout=timeout)
+        bad = [f"{h}: {r.error}" for h, r in res.items() if not r.ok]
+        if bad:
+            raise FawkesError(f"{what} failed on {len(bad)} host(s): " + "; ".join(bad)[:400])
+        return {h: r.stdout for h, r in res.items()}
+
+    def _ctl_if_present(self, cluster: ClusterSpec, node: NodeSpec, *args: str) -> Script:
+        """The control script's action, or nothing on a host that no longer holds the cluster's
+        directory (already wiped: nothing of the cluster runs there), so that removals are idempotent."""
+        script = str(PurePosixPath(cluster.cluster_dir(node)) / CONTROL_SCRIPT)
+        return Script("if [ -f {s} ]; then /bin/sh {s} {a}; else echo 'no cluster directory'; fi",
+                      s=script, a=list(args))
+
+    def _ctl_each(self, cluster: ClusterSpec, per_host: Mapping[str, Sequence[Sequence[str]]], what: str,
+                  timeout: float = 120.0, *, if_present: bool = False) -> dict[str, str]:
+        cmds = {}
+        ctl = self._ctl_if_present if if_present else self._ctl
+        for h, actions in per_host.items():
+            if not actions:
+                continue
+            node = cluster.node(h)
+            cmds[h] = Script(" && ".join("{c%d}" % i for i in range(len(actions))),
+                             **{f"c{i}": ctl(cluster, node, *a) for i, a in enumerate(actions)})
+        return self._run(cmds, what, timeout)
+
+    def write_files(self, files: Mapping[str, Sequence[tuple[str, str]]], what: str = "writing files") -> None:
+        """Write small text files on hosts (atomically: temp file + rename), hosts in parallel.
+
+        The content travels inside one command per host, each file's text one quoted shell word,
+        so no value ever reaches the shell unquoted.
+        """
+        self._run({h: self._write_script(items) for h, items in files.items()}, what, 60)
+
+    @staticmethod
+    def _write_script(items: Sequence[tuple[str, str]]) -> Script:
+        """One ``mkdir -p`` of every directory, then per file the shell's builtin ``printf`` into a
+        temp file and a rename: one process per file (a ``base64 -d`` pipeline per file cost three;
+        on a loaded 2-core host, 137 ms instead of 47 ms for a node's ten config files)."""
+        dirs = sorted({str(PurePosixPath(path).parent) for path, _ in items})
+        parts, vals = ["mkdir -p {dirs}"], {"dirs": dirs}
+        for i, (path, content) in enumerate(items):
+            vals[f"c{i}"] = content
+            vals[f"p{i}"] = path
+            vals[f"t{i}"] = f"{path}.fawkes-tmp"
+            parts.append(f"printf %s {{c{i}}} > {{t{i}}} && mv -f {{t{i}}} {{p{i}}}")
+        return Script(" && ".join(parts), **vals)
+
+    @staticmethod
+    def _config_files(r) -> list[tuple[str, str]]:
+        """A rendered host's files (absolute paths), the hash file last."""
+        files = [(f"{r.cluster_dir}/{p}", c) for p, c in sorted(r.files.items())]
+        files.append((f"{r.cluster_dir}/{HASH_FILE}",
+                      json.dumps({"hash": r.hash, "components": r.hashes}, sort_keys=True) + "\n"))
+        return files
+
+    def _http_json(self, url: str):
+        try:
+            with urllib.request.urlopen(url, timeout=self.http_timeout) as resp:  # noqa: S310 (lab/pool hosts only)
+                return json.loads(resp.read())
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise FawkesError(f"GET {url}: {getattr(exc, 'reason', exc)}") from None
+
+    def _wait(self, cluster: ClusterSpec, what: str, check, timeout: float, t0: float,
+              cancel: threading.Event | None = None):
+        """Poll ``check()`` (a value or None; HTTP errors count as not yet) until it is truthy."""
+        deadline = time.monotonic() + timeout
+        last_err = None
+        while True:
+            try:
+                v = check()
+                if v:
+                    return v
+            except FawkesError as exc:
+                last_err = exc
+            if cancel is not None and cancel.is_set():
+                return None
+            if time.monotonic() >= deadline:
+                why = f" (last error: {last_err})" if last_err else ""
+                raise FawkesError(f"cluster {cluster.name}: timed out after {timeout:g}s waiting for {what}{why}")
+            time.sleep(self.poll_s)
+
+    def push_configs(self, cluster: ClusterSpec, hosts: Iterable[str] | None = None,
+                     force: bool = False) -> dict[str, set[str]]:
+        """Write the rendered configs where they changed; returns the changed components per host."""
+        t0 = time.monotonic()
+        rendered = self.render(cluster, hosts)
+        old = self._run({h: Script("cat {f} 2>/dev/null || true", f=f"{r.cluster_dir}/{HASH_FILE}")
+                         for h, r in rendered.items()}, "reading config hashes", 60)
+        changed: dict[str, set[str]] = {}
+        uploads = {}
+        for h, r in rendered.items():
+            try:
+                rec = json.loads(old[h]) if old[h].strip() else None
+            except ValueError:
+                rec = None
+            if not force and rec and rec.get("hash") == r.hash:
+                changed[h] = set()
+                continue
+            changed[h] = r.changed_components(None if force or not rec else rec.get("components"))
+            uploads[h] = self._config_files(r)
+        if uploads:
+            self.write_files(uploads, "writing configs")
+        for h in rendered:
+            self.emit(cluster, "configs", "written" if h in uploads else "unchanged", h, t0)
+        return changed
+
+    def _saved(self, cluster: ClusterSpec, out: str, dest: str, t0: float) -> SavedOutput | None:
+        """What a save script printed (``fawkes-saved: FILES BYTES MANIFEST-SHA256`` or ``... none``)."""
+        m = cluster.master
+        line = next((ln for ln in out.splitlines() if ln.startswith("fawkes-saved: ")), "")
+        if line == "fawkes-saved: none":
+            self.emit(cluster, "save", "nothing to save", m.name, t0)
+            return None
+        try:
+            files, size, digest = line.split()[1:4]
+            saved = SavedOutput(m.name, dest, int(files), int(size), digest)
+        except ValueError:
+            raise FawkesError(f"saving the output: unexpected answer {out.strip()[-200:]!r}") from None
+        self.emit(cluster, "save", f"done: {saved.describe()}", m.name, t0)
+        return saved
+
+    def teardown(self, cluster: ClusterSpec, *, wipe: bool = True, timeout: float = 120.0) -> OpResult:
+        t0 = time.monotonic()
+        self.emit(cluster, "teardown", f"stopping {len(cluster.nodes)} node(s)", t0=t0)
+        cmds = {}
+        for n in cluster.nodes:
+            script = str(PurePosixPath(cluster.cluster_dir(n)) / CONTROL_SCRIPT)
+            action = "wipe" if wipe else "stop-all"
+            # idempotent: a host whose cluster dir is already gone has nothing left to stop
+            cmds[n.name] = Script("if [ -f {s} ]; then /bin/sh {s} {a}; else echo 'nothing to stop'; fi",
+                                  s=script, a=action)
+        self._run(cmds, "teardown", timeout)
+        self.emit(cluster, "teardown", "done", t0=t0)
+        return OpResult(cluster, {"total": time.monotonic() - t0}, tuple(n.name for n in cluster.nodes))
+
+    def _status(self, cluster: ClusterSpec, nodes: Sequence[NodeSpec], timeout: float = 30) -> dict[str, dict | None]:
+        """Per host: daemon -> running (pid file + process), or None when the host did not answer."""
+        if not nodes:
+            return {}
+        out = self.ex.run_each({n.name: Script("if [ -f {s} ]; then /bin/sh {s} status-all; fi",
+                                                s=str(PurePosixPath(cluster.cluster_dir(n)) / CONTROL_SCRIPT))
+                                for n in nodes}, timeout=timeout)
+        return {h: ({ln.split()[0]: ln.split()[1] == "running" for ln in r.stdout.splitlines() if len(ln.split()) >= 2}
+                    if r.ok else None) for h, r in out.items()}
