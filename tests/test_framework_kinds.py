@@ -30,7 +30,7 @@ def test_kinds_lists_roles_modes_signals_options_and_liveness():
 @pytest.mark.parametrize("args, message", [
     (["--kind", "spark", "--spark-home", "/opt/spark"], "kind spark needs --shared-dir"),
     (["--kind", "spark", "--spark-home", "/opt/spark", "--shared-dir", "/s", "--hdfs-jars", "/j"],
-     "--hdfs-jars is not an option of kind spark (its options: --shared-dir)"),
+     "--hdfs-jars is not an option of kind spark (its options: --spark-home, --shared-dir)"),
     (["--kind", "spark-hdfs", "--spark-home", "/opt/spark", "--shared-dir", "/s"],
      "--shared-dir is not an option of kind spark-hdfs"),
     (["--kind", "spark", "--spark-home", "/opt/spark", "--shared-dir", "relative/dir"],
