@@ -46,6 +46,16 @@ def save_shared_script(source: str, dest: str) -> Script:
         s=source, tmp=tmp, dest=dest, man=f"{tmp}/MANIFEST.sha256")
 
 
+def check_problems(executor, hosts: Sequence[str], script: Script) -> dict[str, list[str]]:
+    """Run a kind's installation check on ``hosts``: per host the lines it printed (one problem a line),
+    or that the host did not answer (``check_framework``)."""
+    out: dict[str, list[str]] = {}
+    for h, r in executor.run(list(hosts), script, timeout=60).items():
+        out[h] = [f"unreachable: {r.error}"] if r.error and r.exit_code is None else \
+            [ln.strip() for ln in r.stdout.splitlines() if ln.strip()]
+    return out
+
+
 def refuse_save_inside_clusters(node: NodeSpec, dest: str) -> None:
     """A save must land outside ``<root>/clusters`` (teardown wipes it)."""
     root = str(PurePosixPath(node.root) / "clusters")

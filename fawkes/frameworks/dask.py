@@ -33,7 +33,8 @@ from fawkes.errors import FawkesError
 from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import (Health, JobLaunch, NodeFacts, OpResult, SavedOutput, SuspendHooks,
                                     WorkerLaunch)
-from fawkes.frameworks.control import ControlScriptDriver, refuse_save_inside_clusters, save_shared_script
+from fawkes.frameworks.control import (ControlScriptDriver, check_problems, refuse_save_inside_clusters,
+                                       save_shared_script)
 from fawkes.frameworks.render import DASK_PORTS
 from fawkes.frameworks.sample import FrameworkSample, TaskCounts
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
@@ -142,11 +143,7 @@ class DaskDriver(ControlScriptDriver):
                         py=py, d=d, m1=f"python {py}: not an executable file",
                         m2=f"python {py}: cannot import distributed (pip install distributed)",
                         m3=f"shared dir {d}: not a writable directory")
-        out: dict[str, list[str]] = {}
-        for h, r in executor.run(list(hosts), script, timeout=60).items():
-            out[h] = [f"unreachable: {r.error}"] if r.error and r.exit_code is None else \
-                [ln.strip() for ln in r.stdout.splitlines() if ln.strip()]
-        return out
+        return check_problems(executor, hosts, script)
 
     # ================================================================== deploy, grow
     def deploy(self, cluster: ClusterSpec, *, timeout: float = 180.0) -> OpResult:

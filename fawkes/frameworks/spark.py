@@ -24,7 +24,7 @@ from pathlib import PurePosixPath
 
 from fawkes.errors import FawkesError
 from fawkes.frameworks.base import OpResult, SavedOutput
-from fawkes.frameworks.control import refuse_save_inside_clusters, save_shared_script
+from fawkes.frameworks.control import check_problems, refuse_save_inside_clusters, save_shared_script
 from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role
@@ -70,11 +70,7 @@ class SparkDriver(SparkHdfsDriver):
                         m2=f"missing Spark jars: {framework.spark_home}/jars",
                         m3=f"java does not run: {framework.java} -version failed",
                         m4=f"shared dir {framework.shared_dir}: not a writable directory")
-        out: dict[str, list[str]] = {}
-        for h, r in executor.run(list(hosts), script, timeout=60).items():
-            out[h] = [f"unreachable: {r.error}"] if r.error and r.exit_code is None else \
-                [ln.strip() for ln in r.stdout.splitlines() if ln.strip()]
-        return out
+        return check_problems(executor, hosts, script)
 
     # ================================================================== deploy, grow
     def deploy(self, cluster: ClusterSpec, *, timeout: float = 180.0) -> OpResult:

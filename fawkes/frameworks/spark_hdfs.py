@@ -35,7 +35,7 @@ from fawkes.errors import FawkesError
 from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import (DecommissionInterrupted, DecommissionTimeout, Health, JobLaunch, NodeFacts,
                                     OpResult, SavedOutput, SuspendHooks, WorkerLaunch)
-from fawkes.frameworks.control import HASH_FILE, ControlScriptDriver  # noqa: F401  (HASH_FILE: re-exported)
+from fawkes.frameworks.control import HASH_FILE, ControlScriptDriver, check_problems  # noqa: F401  (HASH_FILE: re-exported)
 from fawkes.frameworks.render import CONTROL_SCRIPT, EXCLUDE_FILE, ports_for, render_exclude
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import SHRINK_MODE, Role, ShrinkMode
@@ -127,13 +127,7 @@ class SparkHdfsDriver(ControlScriptDriver):
                       msg=f"java does not run: {framework.java} -version failed")
         script = Script(" ".join(["{p%d}" % i for i in range(len(parts))] + ["{java}"]),
                         **{f"p{i}": p for i, p in enumerate(parts)}, java=java)
-        out: dict[str, list[str]] = {}
-        for h, r in executor.run(list(hosts), script, timeout=60).items():
-            if r.error and r.exit_code is None:
-                out[h] = [f"unreachable: {r.error}"]
-            else:
-                out[h] = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()]
-        return out
+        return check_problems(executor, hosts, script)
 
     # ================================================================== low-level helpers
     def urls(self, cluster: ClusterSpec) -> dict[str, str]:
