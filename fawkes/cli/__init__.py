@@ -37,6 +37,8 @@ COMMANDS: dict[str, str] = {
     "prune": "fawkes.cli.prune:prune",
     "down": "fawkes.cli.down:down",
     "config": "fawkes.cli.config:config",
+    "migrate": "fawkes.cli.migrate:migrate",
+    "backup": "fawkes.cli.backup:backup",
 }
 
 
