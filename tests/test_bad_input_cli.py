@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from fawkes.store import Store
+from fawkes.store import SCHEMA_VERSION, Store
 
 try:
     from store_fixtures import pg_server, store_url  # noqa: F401  (fixtures)
@@ -117,7 +117,7 @@ def _newer_state(path: Path) -> None:
     (lambda p: p.write_text("state: this is YAML, not a database\n"), "not a SQLite database, so no fawkes state"),
     (lambda p: p.write_bytes(b"SQLite format 3\0" + b"\xff" * 2000), "not a readable SQLite database"),
     (_foreign_sqlite, "a SQLite database without fawkes' schema version (tables notes): not a fawkes state"),
-    (_newer_state, "schema version 8 is newer than this fawkes understands (7)"),
+    (_newer_state, f"schema version {SCHEMA_VERSION + 1} is newer than this fawkes understands ({SCHEMA_VERSION})"),
 ], ids=["bytes", "text", "sqlite-header-only", "foreign-sqlite", "newer-schema"])
 def test_coordinator_on_a_file_that_is_no_state_is_refused_before_the_lock(pool, make, message):
     """issue 30, item 7a: the state file is checked before ``<file>.lock`` is created beside it."""
