@@ -1,43 +1,9 @@
 """The coordinator config file and where the state lives.
 
-Config file (YAML, every key optional, unknown keys refused)::
-
-    state: sqlite:////var/lib/fawkes/fawkes.db   # or postgresql://user@host/db, or a file path
-    inventory: inventory.yaml                     # relative paths: relative to this file
-    policy: td-tc                                 # preset name (policies/) or path
-    period: 60                                    # T, seconds
-    sample_period: 5                              # seconds, <= period
-    metrics: {bind: 127.0.0.1, port: 9464}
-    log_format: text                              # text | json
-    cluster_options: {heartbeat_s: "1"}           # framework tunables (templates' DEFAULT_OPTIONS)
-    host_grace: 30                                # seconds without an SSH answer before a host is failed
-    retention:                                    # what the coordinator prunes every every_s (null: keep all)
-      samples_s: 604800                           # samples older than 7 days (never the mechanism's window)
-      events_s: 2592000                           # events older than 30 days
-      decisions_keep: 10080                       # the newest 10080 decisions (7 days at T = 60 s)
-      every_s: 3600
-    timeouts:                                     # seconds (finite, > 0, at most 30 days)
-      requested: 120                              # a node not picked up for this long is failed
-      provisioning: 600                           # a node not up (daemons running and registered) is failed
-      draining: 3600                              # a DP still unfinished is reported (nothing is ever stopped)
-      op: 600                                     # the longest one driver operation waits (deploy, add, ...)
-      drain: 60                                   # one DP operation's wait before it hands its worker back
-    shrink_mode: fp                               # fp | graceful | suspend (how a TR node leaves; default: the framework kind's, spark-hdfs fp)
-    suspend: {cpu_percent: 1, memory_mb: 64, freeze: false}   # shrink_mode suspend: the footprint kept
-    pool:                                         # grow the pool with SLURM allocations (docs/slurm.md)
-      provider: slurm
-      partition: batch                            # where to allocate
-      max_nodes: 8                                # at most this many nodes held from SLURM at once
-      idle_s: 300                                 # give an allocation back after its hosts are free this long
-      slurm_conf: /etc/slurm/slurm.conf           # optional: SLURM_CONF for the SLURM commands
-    idle_timeout_s: 600                           # T_idle: seconds, or never (default: the preset's, else T)
-    save_to: /srv/fawkes/saved                    # a leaving cluster's output: <save_to>/<cluster>/<id> on its master
-    clusters:                                     # per MR-cluster, over the two above
-      etl: {idle_timeout_s: never, save_to: /shared/etl}
-    opportunistic:                                # UBIS: lend measured slack (docs/mechanism.md); default: nothing lent
-      clusters: {etl: accept, bi: refuse}         # per MR-cluster: accept | refuse (maps_only: where every framework kind confines a worker to map tasks)
-      default: refuse                             # the others
-      t_alloc: 0.9                                # lend a host while its use is under t_alloc x capacity
+Config file: YAML, every key optional, unknown keys refused.  The reference of every key (type,
+default, bounds, description) is ``docs/config.md``, generated from the models below by
+:mod:`fawkes.config_doc` (``fawkes config reference``); ``fawkes config example`` prints a commented
+example and ``fawkes config check FILE`` validates one as ``fawkes coordinator run`` would.
 
 Where things are found:
 
@@ -73,9 +39,11 @@ F = TypeVar("F", bound=Callable)
 
 class MetricsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    bind: str = "127.0.0.1"
-    port: int = Field(default=9464, ge=0, le=65535)
-    dashboard: StrictBool = True  # serve the read-only web dashboard next to /metrics (docs/dashboard.md)
+    bind: str = Field(default="127.0.0.1", description="the address /metrics and the dashboard listen on "
+                      "(an IP address or localhost; not loopback: reachable without authentication)")
+    port: int = Field(default=9464, ge=0, le=65535, description="their TCP port (0: any free port)")
+    dashboard: StrictBool = Field(default=True, description="serve the read-only web dashboard next to /metrics "
+                                  "(docs/dashboard.md)")
 
     @field_validator("bind")
     @classmethod
@@ -96,10 +64,15 @@ class RetentionConfig(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    samples_s: float | None = Field(default=7 * 86400.0, gt=0, le=_MAX_KEEP_S, allow_inf_nan=False)
-    events_s: float | None = Field(default=30 * 86400.0, gt=0, le=_MAX_KEEP_S, allow_inf_nan=False)
-    decisions_keep: int | None = Field(default=10080, ge=1, le=2**63 - 1)
-    every_s: float = Field(default=3600.0, ge=1, le=MAX_SECONDS, allow_inf_nan=False)
+    samples_s: float | None = Field(default=7 * 86400.0, gt=0, le=_MAX_KEEP_S, allow_inf_nan=False,
+                                    description="delete samples older than this, seconds (never those the "
+                                                "mechanism still reads; null: keep all)")
+    events_s: float | None = Field(default=30 * 86400.0, gt=0, le=_MAX_KEEP_S, allow_inf_nan=False,
+                                   description="delete events older than this, seconds (null: keep all)")
+    decisions_keep: int | None = Field(default=10080, ge=1, le=2**63 - 1,
+                                       description="keep the newest this many decisions (null: keep all)")
+    every_s: float = Field(default=3600.0, ge=1, le=MAX_SECONDS, allow_inf_nan=False,
+                           description="seconds between two prunes")
 
 
 _MAX_TIMEOUT = 30 * 86400.0
@@ -162,18 +135,24 @@ class PoolConfig(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    provider: Literal["slurm"]
-    partition: str = Field(pattern=_SLURM_NAME)
-    max_nodes: int = Field(ge=1, le=10000, strict=True)
-    idle_s: float = Field(default=300.0, gt=0, le=_MAX_TIMEOUT, allow_inf_nan=False)
-    nodes_per_request: int = Field(default=1, ge=1, le=10000, strict=True)
-    time_limit_min: int | None = Field(default=None, ge=1, le=366 * 24 * 60, strict=True)
-    job_name: str = Field(default="fawkes-pool", pattern=_SLURM_NAME)
-    user: str = Field(default="root", pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
-    port: int = Field(default=22, ge=1, le=65535, strict=True)
-    key_file: Path | None = None
-    work_dir: str = Field(default="/var/lib/fawkes", pattern=r"^/[A-Za-z0-9_./+-]*$", max_length=1024)
-    slurm_conf: Path | None = None  # SLURM_CONF for sbatch/squeue/sinfo/scancel (default: theirs)
+    provider: Literal["slurm"] = Field(description="where allocations come from (slurm only)")
+    partition: str = Field(pattern=_SLURM_NAME, description="the SLURM partition to allocate in")
+    max_nodes: int = Field(ge=1, le=10000, strict=True, description="at most this many nodes held from SLURM at once")
+    idle_s: float = Field(default=300.0, gt=0, le=_MAX_TIMEOUT, allow_inf_nan=False,
+                          description="give an allocation back after its hosts are free this long, seconds")
+    nodes_per_request: int = Field(default=1, ge=1, le=10000, strict=True,
+                                   description="nodes asked for by one allocation (at most max_nodes)")
+    time_limit_min: int | None = Field(default=None, ge=1, le=366 * 24 * 60, strict=True,
+                                       description="an allocation's time limit, minutes (null: the partition's)")
+    job_name: str = Field(default="fawkes-pool", pattern=_SLURM_NAME, description="the SLURM job name of an allocation")
+    user: str = Field(default="root", pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$",
+                      description="the SSH user on an allocation's hosts")
+    port: int = Field(default=22, ge=1, le=65535, strict=True, description="the SSH port on an allocation's hosts")
+    key_file: Path | None = Field(default=None, description="the SSH key for them (relative: to the config file)")
+    work_dir: str = Field(default="/var/lib/fawkes", pattern=r"^/[A-Za-z0-9_./+-]*$", max_length=1024,
+                          description="where fawkes works on an allocation's hosts")
+    slurm_conf: Path | None = Field(default=None, description="SLURM_CONF for sbatch/squeue/sinfo/scancel (null: "
+                                    "theirs; relative: to the config file; must be a file)")
 
     @model_validator(mode="after")
     def _per_request(self) -> PoolConfig:
@@ -216,32 +195,48 @@ class CoordinatorConfig(BaseModel):
     """The validated coordinator config; ``source`` is the file it came from (None: defaults)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    state: str | None = None
-    inventory: Path | None = None
-    policy: str = Field(default="td-tc", min_length=1)
-    period: float = Field(default=60.0, ge=1, le=MAX_SECONDS, allow_inf_nan=False)  # the mechanism's bounds
-    sample_period: float = Field(default=5.0, ge=0.1, le=MAX_SECONDS, allow_inf_nan=False)
-    metrics: MetricsConfig = MetricsConfig()
-    log_format: Literal["text", "json"] = "text"
-    cluster_options: dict[str, str] = Field(default_factory=dict)  # framework tunables for every cluster
-    host_grace: float = Field(default=30.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)  # seconds without SSH answer before a host is failed
-    retention: RetentionConfig = RetentionConfig()
-    timeouts: TimeoutsConfig = TimeoutsConfig()
+    state: str | None = Field(default=None, description="the state: a SQLite file (relative: to this file), "
+                              "sqlite:///path or postgresql://user@host/db (null: $FAWKES_HOME/fawkes.db or "
+                              "~/.local/share/fawkes/fawkes.db)")
+    inventory: Path | None = Field(default=None, description="the inventory file (relative: to this file); "
+                                   "required by coordinator run unless --inventory is given")
+    policy: str = Field(default="td-tc", min_length=1, description="a policy preset name (policies/) or a "
+                        "preset file (relative: to this file)")
+    period: float = Field(default=60.0, ge=1, le=MAX_SECONDS, allow_inf_nan=False,
+                          description="T, seconds between two control steps (set: over the preset's)")
+    sample_period: float = Field(default=5.0, ge=0.1, le=MAX_SECONDS, allow_inf_nan=False,
+                                 description="seconds between two samples, at most period (set: over the preset's)")
+    metrics: MetricsConfig = Field(default=MetricsConfig(), description="Prometheus /metrics and the dashboard")
+    log_format: Literal["text", "json"] = Field(default="text", description="the coordinator's log lines")
+    cluster_options: dict[str, str] = Field(default_factory=dict, description="framework tunables for every "
+                                            "cluster (the templates' DEFAULT_OPTIONS)")
+    host_grace: float = Field(default=30.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
+                              description="seconds without an SSH answer before a host is failed")
+    retention: RetentionConfig = Field(default=RetentionConfig(), description="what the coordinator prunes "
+                                       "every every_s")
+    timeouts: TimeoutsConfig = Field(default=TimeoutsConfig(), description="seconds a node may stay in a state, "
+                                     "and one operation may wait")
     #: how TR nodes leave: "fp" stops the worker (its running tasks are re-run elsewhere); "graceful"
     #: decommissions it (Spark: no new tasks, running ones finish, shuffle/RDD blocks migrate), then
     #: stops it, after timeouts.graceful at most; "suspend" suspends its worker through cgroups and lends
     #: the host to the next cluster that grows (BIG-C's IP, ``suspend`` below).  TC nodes always leave by DP.
-    shrink_mode: Literal["fp", "graceful", "suspend"] | None = None  # None: the framework kind's default (B-6)
-    suspend: SuspendConfig = SuspendConfig()
-    pool: PoolConfig | None = None
-    opportunistic: OpportunisticConfig = OpportunisticConfig()  # UBIS (issue 12): who borrows measured slack
-    #: T_idle for every cluster (seconds, or never: a cluster stays until released); None: the preset's
-    idle_timeout_s: float | Literal["never"] | None = None
-    #: where a leaving cluster's output is saved, on its master host (or a shared file system mounted
-    #: there): <save_to>/<cluster>/<release id>; never inside a cluster's directory, which teardown wipes.
-    #: None: <the host's work dir>/saved
-    save_to: str | None = Field(default=None, pattern=_SAVE_PATH, max_length=1024)
-    clusters: dict[str, ClusterConfig] = Field(default_factory=dict)  # per MR-cluster, by name
+    shrink_mode: Literal["fp", "graceful", "suspend"] | None = Field(
+        default=None, description="how a TR node leaves: fp | graceful | suspend (null: the framework kind's "
+                                  "default; TC nodes always leave by DP)")  # B-6
+    suspend: SuspendConfig = Field(default=SuspendConfig(), description="shrink_mode suspend: the footprint kept")
+    pool: PoolConfig | None = Field(default=None, description="grow the pool with SLURM allocations "
+                                    "(docs/slurm.md; null: the inventory's hosts only)")
+    opportunistic: OpportunisticConfig = Field(default=OpportunisticConfig(), description="UBIS: lend measured "
+                                               "slack (docs/mechanism.md); default: nothing lent")  # issue 12
+    idle_timeout_s: float | Literal["never"] | None = Field(
+        default=None, description="T_idle of every cluster: seconds, or never (a cluster stays until released); "
+                                  "null: the preset's, else T")
+    #: never inside a cluster's directory, which teardown wipes.
+    save_to: str | None = Field(default=None, pattern=_SAVE_PATH, max_length=1024,
+                                description="where a leaving cluster's output is saved on its master host: "
+                                            "<save_to>/<cluster>/<release id> (null: <the host's work dir>/saved)")
+    clusters: dict[str, ClusterConfig] = Field(default_factory=dict, description="per MR-cluster by name, over "
+                                               "idle_timeout_s and save_to")
     source: Path | None = Field(default=None, exclude=True)
 
     @field_validator("idle_timeout_s", mode="before")

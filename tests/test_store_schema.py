@@ -154,7 +154,7 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
         assert c.execute(text("SELECT version FROM schema_version")).scalar_one() == 1
     s.close()
 
-    migrated = Store(store_url)
+    migrated = Store(store_url, migrate=True)  # an explicit migration ('fawkes migrate')
     try:
         assert migrated.schema_version == SCHEMA_VERSION == 10 == _version(migrated)
         assert [(j.id, j.argv, j.state, j.app_id, j.cancel_requested_at) for j in migrated.list_jobs()] == [

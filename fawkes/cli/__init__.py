@@ -36,6 +36,9 @@ COMMANDS: dict[str, str] = {
     "host": "fawkes.cli.host:host",
     "prune": "fawkes.cli.prune:prune",
     "down": "fawkes.cli.down:down",
+    "config": "fawkes.cli.config:config",
+    "migrate": "fawkes.cli.migrate:migrate",
+    "backup": "fawkes.cli.backup:backup",
 }
 
 

@@ -116,7 +116,14 @@ def loop_policy(cfg) -> tuple[Settings, ResizeParams | None]:
     per = {name: c.idle_timeout_s for name, c in cfg.clusters.items() if c.idle_timeout_s is not None}
     if per:
         overrides["idle_timeout_by_cluster"] = tuple(sorted(per.items()))
-    return of_policy(cfg.policy, **overrides)
+    from fawkes.errors import ConfigError, FawkesError
+
+    try:
+        return of_policy(cfg.policy, **overrides)
+    except ConfigError:
+        raise  # names the preset file already
+    except FawkesError as exc:  # an unknown preset name: one line naming the config and its key
+        raise ConfigError(str(cfg.source or "config"), str(exc), field="policy") from None
 
 
 def mechanism_settings(cfg) -> Settings:

@@ -82,7 +82,9 @@ class Leadership:
             check_sqlite_state(self.db_file, self.display_url)
             self._lock()
         try:
-            self.store = Store(self.url)
+            # coordinator run migrates a database nobody holds (SQLite: the file lock is ours; PostgreSQL:
+            # refused while another live coordinator holds the lease): docs/operations.md, upgrades
+            self.store = Store(self.url, migrate=True, lease_check=self.db_file is None)
         except BaseException:
             self._unlock()
             raise

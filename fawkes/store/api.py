@@ -50,12 +50,19 @@ from fawkes.store.samples import SamplesMixin
 
 
 class Store(HostsMixin, ClustersMixin, JobsMixin, SamplesMixin, EventsMixin, LeaseMixin):
-    """The coordinator state at ``url`` (SQLite file or PostgreSQL), schema ensured on open."""
+    """The coordinator state at ``url`` (SQLite file or PostgreSQL); a fresh one is created at the current
+    schema, an older one migrated only on request (see ``__init__``)."""
 
-    def __init__(self, url: str, *, clock: Callable[[], float] = time.time, create: bool = True):
+    def __init__(self, url: str, *, clock: Callable[[], float] = time.time, create: bool = True,
+                 migrate: bool = False, lease_check: bool = True):
         """``create=False``: the state must exist already (a SQLite file, or a database holding fawkes'
         tables); else one line and nothing is created (read-only commands and commands that change
-        existing records open the state this way)."""
+        existing records open the state this way).
+
+        An older schema is migrated only with ``migrate=True`` (``fawkes migrate``, ``fawkes coordinator
+        run``), and then refused while a live coordinator holds the lease unless ``lease_check=False``;
+        otherwise :class:`~fawkes.store.migrations.SchemaBehind`, one line naming ``fawkes migrate``,
+        and nothing changes."""
         self.url = normalize_url(url)
         self.display_url = make_url(self.url).render_as_string(hide_password=True)
         self.clock = clock
@@ -69,7 +76,8 @@ class Store(HostsMixin, ClustersMixin, JobsMixin, SamplesMixin, EventsMixin, Lea
         try:
             if not create:
                 _require_schema(self.engine, self.display_url)
-            self.schema_version = ensure_schema(self.engine, where=self.display_url)
+            self.schema_version = ensure_schema(self.engine, where=f"state {self.display_url}", migrate=migrate,
+                                                lease_check=lease_check)
         except FawkesError:
             self.engine.dispose()
             raise

@@ -9,6 +9,13 @@ a function here that brings an existing database to the same shape.
 
 :func:`ensure_schema` is safe when several processes open a fresh database at once:
 SQLite serializes them with ``BEGIN IMMEDIATE``, PostgreSQL with an advisory lock.
+
+Upgrades are explicit (issue 30): opening a store never migrates unless asked
+(``Store(url, migrate=True)``: ``fawkes migrate`` and ``fawkes coordinator run``); every other
+open of an older schema raises :class:`SchemaBehind` (one line naming ``fawkes migrate``) and
+changes nothing, so that a newer client's ``fawkes status`` never migrates a database under an
+older running coordinator.  :func:`migrate` refuses while a live coordinator holds the lease
+(:func:`live_holder`) unless the schema is current already.
 """
 
 from __future__ import annotations
@@ -120,16 +127,49 @@ def read_version(conn: Connection) -> int | None:
     return int(row[0]) if row else None
 
 
-def ensure_schema(engine: Engine, *, migrations: Sequence[Migration] | None = None, where: str = "state") -> int:
+class SchemaBehind(FawkesError):
+    """The state's schema is older than this binary's and this open may not migrate it."""
+
+
+def pending(version: int, migrations: Sequence[Migration] | None = None) -> list[tuple[int, int, str]]:
+    """The steps that bring ``version`` current: ``(from, to, first line of the step's docstring)``."""
+    steps = list(MIGRATIONS if migrations is None else migrations)
+    out = []
+    for v in range(version, 1 + len(steps)):
+        doc = (steps[v - 1].__doc__ or steps[v - 1].__name__).strip()
+        first = " ".join(doc.split("\n\n")[0].split())
+        out.append((v, v + 1, first))
+    return out
+
+
+def behind_message(where: str, version: int, current: int) -> str:
+    return (f"{where}: schema version {version} is older than this fawkes ({current}); run 'fawkes migrate' "
+            "(nothing was changed; see docs/operations.md, upgrades)")
+
+
+def ensure_schema(engine: Engine, *, migrations: Sequence[Migration] | None = None, where: str = "state",
+                  migrate: bool = True, lease_check: bool = False) -> int:
     """Bring the database behind ``engine`` to the current schema; return its version.
 
     Fresh database: create every table and stamp the current version.  Older version:
-    run the pending migrations in order, in one transaction.  Newer version: raise
-    :class:`FawkesError` (one line) and change nothing.  ``migrations`` defaults to
-    :data:`MIGRATIONS` (tests pass their own list to exercise the mechanism).
+    with ``migrate``, run the pending migrations in order, in one transaction (``lease_check``:
+    refused while a live coordinator holds the lease, :func:`live_holder`); without, raise
+    :class:`SchemaBehind` and change nothing.  Newer version: raise :class:`FawkesError` (one
+    line) and change nothing.  ``migrations`` defaults to :data:`MIGRATIONS` (tests pass their
+    own list to exercise the mechanism).
     """
     steps = list(MIGRATIONS if migrations is None else migrations)
     current = 1 + len(steps)
+    with engine.connect() as conn:  # a current schema: read only, no write lock taken
+        version = read_version(conn)
+        conn.rollback()
+    if version == current:
+        return current
+    if version is not None and version > current:
+        raise FawkesError(
+            f"{where}: schema version {version} is newer than this fawkes understands ({current}); upgrade fawkes")
+    if version is not None and not migrate:
+        raise SchemaBehind(behind_message(where, version, current))
     with write_engine(engine).begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK_KEY})
@@ -144,11 +184,40 @@ def ensure_schema(engine: Engine, *, migrations: Sequence[Migration] | None = No
             raise FawkesError(
                 f"{where}: schema version {version} is newer than this fawkes understands ({current}); upgrade fawkes"
             )
+        if version < current and not migrate:
+            raise SchemaBehind(behind_message(where, version, current))
+        if version < current and lease_check:
+            holder = live_holder(conn)
+            if holder is not None:
+                raise FawkesError(f"{where}: schema version {version} is older than this fawkes ({current}) and "
+                                  f"a live coordinator holds the lease ({holder}): stop it, then run "
+                                  "'fawkes migrate' (nothing was changed)")
         for v in range(version, current):
             steps[v - 1](conn)
         if version < current:
             _stamp(conn, current, insert=False)
         return current
+
+
+def live_holder(conn: Connection) -> str | None:
+    """Who holds the coordinator lease and is alive, or None: the lease row (schema >= 5) unexpired
+    by the lease clock (the database's on PostgreSQL) and its process not known to be gone
+    (:func:`fawkes.store.lease.holder_process`).  Before version 5 there is no lease (a SQLite
+    coordinator's file lock is checked by ``fawkes migrate`` itself)."""
+    from fawkes.store.lease import holder_process
+
+    if not inspect(conn).has_table("coordinator_lease"):
+        return None
+    pg = conn.dialect.name == "postgresql"
+    row = conn.execute(text("SELECT holder, token, expires_at FROM coordinator_lease WHERE id = 1"
+                            + (" FOR UPDATE" if pg else ""))).first()
+    if row is None:
+        return None
+    now = (float(conn.execute(text("SELECT EXTRACT(EPOCH FROM clock_timestamp())")).scalar_one()) if pg
+           else time.time())
+    if row.expires_at <= now or holder_process(row.holder) == "gone":
+        return None
+    return f"{row.holder}, token {row.token}, expires in {row.expires_at - now:.0f}s"
 
 
 def _stamp(conn: Connection, version: int, *, insert: bool) -> None:
