@@ -356,8 +356,8 @@ def replay_window(url: str, plan: Plan, since: float, until: float, labels, work
     exported (``fawkes trace from-state``: ``stream.csv``, ``stream-costs.yaml``,
     ``stream-clusters.csv`` and ``presets/`` in ``workdir``) and replayed under each of ``labels``
     (policy names or presets, at the plan's periods: :func:`preset_for`); replay rows by label."""
-    from fawkes.sim.from_state import dump_costs, export, replay
-    from fawkes.sim.trace import write_trace
+    from fawkes.traces.from_state import dump_costs, export, replay
+    from fawkes.traces.trace import write_trace
 
     store = Store(url)
     try:
@@ -408,7 +408,7 @@ def report(out: Outcome, predicted: dict | None = None) -> str:
 
 
 def plot(out: Outcome, path: Path, clusters=None) -> Path:
-    from fawkes.sim.plot import plot_allocations
+    from fawkes.traces.plot import plot_allocations
 
     clusters = list(clusters or out.allocation)
     def since_start(pts):

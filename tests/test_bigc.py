@@ -1,4 +1,4 @@
-"""BIG-C's simulation checks (fawkes/sim/bigc.py): the shrink model's costs on a micro case, and the
+"""BIG-C's simulation checks (fawkes/seeds/bigc.py): the shrink model's costs on a micro case, and the
 directions the spec expects (SIM-B1..B4); a direction our model does not reproduce is a
 strict xfail whose reason is what we measured (docs/reproduction.md)."""
 
@@ -9,7 +9,7 @@ from functools import cache
 import pytest
 
 from fawkes.mechanism.model import Plan, Role, Shrink, ShrinkMode
-from fawkes.sim import bigc
+from fawkes.seeds import bigc
 from fawkes.sim.costs import GB, cost_model
 from fawkes.sim.workloads import ClusterSpec, JobSpec, Workload
 

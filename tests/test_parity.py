@@ -176,14 +176,14 @@ def test_ceres_settings_decide_alike_in_both_drivers(extra, tmp_path):
 
 
 # --- CERES with its signals: the simulator that measures node usage windows and job progress
-# (fawkes/sim/ceres.py) recorded, and the same usage and progress handed to the coordinator as its
+# (fawkes/seeds/ceres.py) recorded, and the same usage and progress handed to the coordinator as its
 # sampler hands them (tests/parity.py): the snapshots (usage on every measured node, progress per
 # cluster), decisions, plans and memory agree, and each run exercises its signal
 @pytest.mark.parametrize("arm", ["C-1", "C-2"])
 def test_ceres_signals_decide_alike_in_both_drivers(arm, tmp_path):
     from functools import partial
 
-    from fawkes.sim import ceres as simc
+    from fawkes.seeds import ceres as simc
 
     if arm == "C-1":  # SIM-C1's mix (a swollen batch cluster) under CERES on BIG-C-like, cut to 450 s
         wl, use = simc.mixed(1)

@@ -737,7 +737,7 @@ class Simulator:
 
     def _stop_fp(self, c: SimCluster, node, now: float) -> None:
         """FP: the node's tasks are killed now and the host is free ``fp_stop_s`` later (a subclass
-        may carry a TR shrink out otherwise: ``fawkes/sim/bigc.py`` models BIG-C's suspend and
+        may carry a TR shrink out otherwise: ``fawkes/seeds/bigc.py`` models BIG-C's suspend and
         graceful shrink)."""
         c.stop_node(node, now)
         self.push(now + self.cost.fp_stop_s, EV_RELEASE, node)

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 from sqlmodel import col, select
 
-from fawkes.sim.trace import TraceRow
+from fawkes.traces.trace import TraceRow
 from fawkes.store import Store
 from fawkes.store.jobs import job_program, tasks_learned
 from fawkes.store.lifecycle import JobState, NodeState
@@ -335,10 +335,10 @@ def replay(trace: str, costs: str | None, clusters: str | None, *, capacity: int
     """``fawkes simulate --trace`` in-process: each of ``policies`` (label -> policy name, preset or
     YAML path) on the trace with the cost file; the aggregated rows (``metrics.aggregate``) by label."""
     from fawkes.sim import runner
-    from fawkes.sim.costfile import load_cost_file
+    from fawkes.traces.costfile import load_cost_file
     from fawkes.sim.costs import cost_model
     from fawkes.sim.metrics import aggregate
-    from fawkes.sim.trace import load_trace
+    from fawkes.traces.trace import load_trace
 
     over = load_cost_file(costs) if costs else ()
     wl = load_trace(trace, capacity=capacity, min_core=min_core, period_s=period_s, clusters_file=clusters,

@@ -30,7 +30,7 @@ import numpy as np
 
 from fawkes.mechanism import Role, Settings, Snapshot
 from fawkes.mechanism.model import JobProgress, NodeUsage
-from fawkes.sim.bigc import short_stream
+from fawkes.seeds.bigc import short_stream
 from fawkes.sim.costs import GB, cost_model
 from fawkes.sim.engine import Simulator
 from fawkes.sim.workloads import ClusterSpec, Workload, make_job

@@ -22,15 +22,13 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Iterable
-from dataclasses import astuple, dataclass, fields, replace
+from dataclasses import astuple, dataclass, fields
 from pathlib import Path
-
-import numpy as np
 
 from fawkes.errors import ConfigError, FawkesError
 from fawkes.mechanism.model import Role
 from fawkes.sim.costs import CostModel
-from fawkes.sim.workloads import ClusterSpec, JobSpec, Workload, make_job
+from fawkes.sim.workloads import ClusterSpec, Workload, reseed
 
 REQUIRED = ("submit_s", "cluster", "app", "input_bytes", "maps", "reduces")
 OPTIONAL = ("ref_runtime_s", "map_s", "reduce_s", "job", "startup_s")
@@ -207,24 +205,3 @@ def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: floa
     object.__setattr__(wl, "_rows", tuple(rows))
     return reseed(wl, 0)
 
-
-_RESEEDED: dict[tuple[int, int], tuple[Workload, Workload]] = {}
-
-
-def reseed(wl: Workload, seed: int) -> Workload:
-    """The trace with task durations drawn for ``seed`` (cached)."""
-    key = (id(wl), seed)
-    hit = _RESEEDED.get(key)
-    if hit is not None and hit[0] is wl:
-        return hit[1]
-    rows = getattr(wl, "_rows")
-    rng = np.random.default_rng([seed, 99])
-    jobs: list[JobSpec] = []
-    for k, r in enumerate(rows):
-        jobs.append(make_job(wl.cost, rng, k, r.cluster, r.app, r.input_bytes, r.maps, r.reduces, r.submit_s,
-                             ref_runtime_s=r.ref_runtime_s, map_s=r.map_s, reduce_s=r.reduce_s,
-                             startup_s=r.startup_s))
-    out = replace(wl, jobs=tuple(jobs))
-    object.__setattr__(out, "_rows", rows)
-    _RESEEDED[key] = (wl, out)
-    return out
