@@ -18,7 +18,7 @@ from fawkes.presets import preset_names, read_preset
 from fawkes.sim.costs import cost_model
 from fawkes.sim.engine import Simulator
 from fawkes.sim.record import Recorder
-from fawkes.sim.workloads import GB, ClusterSpec, Workload, ch2, make_job
+from fawkes.sim.workloads import GB, WorkloadCluster, Workload, ch2, make_job
 from fawkes.store import Store
 from tests.parity import Clock, replay
 
@@ -40,7 +40,7 @@ def workload(seed: int, *, capacity: int = 10, clusters: int = 3, jobs: int = 12
     specs = []
     for i in range(clusters):
         request = float(rng.uniform(0, horizon / 2)) if late and i else 0.0
-        specs.append(ClusterSpec(f"c{i}", request, int(rng.integers(1, 3)), float(rng.uniform(0, 2)) * GB,
+        specs.append(WorkloadCluster(f"c{i}", request, int(rng.integers(1, 3)), float(rng.uniform(0, 2)) * GB,
                                  preloaded=bool(rng.integers(0, 2)) if request == 0 else False))
     if estimates:  # what the requests tell the admission disciplines: some no estimate, some a tight maxT
         specs = [replace(c, expected_duration_s=None if i == 1 else float(rng.uniform(60, 600)),

@@ -190,12 +190,12 @@ def _idle_workload(seed: int):
     import numpy as np
 
     from fawkes.sim.costs import cost_model
-    from fawkes.sim.workloads import GB, ClusterSpec, Workload, make_job
+    from fawkes.sim.workloads import GB, WorkloadCluster, Workload, make_job
 
     rng = np.random.default_rng(seed)
     cost = cost_model((), map_slots=2, reduce_slots=1)
-    specs = (ClusterSpec("a", 0.0, 2, 0.0), ClusterSpec("b", 0.0, 1, 0.0),
-             ClusterSpec("c", 5400.0, 2, 1.5 * GB, preloaded=False))
+    specs = (WorkloadCluster("a", 0.0, 2, 0.0), WorkloadCluster("b", 0.0, 1, 0.0),
+             WorkloadCluster("c", 5400.0, 2, 1.5 * GB, preloaded=False))
     jobs = []
     for day in range(3):
         for burst in (9, 13, 16):  # hours; 3-4 h of idle time between bursts, nights idle

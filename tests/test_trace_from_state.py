@@ -11,7 +11,7 @@ import pytest
 
 from fawkes.traces.from_state import export, job_tasks
 from fawkes.store import Store
-from fawkes.store.schema import Decision, Host, Job, MRCluster, Node, NodeTransition, Sample
+from fawkes.store.schema import DecisionRecord, Host, Job, MRCluster, Node, NodeTransition, Sample
 from tests.conftest import run_cli
 
 T0 = 1_800_000_000.0
@@ -56,7 +56,7 @@ def _state(path: Path) -> str:
                 s.add(Sample(cluster_id=cid, time=T0 + t, running_tasks=2 if busy else 0,
                              completed_tasks=max(0, done)))
         for k in range(14):
-            s.add(Decision(time=T0 + 10 * k, policy="TD", plan={}))
+            s.add(DecisionRecord(time=T0 + 10 * k, policy="TD", plan={}))
     store.close()
     return url
 

@@ -50,7 +50,7 @@ from fawkes.traces.trace import TraceRow
 from fawkes.store import Store
 from fawkes.store.jobs import job_program, tasks_learned
 from fawkes.store.lifecycle import JobState, NodeState
-from fawkes.store.schema import Decision, Host, Job, MRCluster, Node, NodeTransition, Sample
+from fawkes.store.schema import DecisionRecord, Host, Job, MRCluster, Node, NodeTransition, Sample
 
 #: cost-model fields the export can measure, and where they come from
 MEASURED = {
@@ -207,8 +207,9 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
         for row in s.exec(select(Sample).where(Sample.time >= lo - 60, Sample.time <= hi + 60)
                           .order_by(Sample.time, Sample.id)):
             samples.setdefault(row.cluster_id, []).append(row)
-        decisions = list(s.exec(select(Decision.time, Decision.policy)
-                                .where(Decision.time >= lo - 600, Decision.time <= hi + 600).order_by(Decision.id)))
+        decisions = list(s.exec(select(DecisionRecord.time, DecisionRecord.policy)
+                                .where(DecisionRecord.time >= lo - 600, DecisionRecord.time <= hi + 600)
+                                .order_by(DecisionRecord.id)))
         nodes = list(s.exec(select(Node)))
         trans: dict[int, list[NodeTransition]] = {}
         for t in s.exec(select(NodeTransition).order_by(NodeTransition.node_id, NodeTransition.time,

@@ -28,7 +28,7 @@ from pathlib import Path
 from fawkes.errors import ConfigError, FawkesError
 from fawkes.mechanism.model import Role
 from fawkes.sim.costs import CostModel
-from fawkes.sim.workloads import ClusterSpec, Workload, reseed
+from fawkes.sim.workloads import WorkloadCluster, Workload, reseed
 
 REQUIRED = ("submit_s", "cluster", "app", "input_bytes", "maps", "reduces")
 OPTIONAL = ("ref_runtime_s", "map_s", "reduce_s", "job", "startup_s")
@@ -167,7 +167,7 @@ def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: floa
     if not rows:
         raise ConfigError(str(path), "no jobs in the trace")
     names = list(dict.fromkeys(r.cluster for r in sorted(rows, key=lambda r: r.submit_s)))
-    specs = {n: ClusterSpec(n, 0.0, min_core, 0.0, preloaded=True) for n in names}
+    specs = {n: WorkloadCluster(n, 0.0, min_core, 0.0, preloaded=True) for n in names}
     if clusters_file is not None:
         cpath = Path(clusters_file)
         seen = set()
@@ -193,7 +193,7 @@ def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: floa
             if r.get("tasks_known"):
                 known = _field(cpath, lineno, cols, "tasks_known", r["tasks_known"], int,
                                lambda v: 0 <= v <= MAX_TASKS, f"expected an integer 0..{MAX_TASKS} (or empty)")
-            specs[n] = ClusterSpec(n, t, m, ds, preloaded=(t == 0 and ds == 0), tasks_known=known)
+            specs[n] = WorkloadCluster(n, t, m, ds, preloaded=(t == 0 and ds == 0), tasks_known=known)
     total_min = sum(s.min_core for s in specs.values())
     if min_core > capacity:  # the option's fault, not the trace's (the cluster file's are checked per line)
         raise FawkesError(f"--min-core {min_core} exceeds --capacity {capacity}")
