@@ -30,7 +30,7 @@ from fawkes.coordinator.metrics_http import serve  # noqa: E402
 from fawkes.mechanism import ClusterState, Role  # noqa: E402
 from fawkes.store import Store  # noqa: E402
 from fawkes.store.lifecycle import HostState, JobState, NodeState  # noqa: E402
-from fawkes.store.schema import Decision, Event, Framework, Host, Job, MRCluster, Node  # noqa: E402
+from fawkes.store.schema import DecisionRecord, Event, Framework, Host, Job, MRCluster, Node  # noqa: E402
 
 PER = 50
 NOW = time.time()
@@ -59,7 +59,7 @@ def populate(store: Store, n: int) -> None:
                               "state_since": since - 60})
         s.execute(insert(Node), nodes)
         names = [f"c{c:04d}" for c in range(n)]
-        s.execute(insert(Decision), [{"time": NOW - 3600 + 30 * k, "policy": "TD", "inputs": {},
+        s.execute(insert(DecisionRecord), [{"time": NOW - 3600 + 30 * k, "policy": "TD", "inputs": {},
                                       "weights": {x: 1.0 / n for x in names},
                                       "discriminations": {x: 0.01 * (k % 7) for x in names},
                                       "global_factor": 0.5, "gate_open": True, "targets": {x: PER for x in names},

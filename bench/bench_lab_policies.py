@@ -4,7 +4,7 @@
     sudo python3 bench/bench_lab_policies.py [--reps 3] [--policies None,td-tc,td-damped,EQ] [--dir DIR]
                                              [--prefix fwbench] [--subnet 10.232.0] [--json FILE] [--no-twin]
 
-One lab (fawkes/demo.py: Plan: 6 hosts of 0.33 CPU and 2 GiB, three MR-clusters of 1 core node),
+One lab (fawkes/demo.py: DemoPlan: 6 hosts of 0.33 CPU and 2 GiB, three MR-clusters of 1 core node),
 one reference runtime R (one job alone on a 1-node cluster, policy None), then the demo's stream
 (a burst on etl, one job on ml, a burst on bi) once per policy per repetition, in an order
 counterbalanced across repetitions (a cyclic Latin square: None, td-tc, td-damped, EQ; then td-tc,
@@ -37,7 +37,7 @@ try:
     from bench.results_meta import meta
 except ImportError:  # run as a script: bench/ is on the path
     from results_meta import meta
-from fawkes.demo import Plan, Session, calibrate, report, run_stream
+from fawkes.demo import DemoPlan, Session, calibrate, report, run_stream
 
 
 def main() -> None:
@@ -54,7 +54,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="fawkes-bench-lab-"))
     t0 = time.time()
-    plan = Plan()
+    plan = DemoPlan()
     s = Session(workdir, plan, prefix=args.prefix, subnet=args.subnet)
     runs: dict[str, list] = {p: [] for p in policies}
     try:
@@ -113,7 +113,7 @@ def paired_ratios(policy: list[float], base: list[float]) -> dict:
     return out
 
 
-def summarize(runs: dict[str, list], plan: Plan) -> None:
+def summarize(runs: dict[str, list], plan: DemoPlan) -> None:
     clusters = list(dict.fromkeys(c for _, c in plan.stream))
     base = runs.get("None")
 

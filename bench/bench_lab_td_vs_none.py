@@ -3,7 +3,7 @@
 
     sudo python3 bench/bench_lab_td_vs_none.py [--dir DIR]
 
-The demo's lab and stream (fawkes/demo.py: Plan: 6 hosts of 0.33 CPU, three MR-clusters of 1
+The demo's lab and stream (fawkes/demo.py: DemoPlan: 6 hosts of 0.33 CPU, three MR-clusters of 1
 core node, CPU-bound jobs in two bursts on different clusters).  The reference runtime R is one
 job alone on a minimum-size cluster; slowdown = response time / R.  The stream runs first under
 None (the baseline: clusters stay at their minima), then under TD with TC growth, on the same
@@ -16,7 +16,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from fawkes.demo import Plan, Session, calibrate, report, run_stream
+from fawkes.demo import DemoPlan, Session, calibrate, report, run_stream
 
 
 def main() -> None:
@@ -24,7 +24,7 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=None)
     args = ap.parse_args()
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="fawkes-bench-lab-"))
-    s = Session(workdir, Plan(), prefix="fwbench")
+    s = Session(workdir, DemoPlan(), prefix="fwbench")
     try:
         s.setup_clusters()
         ref = calibrate(s)

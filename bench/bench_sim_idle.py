@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, n
 
 import numpy as np  # noqa: E402
 
-from fawkes.sim.trace import TraceRow, load_trace, write_trace  # noqa: E402
+from fawkes.traces.trace import TraceRow, load_trace, write_trace  # noqa: E402
 
 DAY = 86400.0
 OPEN, CLOSE = 9 * 3600.0, 17 * 3600.0  # office hours

@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from fawkes.demo import Plan, replay_window  # noqa: E402
+from fawkes.demo import DemoPlan, replay_window  # noqa: E402
 from fawkes.errors import FawkesError  # noqa: E402
 
 
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
         return 2
     out = a.out or Path(tempfile.mkdtemp(prefix="fawkes-twin-runs-"))
     url = f"sqlite:///{a.state.resolve()}"
-    plan, seeds = Plan(), tuple(range(1, a.seeds + 1))
+    plan, seeds = DemoPlan(), tuple(range(1, a.seeds + 1))
     clusters = list(dict.fromkeys(c for _, c in plan.stream))
     rows: dict[str, list[dict]] = {}
     for policy, ws in windows.items():

@@ -4,15 +4,15 @@
 on this machine alone:
 
 1. fetch the lab's distributions; bring up an SSH lab of network-namespace hosts, each under a
-   CPU quota and a memory limit (``Plan.cpus``, ``Plan.memory``: a host is a unit of capacity);
+   CPU quota and a memory limit (``DemoPlan.cpus``, ``DemoPlan.memory``: a host is a unit of capacity);
 2. state in SQLite under the work dir; register the lab framework; request the MR-clusters
-   (``Plan.min_core`` core nodes each, 1 by default: most of the pool is movable), each with a
+   (``DemoPlan.min_core`` core nodes each, 1 by default: most of the pool is movable), each with a
    generated input;
 3. start the real coordinator (``fawkes coordinator run``) with policy None and run one job alone on
    the first cluster at its minimum: its response time is the reference R of every job's slowdown
    (response time / R; R is stored with each job, ``ref_runtime``);
 4. restart the coordinator with the policy under test and submit the stream: a burst on one
-   cluster, a job on another, then a burst on a second cluster (``Plan.stream``), so that the
+   cluster, a job on another, then a burst on a second cluster (``DemoPlan.stream``), so that the
    loaded cluster grows and gives its nodes back when the burst moves;
 5. collect jobs, allocations over time, queues and reconfigurations (:class:`Outcome`).
 
@@ -46,7 +46,7 @@ LAB_OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval
 
 
 @dataclass(frozen=True)
-class Plan:
+class DemoPlan:
     """What a live run looks like: the lab, the clusters, the jobs and the stream."""
 
     hosts: int = 6
@@ -79,7 +79,7 @@ def file_name(label: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in label)
 
 
-def preset_for(policy: str, plan: Plan) -> dict:
+def preset_for(policy: str, plan: DemoPlan) -> dict:
     """A preset dict for ``policy`` (a policy name or a preset of policies/) at the plan's periods.
 
     A preset keeps its own keys (grow type, damping); T, the sample period, tau (scaled with T) and
@@ -141,7 +141,7 @@ def free_subnet() -> str:
 class Session:
     """A lab, a state store and a coordinator process, for the demo, the lab benchmarks and the twin test."""
 
-    def __init__(self, workdir: Path, plan: Plan = Plan(), say=print, prefix: str = "fwdemo",
+    def __init__(self, workdir: Path, plan: DemoPlan = DemoPlan(), say=print, prefix: str = "fwdemo",
                  subnet: str | None = None):
         from fawkes.frameworks import dists
         from fawkes.lab import Lab
@@ -243,7 +243,7 @@ class Session:
 REFERENCE_CACHE = "demo-reference.json"
 
 
-def reference_key(plan: Plan) -> str:
+def reference_key(plan: DemoPlan) -> str:
     """What R depends on: the machine (CPU count and model, memory), the host quota, the job, the lab's
     Spark.  A cached R is reused only under the same key."""
     from fawkes.frameworks.dists import PYSPARK_LAB_VERSION
@@ -260,7 +260,7 @@ def reference_key(plan: Plan) -> str:
             f"options={json.dumps(LAB_OPTIONS, sort_keys=True)}")
 
 
-def cached_reference(plan: Plan, path: Path) -> tuple[float, str] | None:
+def cached_reference(plan: DemoPlan, path: Path) -> tuple[float, str] | None:
     """(R, when it was measured) from ``path`` if it holds one for this machine and plan; None if it
     holds none (absent, not a regular file, unreadable, another key, or a value out of [1, 86400] s)."""
     import math
@@ -275,7 +275,7 @@ def cached_reference(plan: Plan, path: Path) -> tuple[float, str] | None:
     return (r, when) if math.isfinite(r) and 1 <= r <= 86400 else None
 
 
-def remember_reference(plan: Plan, r: float, path: Path) -> None:
+def remember_reference(plan: DemoPlan, r: float, path: Path) -> None:
     """Store R for this machine and plan in ``path`` (other keys kept; written whole, then renamed)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
@@ -309,7 +309,7 @@ def run_stream(s: Session, policy: str, reference: float, show=None) -> Outcome:
     allocations, queues and reconfigurations."""
     from sqlmodel import select
 
-    from fawkes.store.schema import Decision
+    from fawkes.store.schema import DecisionRecord
 
     if not (s.policy == "None" and s.at_minimum()):  # every run starts from the minima
         s.start("None")
@@ -333,7 +333,8 @@ def run_stream(s: Session, policy: str, reference: float, show=None) -> Outcome:
                          "response_s": j.ended_at - j.submitted_at,
                          "slowdown": (j.ended_at - j.submitted_at) / reference})
     with s.store.session() as sess:
-        rows = list(sess.exec(select(Decision).where(Decision.id > first_tick).where(Decision.time <= end)))
+        rows = list(sess.exec(select(DecisionRecord).where(DecisionRecord.id > first_tick)
+                              .where(DecisionRecord.time <= end)))
     out.ticks = len(rows)
     out.reconfigurations = sum(1 for d in rows if d.plan.get("grows") or d.plan.get("shrinks"))
     for name in s.plan.clusters:
@@ -350,14 +351,14 @@ def run_stream(s: Session, policy: str, reference: float, show=None) -> Outcome:
     return out
 
 
-def replay_window(url: str, plan: Plan, since: float, until: float, labels, workdir: Path,
+def replay_window(url: str, plan: DemoPlan, since: float, until: float, labels, workdir: Path,
                   seeds: tuple[int, ...] = (1, 2, 3)) -> dict[str, dict]:
     """The twin of a live run: the jobs of the state at ``url`` submitted in ``[since, until]``,
     exported (``fawkes trace from-state``: ``stream.csv``, ``stream-costs.yaml``,
     ``stream-clusters.csv`` and ``presets/`` in ``workdir``) and replayed under each of ``labels``
     (policy names or presets, at the plan's periods: :func:`preset_for`); replay rows by label."""
-    from fawkes.sim.from_state import dump_costs, export, replay
-    from fawkes.sim.trace import write_trace
+    from fawkes.traces.from_state import dump_costs, export, replay
+    from fawkes.traces.trace import write_trace
 
     store = Store(url)
     try:
@@ -408,7 +409,7 @@ def report(out: Outcome, predicted: dict | None = None) -> str:
 
 
 def plot(out: Outcome, path: Path, clusters=None) -> Path:
-    from fawkes.sim.plot import plot_allocations
+    from fawkes.traces.plot import plot_allocations
 
     clusters = list(clusters or out.allocation)
     def since_start(pts):

@@ -193,11 +193,11 @@ def test_the_simulator_purges_at_the_moment_a_request_can_no_longer_make_it():
     from fawkes.sim.costs import cost_model
     from fawkes.sim.engine import Simulator
     from fawkes.sim.record import Recorder
-    from fawkes.sim.workloads import GB, ClusterSpec, Workload, make_job
+    from fawkes.sim.workloads import GB, WorkloadCluster, Workload, make_job
 
     cost = cost_model((), map_slots=2, reduce_slots=1)
     rng = np.random.default_rng(0)
-    specs = (ClusterSpec("c0", 0.0, 4, 1 * GB), ClusterSpec("c1", 10.0, 1, 1 * GB, preloaded=False,
+    specs = (WorkloadCluster("c0", 0.0, 4, 1 * GB), WorkloadCluster("c1", 10.0, 1, 1 * GB, preloaded=False,
                                                             expected_duration_s=30.0, deadline_s=100.0))
     jobs = (make_job(cost, rng, 0, "c0", "wordcount", 64 * 2**20 * 200, 200, 1, 0.0, map_s=20.0),
             make_job(cost, rng, 1, "c1", "wordcount", 64 * 2**20 * 4, 4, 1, 12.0, map_s=5.0))

@@ -1,4 +1,4 @@
-"""BIG-C's simulation checks (fawkes/sim/bigc.py): the shrink model's costs on a micro case, and the
+"""BIG-C's simulation checks (fawkes/seeds/bigc.py): the shrink model's costs on a micro case, and the
 directions the spec expects (SIM-B1..B4); a direction our model does not reproduce is a
 strict xfail whose reason is what we measured (docs/reproduction.md)."""
 
@@ -9,9 +9,9 @@ from functools import cache
 import pytest
 
 from fawkes.mechanism.model import Plan, Role, Shrink, ShrinkMode
-from fawkes.sim import bigc
+from fawkes.seeds import bigc
 from fawkes.sim.costs import GB, cost_model
-from fawkes.sim.workloads import ClusterSpec, JobSpec, Workload
+from fawkes.sim.workloads import WorkloadCluster, JobSpec, Workload
 
 SEEDS = [1, 2, 3]  # the seeds of docs/reproduction.md (fawkes simulate SIM-B1 --seeds 3)
 M = bigc.ShrinkModel
@@ -40,10 +40,10 @@ def test_the_workload_has_its_burst_and_D_zero_is_the_default():
 def _micro(model: bigc.ShrinkModel, holder: bool = False):
     cost = cost_model((), map_slots=6, reduce_slots=2)
     jobs = [JobSpec(0, "L", "wordcount", 1 * GB, 12, 0, 0.0, map_d=(100.0,) * 12, red_d=())]
-    clusters = [ClusterSpec("L", 0.0, 1, static={Role.CORE: 1, Role.TR: 1})]
+    clusters = [WorkloadCluster("L", 0.0, 1, static={Role.CORE: 1, Role.TR: 1})]
     if holder:
         jobs.append(JobSpec(1, "S", "wordcount", 1 * GB, 12, 0, 60.0, map_d=(10.0,) * 12, red_d=()))
-        clusters.append(ClusterSpec("S", 0.0, 1, static={Role.CORE: 1}))
+        clusters.append(WorkloadCluster("S", 0.0, 1, static={Role.CORE: 1}))
     wl = Workload("micro", tuple(clusters), tuple(jobs), len(clusters) + 1, controller="static", cost=cost)
     sim = bigc.BigCSimulator(wl, None, model)
     host = []

@@ -1,6 +1,6 @@
 """CERES (issue 11 item 4; spec seeds §001 C-1..C-3): swollen detection and reclaim-first,
 stragglers from progress samples and expansion from idle capacity (fawkes/mechanism/ceres.py),
-their settings, and the simulation checks SIM-C1/SIM-C2 (fawkes/sim/ceres.py)."""
+their settings, and the simulation checks SIM-C1/SIM-C2 (fawkes/seeds/ceres.py)."""
 
 from __future__ import annotations
 
@@ -268,9 +268,9 @@ def test_good_ceres_settings_load_from_a_preset(tmp_path):
         assert k in r.stdout, r.stdout
 
 
-# --- SIM-C1, SIM-C2 (fawkes/sim/ceres.py): the directions the spec expects, on seeds 1-3 ---------------
+# --- SIM-C1, SIM-C2 (fawkes/seeds/ceres.py): the directions the spec expects, on seeds 1-3 ---------------
 
-from fawkes.sim import ceres as sim_ceres  # noqa: E402
+from fawkes.seeds import ceres as sim_ceres  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from fawkes.presets import preset_names, read_preset
 from fawkes.sim.costs import cost_model
 from fawkes.sim.engine import Simulator
 from fawkes.sim.record import Recorder
-from fawkes.sim.workloads import GB, ClusterSpec, Workload, ch2, make_job
+from fawkes.sim.workloads import GB, WorkloadCluster, Workload, ch2, make_job
 from fawkes.store import Store
 from tests.parity import Clock, replay
 
@@ -40,7 +40,7 @@ def workload(seed: int, *, capacity: int = 10, clusters: int = 3, jobs: int = 12
     specs = []
     for i in range(clusters):
         request = float(rng.uniform(0, horizon / 2)) if late and i else 0.0
-        specs.append(ClusterSpec(f"c{i}", request, int(rng.integers(1, 3)), float(rng.uniform(0, 2)) * GB,
+        specs.append(WorkloadCluster(f"c{i}", request, int(rng.integers(1, 3)), float(rng.uniform(0, 2)) * GB,
                                  preloaded=bool(rng.integers(0, 2)) if request == 0 else False))
     if estimates:  # what the requests tell the admission disciplines: some no estimate, some a tight maxT
         specs = [replace(c, expected_duration_s=None if i == 1 else float(rng.uniform(60, 600)),
@@ -176,14 +176,14 @@ def test_ceres_settings_decide_alike_in_both_drivers(extra, tmp_path):
 
 
 # --- CERES with its signals: the simulator that measures node usage windows and job progress
-# (fawkes/sim/ceres.py) recorded, and the same usage and progress handed to the coordinator as its
+# (fawkes/seeds/ceres.py) recorded, and the same usage and progress handed to the coordinator as its
 # sampler hands them (tests/parity.py): the snapshots (usage on every measured node, progress per
 # cluster), decisions, plans and memory agree, and each run exercises its signal
 @pytest.mark.parametrize("arm", ["C-1", "C-2"])
 def test_ceres_signals_decide_alike_in_both_drivers(arm, tmp_path):
     from functools import partial
 
-    from fawkes.sim import ceres as simc
+    from fawkes.seeds import ceres as simc
 
     if arm == "C-1":  # SIM-C1's mix (a swollen batch cluster) under CERES on BIG-C-like, cut to 450 s
         wl, use = simc.mixed(1)

@@ -11,7 +11,7 @@ import pytest
 
 from fawkes.mechanism import opportunistic as opp
 from fawkes.mechanism.placement import place, preferred_racks
-from fawkes.sim import seed_checks, slack
+from fawkes.seeds import seed_checks, slack
 
 RACKS = {"a1": "r0", "a2": "r0", "b1": "r1", "b2": "r1", "b3": "r1", "c1": "r2"}
 

@@ -12,7 +12,7 @@ import pytest
 from fawkes.cli import main
 from fawkes.errors import ConfigError
 from fawkes.sim.runner import parse_policy, run_one
-from fawkes.sim.trace import load_trace
+from fawkes.traces.trace import load_trace
 from fawkes.sim.workloads import generate
 
 KW = dict(capacity=48, min_core=10, period_s=120.0)
@@ -171,7 +171,7 @@ def test_trace_with_cost_overrides_reports_them(tmp_path, capsys):
 
 def test_stacked_plot_steps_and_the_demo_plot(tmp_path):
     from fawkes.demo import Outcome, plot
-    from fawkes.sim.plot import _at
+    from fawkes.traces.plot import _at
 
     assert _at([(1.0, 2), (5.0, 4), (5.0, 3)], [0.0, 1.0, 3.0, 5.0, 9.0]) == [0, 2, 2, 3, 3]
     out = Outcome("TD", 50.0, start=100.0, end=400.0, allocation={"busy": [(100.0, 2), (117.0, 4)],
@@ -190,12 +190,12 @@ def _idle_workload(seed: int):
     import numpy as np
 
     from fawkes.sim.costs import cost_model
-    from fawkes.sim.workloads import GB, ClusterSpec, Workload, make_job
+    from fawkes.sim.workloads import GB, WorkloadCluster, Workload, make_job
 
     rng = np.random.default_rng(seed)
     cost = cost_model((), map_slots=2, reduce_slots=1)
-    specs = (ClusterSpec("a", 0.0, 2, 0.0), ClusterSpec("b", 0.0, 1, 0.0),
-             ClusterSpec("c", 5400.0, 2, 1.5 * GB, preloaded=False))
+    specs = (WorkloadCluster("a", 0.0, 2, 0.0), WorkloadCluster("b", 0.0, 1, 0.0),
+             WorkloadCluster("c", 5400.0, 2, 1.5 * GB, preloaded=False))
     jobs = []
     for day in range(3):
         for burst in (9, 13, 16):  # hours; 3-4 h of idle time between bursts, nights idle

@@ -22,8 +22,8 @@ from conftest import run_cli
 from fawkes.errors import ConfigError
 from fawkes.sim.costs import CostModel
 from fawkes.sim.runner import parse_policy, run_one
-from fawkes.sim.spark_eventlog import find_apps, read_app, to_trace
-from fawkes.sim.trace import load_trace, write_trace
+from fawkes.traces.spark_eventlog import find_apps, read_app, to_trace
+from fawkes.traces.trace import load_trace, write_trace
 from fawkes.sim.workloads import make_job
 
 FIX = Path(__file__).parent / "fixtures" / "eventlogs"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from fawkes.sim.from_state import export, job_tasks
+from fawkes.traces.from_state import export, job_tasks
 from fawkes.store import Store
-from fawkes.store.schema import Decision, Host, Job, MRCluster, Node, NodeTransition, Sample
+from fawkes.store.schema import DecisionRecord, Host, Job, MRCluster, Node, NodeTransition, Sample
 from tests.conftest import run_cli
 
 T0 = 1_800_000_000.0
@@ -56,7 +56,7 @@ def _state(path: Path) -> str:
                 s.add(Sample(cluster_id=cid, time=T0 + t, running_tasks=2 if busy else 0,
                              completed_tasks=max(0, done)))
         for k in range(14):
-            s.add(Decision(time=T0 + 10 * k, policy="TD", plan={}))
+            s.add(DecisionRecord(time=T0 + 10 * k, policy="TD", plan={}))
     store.close()
     return url
 
@@ -275,7 +275,7 @@ def test_twin_runs_one_job_at_a_time_after_its_start_up(tmp_path):
     waits for each job's end plus the start-up of the next."""
     from fawkes.sim.costs import cost_model
     from fawkes.sim.runner import parse_policy, run_matrix
-    from fawkes.sim.trace import load_trace
+    from fawkes.traces.trace import load_trace
 
     trace = tmp_path / "t.csv"
     trace.write_text("submit_s,cluster,app,input_bytes,maps,reduces,ref_runtime_s,map_s\n"
@@ -295,7 +295,7 @@ def test_twin_uses_each_jobs_own_start_up(tmp_path):
     that job, the cost model's ``job_startup_s`` only for rows without one; written and read back."""
     from fawkes.sim.costs import cost_model
     from fawkes.sim.runner import parse_policy, run_matrix
-    from fawkes.sim.trace import load_trace, write_trace
+    from fawkes.traces.trace import load_trace, write_trace
 
     trace = tmp_path / "t.csv"
     trace.write_text("submit_s,cluster,app,input_bytes,maps,reduces,ref_runtime_s,map_s,startup_s\n"
@@ -316,7 +316,7 @@ def test_twin_uses_each_jobs_own_start_up(tmp_path):
 
 def test_the_simulators_sampler_starts_from_tasks_known(tmp_path):
     from fawkes.sim import engine, runner
-    from fawkes.sim.trace import load_trace
+    from fawkes.traces.trace import load_trace
 
     (tmp_path / "t.csv").write_text("submit_s,cluster,app,input_bytes,maps,reduces,startup_s\n0,a,wordcount,0,8,0,60\n"
                                     "0,b,wordcount,0,8,0,60\n")

@@ -14,14 +14,14 @@ import os
 
 import pytest
 
-from fawkes.demo import Plan, Session, preset_for, run_stream
+from fawkes.demo import DemoPlan, Session, preset_for, run_stream
 from fawkes.errors import FawkesError
 from tests.conftest import run_cli, unavailable
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
 PREFIX = os.environ.get("FAWKES_TEST_LAB_PREFIX", "fwt") + "tw"
-PLAN = Plan(hosts=4, cpus=0.5, memory="2G", clusters=("etl", "bi"), partitions=6, core_s=1.5,
+PLAN = DemoPlan(hosts=4, cpus=0.5, memory="2G", clusters=("etl", "bi"), partitions=6, core_s=1.5,
             stream=((0, "etl"), (5, "etl"), (10, "bi")))
 R = 60.0
 BAND = 0.25  # per cluster |replay - live| / live; docs/live.md gives the measured figures

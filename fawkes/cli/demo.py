@@ -45,7 +45,7 @@ def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, ref
     from rich.live import Live
     from rich.table import Table
 
-    from fawkes.demo import (REFERENCE_CACHE, Plan, Session, cached_reference, calibrate, plot, remember_reference,
+    from fawkes.demo import (REFERENCE_CACHE, DemoPlan, Session, cached_reference, calibrate, plot, remember_reference,
                              report, run_stream)
     from fawkes.frameworks.dists import cache_root
     from fawkes.presets import settings_for
@@ -53,7 +53,7 @@ def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, ref
     settings_for(policy)  # a bad policy name fails now, in one line
     if reference_s is not None and recalibrate:
         raise click.UsageError("--reference and --recalibrate exclude each other")
-    plan = Plan()
+    plan = DemoPlan()
     ref_cache = cache_root() / REFERENCE_CACHE
     source = "given"
     if reference_s is None and not recalibrate:

@@ -94,7 +94,7 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
         _list_experiments()
         return
     if experiment and not trace_file:
-        from fawkes.sim.seed_checks import check_name
+        from fawkes.seeds.seed_checks import check_name
 
         seed_check = check_name(experiment)
         if seed_check is not None:
@@ -108,7 +108,7 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
         raise FawkesError("use either --policy or --compare, not both")
     cost = runner.parse_cost(costs)
     if cost_file is not None:
-        from fawkes.sim.costfile import load_cost_file
+        from fawkes.traces.costfile import load_cost_file
 
         given = dict(cost)
         cost = tuple((k, v) for k, v in load_cost_file(cost_file) if k not in given) + cost
@@ -124,7 +124,7 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
         if not 1 <= min_core <= capacity:
             raise FawkesError(f"--min-core must be 1..{capacity} (--capacity), got {min_core}")
         from fawkes.sim.costs import cost_model
-        from fawkes.sim.trace import load_trace
+        from fawkes.traces.trace import load_trace
 
         workload = load_trace(trace_file, capacity=capacity, min_core=min_core, period_s=period,
                               clusters_file=clusters_file, grow=grow or "tc", idle_timeout_s=idle_timeout,
@@ -168,7 +168,7 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
         if cost:
             r["cost"] = dict(cost)
     if plot_file:
-        from fawkes.sim.plot import plot_timeline
+        from fawkes.traces.plot import plot_timeline
 
         for s in specs:
             target = Path(plot_file)
@@ -186,7 +186,7 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
 
 def _seed_check(name: str, seeds: list[int], as_json: bool, given: dict) -> None:
     """A supporting seed's check (SIM-P1..P3, SIM-U1..U4): its own model and figures beside the paper's."""
-    from fawkes.sim.seed_checks import run_check
+    from fawkes.seeds.seed_checks import run_check
 
     unused = {"--clusters": "clusters_file", "--capacity": "capacity", "--min-core": "min_core", "--period": "period",
               "--idle-timeout": "idle_timeout", "--policy": "policy", "--compare": "compare_", "--grow": "grow",
@@ -225,7 +225,7 @@ _THESIS = {"B": "S-3.6: Table 3.2 B, WordCount, a batch of 90 small / 5 medium /
 
 def _list_experiments() -> None:
     """Every named experiment (the thesis') and supporting seed check, one a line."""
-    from fawkes.sim.seed_checks import CHECKS, describe
+    from fawkes.seeds.seed_checks import CHECKS, describe
     from fawkes.sim.workloads import GENERATORS
 
     for name, gen in GENERATORS.items():

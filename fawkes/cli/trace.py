@@ -52,8 +52,8 @@ def from_spark(sources, output, app, quiet) -> None:
     trace, so the simulator replays them instead of its cost model.
     """
     from fawkes.sim.costs import CostModel, app_profile
-    from fawkes.sim.spark_eventlog import to_trace
-    from fawkes.sim.trace import write_trace
+    from fawkes.traces.spark_eventlog import to_trace
+    from fawkes.traces.trace import write_trace
     from fawkes.store import validate
 
     if app is not None:
@@ -136,8 +136,8 @@ def from_state(state, output, costs_out, clusters_out, since, until, quiet) -> N
     slots per node (the hosts' cores) and the per-job overhead; docs/live.md says how each is read.
     Prints the `fawkes simulate` command that replays it.
     """
-    from fawkes.sim.from_state import dump_costs, export
-    from fawkes.sim.trace import write_trace
+    from fawkes.traces.from_state import dump_costs, export
+    from fawkes.traces.trace import write_trace
 
     now = time.time()
     lo = parse_when("--since", since, now)

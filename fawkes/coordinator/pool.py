@@ -189,7 +189,7 @@ class SlurmPool:
 
     def node_hosts(self, names: list[str]):
         """Inventory hosts for SLURM nodes: address = NodeAddr, cores = CPUs, memory = RealMemory."""
-        from fawkes.inventory.model import Host
+        from fawkes.inventory.model import InventoryHost
         from fawkes.inventory.schema import SAFE_NAME, check_address
         out = self._slurm(["sinfo", "--noheader", "--Node", f"--nodes={','.join(names)}", "--format=%N|%o|%c|%m"])
         hosts = {}
@@ -206,7 +206,7 @@ class SlurmPool:
             except ValueError as exc:
                 log.warning("pool: node %s skipped: %s", name, exc)
                 continue
-            hosts[name] = Host(name=name, address=addr, port=self.cfg.port, user=self.cfg.user,
+            hosts[name] = InventoryHost(name=name, address=addr, port=self.cfg.port, user=self.cfg.user,
                                key_file=self.cfg.key_file, cores=max(1, cores), memory_mb=memory or None,
                                work_dir=self.cfg.work_dir, labels=(LABEL,))
         return [hosts[n] for n in names if n in hosts]

@@ -2,6 +2,6 @@
 probing over SSH, and SLURM hostlist expansion."""
 
 from fawkes.inventory.load import check_inventory, load_inventory
-from fawkes.inventory.model import Host, Inventory
+from fawkes.inventory.model import InventoryHost, Inventory
 
-__all__ = ["Host", "Inventory", "check_inventory", "load_inventory"]
+__all__ = ["InventoryHost", "Inventory", "check_inventory", "load_inventory"]

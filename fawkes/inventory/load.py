@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from fawkes.errors import ConfigError
-from fawkes.inventory.model import DEFAULT_WORK_DIR, Host, Inventory
+from fawkes.inventory.model import DEFAULT_WORK_DIR, InventoryHost, Inventory
 from fawkes.inventory.schema import InventoryFile
 from fawkes.yamlfile import errors_for, field_name, line_of, load_yaml
 
@@ -57,7 +57,7 @@ def _load(path: Path, check_files: bool) -> tuple[Inventory | None, list[ConfigE
 
     base = path.resolve().parent
     d = spec.defaults
-    hosts: list[Host] = []
+    hosts: list[InventoryHost] = []
     names: dict[str, int] = {}
     for i, h in enumerate(spec.hosts):
         names.setdefault(h.name, i)
@@ -66,7 +66,7 @@ def _load(path: Path, check_files: bool) -> tuple[Inventory | None, list[ConfigE
         if check_files and key_path is not None and not key_path.is_file():
             where = ("hosts", i, "key_file") if h.key_file else ("defaults", "key_file")
             err(where, f"key file {str(key_path)!r} not found")
-        hosts.append(Host(
+        hosts.append(InventoryHost(
             name=h.name, address=h.address, port=_pick(h.port, d.port, 22), user=_pick(h.user, d.user, "root"),
             key_file=key_path, cores=_pick(h.cores, d.cores), memory_mb=_pick(h.memory, d.memory),
             disks=tuple(_pick(h.disks, d.disks, [])), rack=_pick(h.rack, d.rack),

@@ -14,7 +14,7 @@ DEFAULT_WORK_DIR = "/var/lib/fawkes"
 
 
 @dataclass(frozen=True)
-class Host:
+class InventoryHost:
     name: str
     address: str
     port: int = 22
@@ -34,12 +34,12 @@ class Host:
 @dataclass
 class Inventory:
     path: Path | None
-    hosts: list[Host]
+    hosts: list[InventoryHost]
     groups: dict[str, list[str]] = field(default_factory=dict)
     known_hosts: Path | None = None
     strict_host_keys: bool = True
 
-    def host(self, name: str) -> Host:
+    def host(self, name: str) -> InventoryHost:
         for h in self.hosts:
             if h.name == name:
                 return h
@@ -48,7 +48,7 @@ class Inventory:
     def names(self) -> list[str]:
         return [h.name for h in self.hosts]
 
-    def select(self, names: Iterable[str] | None = None) -> list[Host]:
+    def select(self, names: Iterable[str] | None = None) -> list[InventoryHost]:
         """Hosts by host or group name (all hosts when ``names`` is None), in inventory order."""
         if names is None:
             return list(self.hosts)
@@ -60,7 +60,7 @@ class Inventory:
                 wanted.add(self.host(n).name)
         return [h for h in self.hosts if h.name in wanted]
 
-    def with_label(self, label: str) -> list[Host]:
+    def with_label(self, label: str) -> list[InventoryHost]:
         return [h for h in self.hosts if label in h.labels]
 
     def targets(self, names: Iterable[str] | None = None) -> list[Target]:

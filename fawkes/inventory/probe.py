@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fawkes.inventory.model import Host, Inventory
+from fawkes.inventory.model import InventoryHost, Inventory
 from fawkes.ssh.executor import Result
 from fawkes.ssh.shell import Script
 
@@ -50,7 +50,7 @@ def parse(host: str, res: Result) -> Probe:
                  res.duration_s)
 
 
-def probe(inv: Inventory, hosts: list[Host] | None = None, *, on_result: Callable[[Probe], None] | None = None,
+def probe(inv: Inventory, hosts: list[InventoryHost] | None = None, *, on_result: Callable[[Probe], None] | None = None,
           **executor_kw) -> dict[str, Probe]:
     """Probe every host in parallel; ``on_result`` is called as each host answers."""
     hosts = inv.hosts if hosts is None else hosts

@@ -83,133 +83,52 @@ def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Dec
     """The decision of the tick at ``snap.now`` (the interval is (now − T, now]).
 
     ``memory`` is the controller's memory with this interval's samples already folded in
-    (:func:`fawkes.mechanism.controller.tick` does both).
+    (:func:`fawkes.mechanism.controller.tick` does both).  The steps, in order: measure the
+    interval (weights, discrimination), open or keep shut the tau gate, settle who shares the
+    pool (inactivity, admission), choose the targets (rebalance or keep), apply admission's
+    reclaim and CERES, plan towards the targets, and say why.
     """
     policy = get_policy(settings.policy)
-    allocated = snap.allocated
-    start = snap.now - settings.period_s
-    mem = {c.name: memory.of(c.name, c.since) for c in allocated}
-
-    y, w = policy.weights({c.name: c.samples for c in allocated}, settings)
-    if settings.latency_clusters:  # B-7: the classes' shares (classes.py)
-        w = classes.class_weights(w, settings)
-    d = {
-        c.name: interval_discrimination(
-            c.allocation, w[c.name], start, snap.now, snap.capacity, settings, mem[c.name].discrimination
-        )
-        for c in allocated
-    }
-    g = global_factor(d.values(), settings)
-    idle_pool = settings.all_zero == "hold" and bool(y) and not any(v > 0.0 for v in y.values())
-    if not policy.resizes or idle_pool:
-        gate = False
-    elif policy.ungated and not settings.eq_gated:
-        gate = True
-    else:
-        gate = g > settings.tau
-
-    leaving = frozenset(c.name for c in allocated if is_inactive(c, mem[c.name].idle_since, snap.now, settings))
-    adm = admit(snap, w, settings, leaving)
-    staying = [c for c in allocated if c.name not in leaving]
-    names = [c.name for c in staying] + list(adm.admitted)
-    minima = {c.name: c.min_core for c in staying} | adm.minima
-    # nodes held by clusters on their way out are not part of what can be shared now
-    pool = snap.capacity - sum(c.held for c in snap.clusters if c.state is ClusterState.SAVING or c.name in leaving)
-
-    urgent = []  # B-7: latency clusters that want nodes open the gate whatever tau says
-    if settings.latency_clusters and policy.resizes and not gate and not idle_pool:
-        urgent = classes.latency_wants(staying, weighted_targets(pool, names, w, minima), w, settings)
+    mem = {c.name: memory.of(c.name, c.since) for c in snap.allocated}
+    m = _measure(snap, settings, policy, mem)
+    gate = _gate(policy, m, settings)
+    sharing = _who_shares(snap, settings, m.weights, mem)
+    urgent: list[str] = []  # B-7: latency clusters that want nodes open the gate whatever tau says
+    if settings.latency_clusters and policy.resizes and not gate and not m.idle_pool:
+        urgent = classes.latency_wants(sharing.staying, weighted_targets(sharing.pool, sharing.names, m.weights,
+                                                                         sharing.minima), m.weights, settings)
         gate = bool(urgent)
-    votes: dict[str, int] = {}
-    regrow = preemption.victims(staying, mem, settings)  # a tick that does not rebalance resets their runs
     if not policy.resizes:
-        targets = dict(minima)
-        why = f"policy {policy.name}: clusters stay at their minima"
+        chosen = _Targets(dict(sharing.minima), f"policy {policy.name}: clusters stay at their minima",
+                          regrow=preemption.victims(sharing.staying, mem, settings))
     elif gate:
-        caps = _demand_caps(staying) if settings.cap_to_demand else None
-        targets = weighted_targets(pool, names, w, minima, caps)
-        held, votes = _wait_to_shrink(targets, staying, mem, settings)
-        while held:  # they keep what they hold this tick; the others share the rest
-            if sum((minima | held)[n] for n in names) > pool:
-                held, votes = {}, {}  # an admitted cluster's minimum comes first: no waiting this tick
-                targets = weighted_targets(pool, names, w, minima, caps)
-                break
-            targets = weighted_targets(pool, names, w, minima | held, caps)
-            # sharing the rest may leave a cluster that did not want to shrink below what it holds:
-            # it starts voting too (no cluster shrinks on another one's votes); each pass holds one more
-            more, more_votes = _wait_to_shrink(targets, [c for c in staying if c.name not in held], mem, settings)
-            if not more:
-                break
-            held, votes = held | more, votes | more_votes
-        # --- BIG-C (preemption.py): regrow hysteresis, then a demand-capped shrink
-        waiting, regrow = preemption.wait_to_regrow(targets, staying, mem, settings)
-        if waiting:  # victims keep what they hold; the others share the rest
-            rest = [n for n in names if n not in waiting]
-            targets = weighted_targets(pool - sum(waiting.values()), rest, w, minima | held, caps) | waiting
-            targets = {n: targets[n] for n in names}
-        targets = _damp(targets, staying, mem, snap.now, settings)
-        shares = targets  # before the demand cap: CERES' reclaim never goes below them
-        if settings.shrink_amount == "demand_capped":
-            targets = preemption.demand_capped(targets, staying, pool, d, settings)
-        if settings.reserve_fraction > 0:  # B-7's static partition replaces the rebalance (a baseline)
-            targets, votes = classes.reserve(pool, names, w, minima, settings), {}
-            regrow = preemption.victims(staying, mem, settings)
-        why = (
-            f"policy {policy.name} applied every tick"
-            if policy.ungated and not settings.eq_gated
-            else f"latency cluster(s) {', '.join(urgent)} want nodes: rebalance by {policy.name} weights, tau bypassed"
-            if urgent else f"G={g:.4g} > tau={settings.tau:g}: rebalance by {policy.name} weights"
-        )
+        chosen = _rebalance(policy, urgent, m, sharing, mem, snap.now, settings)
     else:
-        targets = {c.name: _standing(c, mem[c.name].target) for c in staying}
-        targets |= adm.minima
-        why = ("no cluster shows demand (all_zero=hold): allocations kept" if idle_pool
-               else f"G={g:.4g} <= tau={settings.tau:g}: allocations kept")
-    for donor, k in adm.reclaim.items():
-        if not gate:
-            targets[donor] = max(minima[donor], targets[donor] - k)
+        chosen = _keep(m, sharing, mem, settings)
+    targets = chosen.targets if gate else _reclaim(chosen.targets, sharing)
     c3 = None
     if policy.resizes and ceres.active(settings):  # CERES (ceres.py): reclaim swollen first, expand stragglers
-        c3 = ceres.pipeline(targets, staying, pool, d, settings, shares if gate else None)
+        c3 = ceres.pipeline(targets, sharing.staying, sharing.pool, m.discrimination, settings,
+                            chosen.shares if gate else None)
         targets = c3.targets
 
-    order = sorted(names, key=lambda n: d.get(n, -math.inf))
+    order = sorted(sharing.names, key=lambda n: m.discrimination.get(n, -math.inf))
     plan = plan_towards(snap, targets, settings, order, memory)
-    reasons = [why]
-    if c3 is not None and c3.reason():
-        reasons.append(c3.reason())
-    if leaving:
-        reasons.append("inactive, saving and releasing: " + ", ".join(sorted(leaving)))
-    if adm.reason:
-        reasons.append(adm.reason)
-    changes = _describe(plan)
-    if changes:
-        reasons.append(changes)
-    reasons += plan.placed  # placement: grows that wait for, or went off, a cluster's racks
-    if votes:
-        reasons.append(f"shrink deferred (shrink_after_ticks={settings.shrink_after_ticks}): " + ", ".join(
-            f"{n} {v}/{settings.shrink_after_ticks}" for n, v in sorted(votes.items())))
-    elif gate and policy.resizes:
-        reasons.append("targets already held (minima bound the shares)" if any(
-            targets[n] == minima[n] for n in targets) else "targets already held")
-    if any(regrow.values()):
-        reasons.append(f"regrow delayed (regrow_delay_ticks={settings.regrow_delay_ticks}): " + ", ".join(
-            f"{n} {v}/{settings.regrow_delay_ticks}" for n, v in sorted(regrow.items()) if v))
     return Decision(
         time=snap.now,
         policy=policy.name,
-        mean_samples=y,
-        weights=w,
-        discrimination=d,
-        global_discrimination=g,
+        mean_samples=m.mean_samples,
+        weights=m.weights,
+        discrimination=m.discrimination,
+        global_discrimination=m.global_discrimination,
         gate_open=gate,
         targets=targets,
         plan=plan,
-        admission=adm,
-        deactivate=tuple(sorted(leaving)),
-        reason="; ".join(reasons),
-        shrink_votes=votes,
-        regrow_votes=regrow,
+        admission=sharing.admission,
+        deactivate=tuple(sorted(sharing.leaving)),
+        reason=_explain(chosen, c3, sharing, plan, targets, gate and policy.resizes, settings),
+        shrink_votes=chosen.votes,
+        regrow_votes=chosen.regrow,
     )
 
 
@@ -240,6 +159,177 @@ def refill(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Pla
         return Plan(targets=targets)
     plan = plan_towards(snap, deficits, settings, memory=memory)
     return Plan(grows=plan.grows, targets=targets)
+
+
+# --- the steps of one tick (pure functions of the snapshot, the settings and the memory) ---------
+
+@dataclass(frozen=True)
+class _Measured:
+    """Step 1-2: the interval's policy samples, weights and discrimination."""
+
+    mean_samples: dict[str, float]
+    weights: dict[str, float]
+    discrimination: dict[str, float]
+    global_discrimination: float
+    idle_pool: bool  # all_zero=hold and no cluster shows demand: allocations are kept
+
+
+def _measure(snap: Snapshot, settings: Settings, policy, mem) -> _Measured:
+    """Weights (eq. 3.4; B-7's class shares) and discrimination over (now − T, now] (eqs. 3.2, 3.3)."""
+    allocated = snap.allocated
+    start = snap.now - settings.period_s
+    y, w = policy.weights({c.name: c.samples for c in allocated}, settings)
+    if settings.latency_clusters:  # B-7: the classes' shares (classes.py)
+        w = classes.class_weights(w, settings)
+    d = {
+        c.name: interval_discrimination(
+            c.allocation, w[c.name], start, snap.now, snap.capacity, settings, mem[c.name].discrimination
+        )
+        for c in allocated
+    }
+    g = global_factor(d.values(), settings)
+    idle_pool = settings.all_zero == "hold" and bool(y) and not any(v > 0.0 for v in y.values())
+    return _Measured(y, w, d, g, idle_pool)
+
+
+def _gate(policy, m: _Measured, settings: Settings) -> bool:
+    """Whether this tick rebalances: never for a policy that does not resize or an idle pool,
+    always for an ungated one (EQ unless ``eq_gated``), else when G > tau."""
+    if not policy.resizes or m.idle_pool:
+        return False
+    if policy.ungated and not settings.eq_gated:
+        return True
+    return m.global_discrimination > settings.tau
+
+
+@dataclass(frozen=True)
+class _Sharing:
+    """Step 3-4: who shares the pool this tick, and how big the pool is."""
+
+    leaving: frozenset[str]  # inactive: saving and releasing
+    admission: Admission
+    staying: list[ClusterView]  # allocated and not leaving
+    names: list[str]  # the staying, then the admitted
+    minima: dict[str, int]
+    pool: int  # the capacity less what clusters on their way out hold
+
+
+def _who_shares(snap: Snapshot, settings: Settings, w: dict[str, float], mem) -> _Sharing:
+    """Inactive clusters leave (A-12), the queue's head enters if the minima fit (A-8..A-10)."""
+    allocated = snap.allocated
+    leaving = frozenset(c.name for c in allocated if is_inactive(c, mem[c.name].idle_since, snap.now, settings))
+    adm = admit(snap, w, settings, leaving)
+    staying = [c for c in allocated if c.name not in leaving]
+    names = [c.name for c in staying] + list(adm.admitted)
+    minima = {c.name: c.min_core for c in staying} | adm.minima
+    # nodes held by clusters on their way out are not part of what can be shared now
+    pool = snap.capacity - sum(c.held for c in snap.clusters if c.state is ClusterState.SAVING or c.name in leaving)
+    return _Sharing(leaving, adm, staying, names, minima, pool)
+
+
+@dataclass(frozen=True)
+class _Targets:
+    """Step 5: the targets chosen and why, with the votes carried to the next tick."""
+
+    targets: dict[str, int]
+    why: str
+    votes: dict[str, int] = field(default_factory=dict)  # shrink votes
+    regrow: dict[str, int] = field(default_factory=dict)  # regrow votes (preemption.py)
+    shares: dict[str, int] | None = None  # a rebalance's targets before the demand cap (CERES' floor)
+
+
+def _rebalance(policy, urgent: list[str], m: _Measured, sharing: _Sharing, mem, now: float,
+               settings: Settings) -> _Targets:
+    """Weighted water-filling (A-7), shrinks deferred by their votes, BIG-C's regrow hysteresis and
+    demand-capped shrink, anti-flap damping, or B-7's static reserve."""
+    staying, names, minima, pool, w = sharing.staying, sharing.names, sharing.minima, sharing.pool, m.weights
+    caps = _demand_caps(staying) if settings.cap_to_demand else None
+    targets, held, votes = _defer_shrinks(sharing, w, caps, mem, settings)
+    # --- BIG-C (preemption.py): regrow hysteresis, then a demand-capped shrink
+    waiting, regrow = preemption.wait_to_regrow(targets, staying, mem, settings)
+    if waiting:  # victims keep what they hold; the others share the rest
+        rest = [n for n in names if n not in waiting]
+        targets = weighted_targets(pool - sum(waiting.values()), rest, w, minima | held, caps) | waiting
+        targets = {n: targets[n] for n in names}
+    targets = _damp(targets, staying, mem, now, settings)
+    shares = targets  # before the demand cap: CERES' reclaim never goes below them
+    if settings.shrink_amount == "demand_capped":
+        targets = preemption.demand_capped(targets, staying, pool, m.discrimination, settings)
+    if settings.reserve_fraction > 0:  # B-7's static partition replaces the rebalance (a baseline)
+        targets, votes = classes.reserve(pool, names, w, minima, settings), {}
+        regrow = preemption.victims(staying, mem, settings)
+    why = (
+        f"policy {policy.name} applied every tick"
+        if policy.ungated and not settings.eq_gated
+        else f"latency cluster(s) {', '.join(urgent)} want nodes: rebalance by {policy.name} weights, tau bypassed"
+        if urgent else f"G={m.global_discrimination:.4g} > tau={settings.tau:g}: rebalance by {policy.name} weights"
+    )
+    return _Targets(targets, why, votes, regrow, shares)
+
+
+def _defer_shrinks(sharing: _Sharing, w: dict[str, float], caps, mem,
+                   settings: Settings) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """The weighted targets with every shrink that has not had its ``shrink_after_ticks`` votes held
+    back: (targets, the clusters held at what they hold, the shrink votes)."""
+    staying, names, minima, pool = sharing.staying, sharing.names, sharing.minima, sharing.pool
+    targets = weighted_targets(pool, names, w, minima, caps)
+    held, votes = _wait_to_shrink(targets, staying, mem, settings)
+    while held:  # they keep what they hold this tick; the others share the rest
+        if sum((minima | held)[n] for n in names) > pool:
+            held, votes = {}, {}  # an admitted cluster's minimum comes first: no waiting this tick
+            targets = weighted_targets(pool, names, w, minima, caps)
+            break
+        targets = weighted_targets(pool, names, w, minima | held, caps)
+        # sharing the rest may leave a cluster that did not want to shrink below what it holds:
+        # it starts voting too (no cluster shrinks on another one's votes); each pass holds one more
+        more, more_votes = _wait_to_shrink(targets, [c for c in staying if c.name not in held], mem, settings)
+        if not more:
+            break
+        held, votes = held | more, votes | more_votes
+    return targets, held, votes
+
+
+def _keep(m: _Measured, sharing: _Sharing, mem, settings: Settings) -> _Targets:
+    """The gate is shut: the standing targets, the admitted at their minima."""
+    targets = {c.name: _standing(c, mem[c.name].target) for c in sharing.staying}
+    targets |= sharing.admission.minima
+    why = ("no cluster shows demand (all_zero=hold): allocations kept" if m.idle_pool
+           else f"G={m.global_discrimination:.4g} <= tau={settings.tau:g}: allocations kept")
+    return _Targets(targets, why, regrow=preemption.victims(sharing.staying, mem, settings))
+
+
+def _reclaim(targets: dict[str, int], sharing: _Sharing) -> dict[str, int]:
+    """Without a rebalance, admission's donors give what it reclaims (never below their minima)."""
+    out = dict(targets)
+    for donor, k in sharing.admission.reclaim.items():
+        out[donor] = max(sharing.minima[donor], out[donor] - k)
+    return out
+
+
+def _explain(chosen: _Targets, c3, sharing: _Sharing, plan: Plan, targets: dict[str, int], rebalanced: bool,
+             settings: Settings) -> str:
+    """Step 6's reason: why these targets, then what else happened, in the order ``fawkes explain`` shows."""
+    reasons = [chosen.why]
+    if c3 is not None and c3.reason():
+        reasons.append(c3.reason())
+    if sharing.leaving:
+        reasons.append("inactive, saving and releasing: " + ", ".join(sorted(sharing.leaving)))
+    if sharing.admission.reason:
+        reasons.append(sharing.admission.reason)
+    changes = _describe(plan)
+    if changes:
+        reasons.append(changes)
+    reasons += plan.placed  # placement: grows that wait for, or went off, a cluster's racks
+    if chosen.votes:
+        reasons.append(f"shrink deferred (shrink_after_ticks={settings.shrink_after_ticks}): " + ", ".join(
+            f"{n} {v}/{settings.shrink_after_ticks}" for n, v in sorted(chosen.votes.items())))
+    elif rebalanced:
+        reasons.append("targets already held (minima bound the shares)" if any(
+            targets[n] == sharing.minima[n] for n in targets) else "targets already held")
+    if any(chosen.regrow.values()):
+        reasons.append(f"regrow delayed (regrow_delay_ticks={settings.regrow_delay_ticks}): " + ", ".join(
+            f"{n} {v}/{settings.regrow_delay_ticks}" for n, v in sorted(chosen.regrow.items()) if v))
+    return "; ".join(reasons)
 
 
 def _standing(c: ClusterView, target: int | None) -> int:

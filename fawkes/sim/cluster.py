@@ -24,7 +24,7 @@ RANK = {Role.CORE: 0, Role.TC: 1, Role.TR: 2}
 EV_TASK, EV_CALL = 0, 10  # the engine's event kinds for a task end and a callable (fawkes/sim/engine.py)
 
 
-class Node:
+class SimNode:
     __slots__ = ("host", "role", "cluster", "rank", "seq", "running", "ready", "draining", "stored",
                  "added_at", "attached", "free_map", "free_red", "in_map_heap", "in_red_heap", "tasks",
                  "map_outputs", "view", "view_key")
@@ -41,7 +41,7 @@ class Node:
         self.free_map = self.free_red = 0
         self.in_map_heap = self.in_red_heap = False
         self.tasks: dict[Task, None] = {}  # ordered set: iteration order must not depend on ids
-        self.map_outputs: list[tuple[Job, int]] = []
+        self.map_outputs: list[tuple[SimJob, int]] = []
         self.view = None
         self.view_key = None
 
@@ -53,7 +53,7 @@ class Node:
 class Task:
     __slots__ = ("job", "is_map", "idx", "node", "start", "dur", "end", "alive")
 
-    def __init__(self, job: "Job", is_map: bool, idx: int, node: Node, start: float, dur: float):
+    def __init__(self, job: "SimJob", is_map: bool, idx: int, node: SimNode, start: float, dur: float):
         self.job, self.is_map, self.idx, self.node, self.start, self.dur = job, is_map, idx, node, start, dur
         self.end = -1.0
         self.alive = True
@@ -62,7 +62,7 @@ class Task:
         return id(self) < id(other)
 
 
-class Job:
+class SimJob:
     __slots__ = ("spec", "id", "submit", "map_d", "red_d", "pend_maps", "pend_reds", "n_maps", "n_reds",
                  "maps_done", "reds_done", "running", "waiting", "scheduled_reds", "slow_need", "started",
                  "end", "out_per_writer", "ref", "in_rq")
@@ -86,7 +86,7 @@ class Job:
         self.in_rq = False  # in the cluster's queue of jobs with eligible pending reduces
 
 
-def _fifo(job: Job) -> tuple[float, int]:
+def _fifo(job: SimJob) -> tuple[float, int]:
     return (job.submit, job.id)
 
 
@@ -99,13 +99,13 @@ class SimCluster:
         self.name = spec.name
         self.min_core = spec.min_core
         self.state = ClusterState.REQUESTED
-        self.jobs: dict[int, Job] = {}  # unfinished, in submission order
-        self.mq: list[Job] = []  # jobs with pending maps, FIFO (submit, id)
-        self.rq: list[Job] = []  # jobs with pending reduces, FIFO
+        self.jobs: dict[int, SimJob] = {}  # unfinished, in submission order
+        self.mq: list[SimJob] = []  # jobs with pending maps, FIFO (submit, id)
+        self.rq: list[SimJob] = []  # jobs with pending reduces, FIFO
         # The live dispatcher's gate (cost fields max_running_jobs / job_startup_s; off at 0, the
         # thesis' model): see submit().
         self.gated = sim.cost.gated()
-        self.waiting: deque[Job] = deque()  # submitted, not dispatched (gated only)
+        self.waiting: deque[SimJob] = deque()  # submitted, not dispatched (gated only)
         self.dispatched: set[int] = set()  # job ids between dispatch and end, start-up included
         self.up: set[int] = set()  # dispatched job ids whose tasks are schedulable
         # tasks of a job seen running here (the live sampler's estimate for a queued job)
@@ -114,7 +114,7 @@ class SimCluster:
         self.reset_incarnation(0.0)
 
     def reset_incarnation(self, now: float) -> None:
-        self.nodes: dict[str, Node] = {}
+        self.nodes: dict[str, SimNode] = {}
         self.map_heap: list = []
         self.red_heap: list = []
         self.free_map = self.free_red = 0
@@ -155,8 +155,8 @@ class SimCluster:
             self.alloc.append((now, n))
         self.sim.on_alloc_change(self, now)
 
-    def attach(self, host: str, role: Role, now: float, seq: int) -> Node:
-        node = Node(host, role, self, seq, now)
+    def attach(self, host: str, role: Role, now: float, seq: int) -> SimNode:
+        node = SimNode(host, role, self, seq, now)
         self.nodes[host] = node
         if role is Role.CORE:
             self.n_core += 1
@@ -167,7 +167,7 @@ class SimCluster:
         self.record_alloc(now)
         return node
 
-    def make_ready(self, node: Node) -> None:
+    def make_ready(self, node: SimNode) -> None:
         if not node.attached or node.draining or node.ready:
             return
         node.ready = True
@@ -185,17 +185,17 @@ class SimCluster:
         self._push_map(node)
         self._push_red(node)
 
-    def _push_map(self, node: Node) -> None:
+    def _push_map(self, node: SimNode) -> None:
         if not node.in_map_heap and node.free_map > 0:
             node.in_map_heap = True
             heapq.heappush(self.map_heap, (node.rank, node.seq, node))
 
-    def _push_red(self, node: Node) -> None:
+    def _push_red(self, node: SimNode) -> None:
         if not node.in_red_heap and node.free_red > 0:
             node.in_red_heap = True
             heapq.heappush(self.red_heap, (node.rank, node.seq, node))
 
-    def _take(self, heap: list, is_map: bool) -> Node:
+    def _take(self, heap: list, is_map: bool) -> SimNode:
         while True:
             node = heap[0][2]
             if node.usable and (node.free_map if is_map else node.free_red) > 0:
@@ -218,7 +218,7 @@ class SimCluster:
             else:
                 node.in_red_heap = False
 
-    def stop_node(self, node: Node, now: float, kill: bool = True) -> int:
+    def stop_node(self, node: SimNode, now: float, kill: bool = True) -> int:
         """Take ``node`` out of scheduling (draining): its free slots go, its tasks are killed."""
         if node.draining:
             return 0
@@ -247,7 +247,7 @@ class SimCluster:
                 self._lose_outputs(node)
         return killed
 
-    def detach(self, node: Node, now: float) -> None:
+    def detach(self, node: SimNode, now: float) -> None:
         if not node.draining:
             self.stop_node(node, now)
         for t in list(node.tasks):  # DP without kill: whatever still runs dies with the node
@@ -278,18 +278,18 @@ class SimCluster:
             self._eligible(job)
         self.sim.stats_kill(t, now)
 
-    def _eligible(self, job: Job) -> None:
+    def _eligible(self, job: SimJob) -> None:
         """Queue ``job`` for reduce slots once it has pending reduces past its slow-start."""
         if not job.in_rq and job.pend_reds and job.maps_done >= job.slow_need and job.end is None:
             job.in_rq = True
             insort(self.rq, job, key=_fifo)
 
-    def _add_maps(self, job: Job, idxs) -> None:
+    def _add_maps(self, job: SimJob, idxs) -> None:
         if not job.pend_maps and job.end is None:
             insort(self.mq, job, key=_fifo)
         job.pend_maps.extend(idxs)
 
-    def _lose_outputs(self, node: Node) -> None:
+    def _lose_outputs(self, node: SimNode) -> None:
         for job, idx in node.map_outputs:
             if job.end is None and (job.pend_reds or job.scheduled_reds + job.reds_done < job.n_reds):
                 job.maps_done -= 1
@@ -297,7 +297,7 @@ class SimCluster:
                 self.sim.stats.lost_maps += 1
         node.map_outputs.clear()
 
-    def _task_off_node(self, node: Node) -> None:
+    def _task_off_node(self, node: SimNode) -> None:
         node.running -= 1
         if node.running == 0:
             if node.role is Role.TR:
@@ -306,7 +306,7 @@ class SimCluster:
                 self.busy_tc -= 1
 
     # --- scheduling -------------------------------------------------------------------------
-    def submit(self, job: Job, now: float) -> None:
+    def submit(self, job: SimJob, now: float) -> None:
         """A job arrives.  In the thesis' Hadoop-1 model its tasks join the FIFO slot scheduling at
         once.  Gated (the live dispatcher, fawkes/coordinator/dispatch.py): it counts in the demand
         at once, as the live sampler counts a queued job, but at most ``max_running_jobs`` jobs are
@@ -325,7 +325,7 @@ class SimCluster:
         self.version += 1
         self.dispatch(now)
 
-    def drop_jobs(self) -> list[Job]:
+    def drop_jobs(self) -> list[SimJob]:
         """Take every unfinished job away unstarted (a purged request's workload, P-3)."""
         gone = list(self.jobs.values())
         self.jobs.clear()
@@ -347,7 +347,7 @@ class SimCluster:
             startup = job.spec.startup_s if job.spec.startup_s is not None else self.sim.cost.job_startup_s
             self.sim.push(now + startup, EV_CALL, lambda sim, t, job=job: self._up(job, t))
 
-    def _up(self, job: Job, now: float) -> None:
+    def _up(self, job: SimJob, now: float) -> None:
         """A gated job's driver and executors are up: its tasks join the FIFO slot scheduling."""
         if job.id not in self.jobs:
             return
@@ -390,7 +390,7 @@ class SimCluster:
                         continue
                 i += 1
 
-    def _start(self, job: Job, is_map: bool, idx: int, node: Node, now: float) -> None:
+    def _start(self, job: SimJob, is_map: bool, idx: int, node: SimNode, now: float) -> None:
         if node.running == 0:
             if node.role is Role.TR:
                 self.busy_tr += 1
@@ -473,7 +473,7 @@ class SimCluster:
                 self.sim.push(job.end, EV_CALL, lambda sim, at: self._launch(at))
         self.dispatch(now)
 
-    def _write_output(self, node: Node, out: float) -> None:
+    def _write_output(self, node: SimNode, out: float) -> None:
         if out <= 0:
             return
         rep = self.sim.cost.replication

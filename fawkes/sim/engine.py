@@ -44,7 +44,7 @@ from fawkes.mechanism import (
 from fawkes.mechanism.admission import next_queue_change
 from fawkes.mechanism.memory import Memory
 from fawkes.mechanism.koala_mr import ResizeParams
-from fawkes.sim.cluster import EV_CALL, EV_TASK, Job, SimCluster, Task
+from fawkes.sim.cluster import EV_CALL, EV_TASK, SimJob, SimCluster, Task
 from fawkes.sim.workloads import Workload
 
 _METRIC_FIELDS = tuple(f for f in ClusterMetrics.__dataclass_fields__ if f != "time")
@@ -193,8 +193,8 @@ class Simulator:
         self.clusters: dict[str, SimCluster] = {c.name: SimCluster(self, c) for c in wl.clusters}
         self.order: list[SimCluster] = []  # clusters holding nodes, in admission order
         self.queue: list[SimCluster] = []  # global FIFO of requests
-        self.jobs: dict[int, Job] = {}
-        self.done_jobs: list[Job] = []
+        self.jobs: dict[int, SimJob] = {}
+        self.done_jobs: list[SimJob] = []
         self.successors: dict[int, list] = {}
         self.pending_jobs = len(wl.jobs)
         self.node_seq = 0
@@ -319,7 +319,7 @@ class Simulator:
     def _submit(self, spec, now: float) -> None:
         c = self.clusters[spec.cluster]
         ref = self.refs[spec.id] if self.refs is not None else spec.ref_runtime_s
-        job = Job(spec, now, self.cost.slowstart, ref)
+        job = SimJob(spec, now, self.cost.slowstart, ref)
         self.jobs[spec.id] = job
         if c.state is ClusterState.RELEASED:  # it left after T_idle: request it again (redeploy, reload)
             c.submit(job, now)
@@ -327,7 +327,7 @@ class Simulator:
             return
         c.submit(job, now)  # queued until ACTIVE; a SAVING cluster is requested again once saved
 
-    def on_job_done(self, c: SimCluster, job: Job) -> None:
+    def on_job_done(self, c: SimCluster, job: SimJob) -> None:
         self.done_jobs.append(job)
         self.pending_jobs -= 1
         for nxt in self.successors.pop(job.id, ()):
@@ -737,7 +737,7 @@ class Simulator:
 
     def _stop_fp(self, c: SimCluster, node, now: float) -> None:
         """FP: the node's tasks are killed now and the host is free ``fp_stop_s`` later (a subclass
-        may carry a TR shrink out otherwise: ``fawkes/sim/bigc.py`` models BIG-C's suspend and
+        may carry a TR shrink out otherwise: ``fawkes/seeds/bigc.py`` models BIG-C's suspend and
         graceful shrink)."""
         c.stop_node(node, now)
         self.push(now + self.cost.fp_stop_s, EV_RELEASE, node)

@@ -26,7 +26,7 @@ from fawkes.mechanism.policies import policy_names
 from fawkes.presets import read_preset
 from fawkes.sim.engine import Simulator
 from fawkes.sim.metrics import RunResult, aggregate, collect
-from fawkes.sim.workloads import EXPERIMENTS, Workload, experiment_name, generate, static_job_workload
+from fawkes.sim.workloads import EXPERIMENTS, Workload, experiment_name, generate, reseed, static_job_workload
 
 #: the policy tables live with the policies: the FAWKES registry (thesis order) and KOALA-MR's runners
 FAWKES_POLICIES = tuple(policy_names())
@@ -218,8 +218,6 @@ def run_matrix(experiment: str, specs: Sequence[PolicySpec], seeds: Sequence[int
     out: dict[str, list[RunResult]] = {s.label: [] for s in specs}
     done = 0
     if workload is not None:  # a trace: one workload, durations drawn per seed
-        from fawkes.sim.trace import reseed
-
         for seed in seeds:
             wl = reseed(workload, seed)
             for s in specs:

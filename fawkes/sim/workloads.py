@@ -45,7 +45,7 @@ class JobSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class ClusterSpec:
+class WorkloadCluster:
     name: str
     request_s: float = 0.0
     min_core: int = 10
@@ -63,7 +63,7 @@ class ClusterSpec:
 @dataclass(frozen=True)
 class Workload:
     name: str
-    clusters: tuple[ClusterSpec, ...]
+    clusters: tuple[WorkloadCluster, ...]
     jobs: tuple[JobSpec, ...]
     capacity: int
     period_s: float = 120.0
@@ -88,6 +88,31 @@ def make_job(cost: CostModel, rng: np.random.Generator, jid: int, cluster: str, 
     return JobSpec(jid, cluster, prof.name, float(input_bytes), int(maps), int(reduces), float(submit_s),
                    tuple(md), tuple(rd), beta_in=prof.beta_in, beta_out=prof.beta_out,
                    output_bytes=input_bytes * prof.selectivity, **kw)
+
+
+_RESEEDED: dict[tuple[int, int], tuple[Workload, Workload]] = {}
+
+
+def reseed(wl: Workload, seed: int) -> Workload:
+    """The trace with task durations drawn for ``seed`` (cached).
+
+    ``wl`` carries its rows (``_rows``: one per job, as :func:`fawkes.traces.trace.load_trace`
+    reads them); the jobs are drawn from those rows with this seed."""
+    key = (id(wl), seed)
+    hit = _RESEEDED.get(key)
+    if hit is not None and hit[0] is wl:
+        return hit[1]
+    rows = getattr(wl, "_rows")
+    rng = np.random.default_rng([seed, 99])
+    jobs: list[JobSpec] = []
+    for k, r in enumerate(rows):
+        jobs.append(make_job(wl.cost, rng, k, r.cluster, r.app, r.input_bytes, r.maps, r.reduces, r.submit_s,
+                             ref_runtime_s=r.ref_runtime_s, map_s=r.map_s, reduce_s=r.reduce_s,
+                             startup_s=r.startup_s))
+    out = replace(wl, jobs=tuple(jobs))
+    object.__setattr__(out, "_rows", rows)
+    _RESEEDED[key] = (wl, out)
+    return out
 
 
 #: chapter-3 job sizes (MS sizes of §3.4.3): input, maps (128 MB blocks), reduces (10 % of maps, B.4)
@@ -121,7 +146,7 @@ def ch2(seed: int, scale: int = 1, cost_over: CostOverrides = ()) -> Workload:
             reduces = max(1, round(maps * float(rng.uniform(0.05, 0.25))))
         app = WT_ST[int(rng.integers(0, 2))]
         jobs.append(make_job(cost, rng, i, "C1", app, size, maps, reduces, t, size=f"type-{typ}"))
-    cl = ClusterSpec("C1", 0.0, n_core, 0.0, True, static={Role.CORE: n_core})
+    cl = WorkloadCluster("C1", 0.0, n_core, 0.0, True, static={Role.CORE: n_core})
     return Workload("ch2", (cl,), tuple(jobs), n_core + pool, period_s=30.0, grow_type=Role.TR,
                     controller="ch2", cost=cost, note="20 core nodes + pool of 20 transient; 50 jobs")
 
@@ -135,7 +160,7 @@ def exp_a(seed: int, scale: int = 1, cost_over: CostOverrides = ()) -> Workload:
     clusters, jobs = [], []
     for k, name in enumerate(("C1", "C2", "C3")):
         t = 100.0 * k
-        clusters.append(ClusterSpec(name, t, 10 * scale, 50 * GB, preloaded=False))
+        clusters.append(WorkloadCluster(name, t, 10 * scale, 50 * GB, preloaded=False))
         for _ in range(50 * scale):
             b, m, r = SIZES["small"]
             jobs.append(make_job(cost, rng, len(jobs), name, "wordcount", b, m, r, t, size="small"))
@@ -151,7 +176,7 @@ def _bc(name: str, app: str, seed: int, scale: int, cost_over: CostOverrides) ->
         b, m, r = SIZES[size]
         for _ in range(n * scale):
             jobs.append(make_job(cost, rng, len(jobs), cname, app, b, m, r, 0.0, size=size))
-    clusters = tuple(ClusterSpec(c, 0.0, 10 * scale, 200 * GB) for c in ("C1", "C2", "C3"))
+    clusters = tuple(WorkloadCluster(c, 0.0, 10 * scale, 200 * GB) for c in ("C1", "C2", "C3"))
     return Workload(name, clusters, tuple(jobs), 60 * scale, period_s=60.0, grow_type=Role.TC, cost=cost,
                     note=f"Table 3.2 {name}: {app}, batch 90 small / 5 medium / 5 large, C = 60, T = 60 s")
 
@@ -195,7 +220,7 @@ def exp_d(seed: int, scale: int = 1, cost_over: CostOverrides = ()) -> Workload:
         b, m, r = SIZES[size]
         app = WT_ST[int(rng.integers(0, 2))]
         jobs.append(make_job(cost, rng, len(jobs), c, app, b, m, r, t, size=size))
-    clusters = tuple(ClusterSpec(c, 0.0, 10 * scale, 200 * GB) for c in ("C1", "C2", "C3"))
+    clusters = tuple(WorkloadCluster(c, 0.0, 10 * scale, 200 * GB) for c in ("C1", "C2", "C3"))
     return Workload("D", clusters, tuple(jobs), 48 * scale, period_s=120.0, grow_type=Role.TC, cost=cost,
                     settings=dict(DE_SETTINGS), note="Table 3.2 D: 240 min, C = 48, T = 120 s, TC growing")
 
@@ -233,7 +258,7 @@ def exp_e(seed: int, scale: int = 1, cost_over: CostOverrides = ()) -> Workload:
                          after=prev, size="btworld")
             jobs.append(j)
             prev = j.id
-    clusters = tuple(ClusterSpec(c, 0.0, 10 * scale, 200 * GB) for c in ("C1", "C2", "C3"))
+    clusters = tuple(WorkloadCluster(c, 0.0, 10 * scale, 200 * GB) for c in ("C1", "C2", "C3"))
     return Workload("E", clusters, tuple(jobs), 48 * scale, period_s=120.0, grow_type=Role.TC, cost=cost,
                     settings=dict(DE_SETTINGS), note="Table 3.2 E: 240 min, C = 48, T = 120 s, TC growing")
 
@@ -260,6 +285,6 @@ def static_job_workload(job: JobSpec, cost: CostModel, n_core: int, n_tr: int = 
                         name: str = "static") -> Workload:
     """One job alone on a static cluster (reference runtimes, micro checks)."""
     comp = {Role.CORE: n_core, Role.TR: n_tr, Role.TC: n_tc}
-    cl = ClusterSpec(job.cluster, 0.0, n_core, 0.0, True, static=comp)
+    cl = WorkloadCluster(job.cluster, 0.0, n_core, 0.0, True, static=comp)
     return Workload(name, (cl,), (replace(job, submit_s=0.0, after=None),), n_core + n_tr + n_tc,
                     controller="static", cost=cost)

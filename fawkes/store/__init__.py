@@ -20,7 +20,7 @@ from fawkes.store.migrations import CURRENT as SCHEMA_VERSION
 from fawkes.store.migrations import MIGRATIONS, ensure_schema
 from fawkes.store.schema import (
     ClusterTransition,
-    Decision,
+    DecisionRecord,
     Event,
     Framework,
     Host,
@@ -33,7 +33,7 @@ from fawkes.store.schema import (
 
 __all__ = [
     "CLUSTER_TRANSITIONS", "JOB_TRANSITIONS", "MIGRATIONS", "NODE_TIMEOUTS",
-    "NODE_TRANSITIONS", "SCHEMA_VERSION", "ClusterTransition", "Decision", "Event", "Framework", "Host",
+    "NODE_TRANSITIONS", "SCHEMA_VERSION", "ClusterTransition", "DecisionRecord", "Event", "Framework", "Host",
     "HostState", "Job", "JobState", "MRCluster", "Node", "NodeState", "NodeTransition", "Sample", "Store",
     "ensure_schema", "normalize_url",
 ]

@@ -15,7 +15,7 @@ from fawkes.mechanism.model import ClusterState, Role
 from fawkes.store import validate
 from fawkes.store.base import StoreBase
 from fawkes.store.lifecycle import JOB_FINISHED, JobState, NodeState
-from fawkes.store.schema import Decision, Event, Framework, Host, Job, MRCluster, Node
+from fawkes.store.schema import DecisionRecord, Event, Framework, Host, Job, MRCluster, Node
 
 
 class EventsMixin(StoreBase):
@@ -58,7 +58,7 @@ class EventsMixin(StoreBase):
         """What ``fawkes status`` shows: hosts, live clusters with nodes by role, queue
         lengths, and the weight/discrimination/target of the latest decision."""
         with self.session() as s:
-            d = s.exec(select(Decision).order_by(col(Decision.id).desc()).limit(1)).first()
+            d = s.exec(select(DecisionRecord).order_by(col(DecisionRecord.id).desc()).limit(1)).first()
             clusters = list(s.exec(select(MRCluster).where(col(MRCluster.live_name).is_not(None))
                                    .order_by(MRCluster.queue_seq)))
             roles = s.exec(select(Node.cluster_id, Node.role, Node.state, func.count())

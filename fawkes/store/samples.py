@@ -17,7 +17,7 @@ from fawkes.mechanism.model import ClusterMetrics
 from fawkes.store import validate
 from fawkes.store.base import StoreBase, gc_paused
 from fawkes.store.db import fetch_tuples
-from fawkes.store.schema import ControllerMemory, Decision, MRCluster, Sample
+from fawkes.store.schema import ControllerMemory, DecisionRecord, MRCluster, Sample
 
 _METRIC_FIELDS = tuple(f.name for f in dataclasses.fields(ClusterMetrics))
 assert _METRIC_FIELDS[-1] == "loading"  # the only boolean: samples_of_live_clusters converts it
@@ -71,7 +71,7 @@ class SamplesMixin(StoreBase):
                         time: float | None = None, memory: Mapping[str, Any] | None = None) -> int:
         """Store one tick's decision (and the controller memory it leaves, in the same
         transaction); return its tick number (used by ``fawkes explain``)."""
-        d = Decision(time=self.clock() if time is None else time, policy=policy, inputs=dict(inputs),
+        d = DecisionRecord(time=self.clock() if time is None else time, policy=policy, inputs=dict(inputs),
                      weights=dict(weights), discriminations=dict(discriminations),
                      global_factor=float(global_factor), gate_open=bool(gate_open), targets=dict(targets),
                      plan=dict(plan), reason=reason)
@@ -102,37 +102,38 @@ class SamplesMixin(StoreBase):
             row.time, row.step, row.memory = when, step, dict(memory)
             s.add(row)
 
-    def decision(self, tick: int | None = None) -> Decision:
-        """Decision ``tick`` (the latest if None)."""
+    def decision(self, tick: int | None = None) -> DecisionRecord:
+        """DecisionRecord ``tick`` (the latest if None)."""
         with self.session() as s:
-            d = s.get(Decision, tick) if tick is not None else \
-                s.exec(select(Decision).order_by(col(Decision.id).desc()).limit(1)).first()
+            d = s.get(DecisionRecord, tick) if tick is not None else \
+                s.exec(select(DecisionRecord).order_by(col(DecisionRecord.id).desc()).limit(1)).first()
             if d is None:
                 raise FawkesError(f"tick {tick}: no such decision" if tick is not None
                                   else "no decision recorded yet (is the coordinator running?)")
             return d
 
-    def latest_decision(self) -> Decision | None:
+    def latest_decision(self) -> DecisionRecord | None:
         with self.session() as s:
-            return s.exec(select(Decision).order_by(col(Decision.id).desc()).limit(1)).first()
+            return s.exec(select(DecisionRecord).order_by(col(DecisionRecord.id).desc()).limit(1)).first()
 
-    def recent_decisions(self, limit: int = 50, *, since: float | None = None) -> list[Decision]:
+    def recent_decisions(self, limit: int = 50, *, since: float | None = None) -> list[DecisionRecord]:
         """The newest ``limit`` decisions (with ``time > since`` if given), oldest first."""
         validate.positive_int("limit", limit)
         with self.session() as s:
-            q = select(Decision)
+            q = select(DecisionRecord)
             if since is not None:
-                q = q.where(Decision.time > since)
-            return list(reversed(s.exec(q.order_by(col(Decision.id).desc()).limit(limit)).all()))
+                q = q.where(DecisionRecord.time > since)
+            return list(reversed(s.exec(q.order_by(col(DecisionRecord.id).desc()).limit(limit)).all()))
 
     def prune_decisions(self, keep: int) -> int:
         """Delete all but the newest ``keep`` decisions; return how many went."""
         validate.positive_int("keep", keep)
         with self.session(write=True) as s:
-            edge = s.exec(select(Decision.id).order_by(col(Decision.id).desc()).offset(keep - 1).limit(1)).first()
+            edge = s.exec(select(DecisionRecord.id).order_by(col(DecisionRecord.id).desc())
+                          .offset(keep - 1).limit(1)).first()
             if edge is None:
                 return 0
-            return s.execute(delete(Decision).where(col(Decision.id) < edge)).rowcount
+            return s.execute(delete(DecisionRecord).where(col(DecisionRecord.id) < edge)).rowcount
 
     def prune_samples(self, before: float, *, dry_run: bool = False, batch: int = 5000) -> int:
         """Delete samples with ``time < before``; return how many (``dry_run``: only count).
@@ -147,4 +148,4 @@ class SamplesMixin(StoreBase):
         """How many decisions :meth:`prune_decisions` with ``keep`` would delete."""
         validate.positive_int("keep", keep)
         with self.session() as s:
-            return max(0, s.exec(select(func.count()).select_from(Decision)).one() - keep)
+            return max(0, s.exec(select(func.count()).select_from(DecisionRecord)).one() - keep)

@@ -162,7 +162,7 @@ class Sample(SQLModel, table=True):
     loading: bool = False
 
 
-class Decision(SQLModel, table=True):
+class DecisionRecord(SQLModel, table=True):
     """One tick of the control loop; ``id`` is the tick number shown by ``fawkes explain``.
 
     ``weights`` and ``discriminations`` map cluster name -> value; ``targets`` maps
@@ -228,4 +228,4 @@ class Event(SQLModel, table=True):
 
 
 TABLES = [SchemaVersion, Host, Framework, MRCluster, ClusterTransition, Node, NodeTransition,
-          Job, Sample, Decision, ControllerMemory, CoordinatorLease, Event]
+          Job, Sample, DecisionRecord, ControllerMemory, CoordinatorLease, Event]

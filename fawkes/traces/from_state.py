@@ -46,11 +46,11 @@ from dataclasses import dataclass, field
 
 from sqlmodel import col, select
 
-from fawkes.sim.trace import TraceRow
+from fawkes.traces.trace import TraceRow
 from fawkes.store import Store
 from fawkes.store.jobs import job_program, tasks_learned
 from fawkes.store.lifecycle import JobState, NodeState
-from fawkes.store.schema import Decision, Host, Job, MRCluster, Node, NodeTransition, Sample
+from fawkes.store.schema import DecisionRecord, Host, Job, MRCluster, Node, NodeTransition, Sample
 
 #: cost-model fields the export can measure, and where they come from
 MEASURED = {
@@ -207,8 +207,9 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
         for row in s.exec(select(Sample).where(Sample.time >= lo - 60, Sample.time <= hi + 60)
                           .order_by(Sample.time, Sample.id)):
             samples.setdefault(row.cluster_id, []).append(row)
-        decisions = list(s.exec(select(Decision.time, Decision.policy)
-                                .where(Decision.time >= lo - 600, Decision.time <= hi + 600).order_by(Decision.id)))
+        decisions = list(s.exec(select(DecisionRecord.time, DecisionRecord.policy)
+                                .where(DecisionRecord.time >= lo - 600, DecisionRecord.time <= hi + 600)
+                                .order_by(DecisionRecord.id)))
         nodes = list(s.exec(select(Node)))
         trans: dict[int, list[NodeTransition]] = {}
         for t in s.exec(select(NodeTransition).order_by(NodeTransition.node_id, NodeTransition.time,
@@ -335,10 +336,10 @@ def replay(trace: str, costs: str | None, clusters: str | None, *, capacity: int
     """``fawkes simulate --trace`` in-process: each of ``policies`` (label -> policy name, preset or
     YAML path) on the trace with the cost file; the aggregated rows (``metrics.aggregate``) by label."""
     from fawkes.sim import runner
-    from fawkes.sim.costfile import load_cost_file
+    from fawkes.traces.costfile import load_cost_file
     from fawkes.sim.costs import cost_model
     from fawkes.sim.metrics import aggregate
-    from fawkes.sim.trace import load_trace
+    from fawkes.traces.trace import load_trace
 
     over = load_cost_file(costs) if costs else ()
     wl = load_trace(trace, capacity=capacity, min_core=min_core, period_s=period_s, clusters_file=clusters,

@@ -1,7 +1,7 @@
 """The supporting seeds' simulation checks as named experiments of ``fawkes simulate``:
-SIM-P1..P3 (the YARN placement project, :mod:`fawkes.sim.racks`), SIM-U1..U4 (UBIS,
-:mod:`fawkes.sim.slack`), SIM-B1..B4 (BIG-C, :mod:`fawkes.sim.bigc`) and SIM-C1,
-SIM-C2 (CERES, :mod:`fawkes.sim.ceres`).  Each returns rows of figures beside the paper's, and ``expect``: the
+SIM-P1..P3 (the YARN placement project, :mod:`fawkes.seeds.racks`), SIM-U1..U4 (UBIS,
+:mod:`fawkes.seeds.slack`), SIM-B1..B4 (BIG-C, :mod:`fawkes.seeds.bigc`) and SIM-C1,
+SIM-C2 (CERES, :mod:`fawkes.seeds.ceres`).  Each returns rows of figures beside the paper's, and ``expect``: the
 direction the spec expects, as a list of (statement, holds) pairs (``tests/test_seed_checks.py``
 asserts them).
 """
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from statistics import mean
 from typing import Any
 
-from fawkes.sim import bigc, ceres, racks, slack
+from fawkes.seeds import bigc, ceres, racks, slack
 
 Result = dict[str, Any]
 

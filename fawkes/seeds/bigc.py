@@ -30,7 +30,7 @@ from fawkes.mechanism import Role, Settings
 from fawkes.sim.cluster import EV_TASK, SimCluster, Task
 from fawkes.sim.costs import GB, cost_model
 from fawkes.sim.engine import EV_RELEASE, Simulator
-from fawkes.sim.workloads import ClusterSpec, Workload, make_job
+from fawkes.sim.workloads import WorkloadCluster, Workload, make_job
 
 CAPACITY = 40
 HORIZON = 900.0
@@ -58,7 +58,7 @@ def bursts(seed: int, burst: str = "high", l_maps: int = 24, l_every: float = 20
     jobs += short_stream(cost, rng, BURSTS[burst], CAPACITY, HORIZON, "short")
     jobs.sort(key=lambda j: j.submit_s)
     jobs = [replace(j, id=k) for k, j in enumerate(jobs)]
-    clusters = (ClusterSpec("L", 0.0, 4, 10 * GB), ClusterSpec("S", 0.0, 4, 10 * GB))
+    clusters = (WorkloadCluster("L", 0.0, 4, 10 * GB), WorkloadCluster("S", 0.0, 4, 10 * GB))
     return Workload(f"BIG-C {burst}", clusters, tuple(jobs), CAPACITY, period_s=PERIOD, grow_type=Role.TR,
                     cost=cost, settings={"idle_timeout_s": 3600.0},
                     note="BIG-C's synthetic mix: L long jobs, S short jobs with a burst at 300-700 s")
@@ -596,7 +596,7 @@ def trace_like(seed: int) -> Workload:
                              size="short"))
     jobs.sort(key=lambda j: j.submit_s)
     jobs = [replace(j, id=k) for k, j in enumerate(jobs)]
-    clusters = (ClusterSpec("L", 0.0, 4, 10 * GB), ClusterSpec("S", 0.0, 4, 10 * GB))
+    clusters = (WorkloadCluster("L", 0.0, 4, 10 * GB), WorkloadCluster("S", 0.0, 4, 10 * GB))
     return Workload("BIG-C trace-like", clusters, tuple(jobs), CAPACITY, period_s=PERIOD, grow_type=Role.TR,
                     cost=cost, settings={"idle_timeout_s": 3600.0},
                     note="BIG-C's Google-trace replay: 182 long, about 2020 short jobs over 3.8 h, a spike near 8000 s")

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fawkes.errors import ConfigError
-from fawkes.sim.trace import TraceRow
+from fawkes.traces.trace import TraceRow
 
 ROLLING_PREFIX = "eventlog_v2_"
 _LEGACY_FILE = re.compile(r"^EVENT_LOG_(\d+)$")  # Spark <= 1.2: one directory per application

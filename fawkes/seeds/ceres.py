@@ -30,10 +30,10 @@ import numpy as np
 
 from fawkes.mechanism import Role, Settings, Snapshot
 from fawkes.mechanism.model import JobProgress, NodeUsage
-from fawkes.sim.bigc import short_stream
+from fawkes.seeds.bigc import short_stream
 from fawkes.sim.costs import GB, cost_model
 from fawkes.sim.engine import Simulator
-from fawkes.sim.workloads import ClusterSpec, Workload, make_job
+from fawkes.sim.workloads import WorkloadCluster, Workload, make_job
 
 CAPACITY = 40
 HORIZON = 900.0
@@ -144,8 +144,8 @@ def mixed(seed: int) -> tuple[Workload, dict[int, tuple[float, float]]]:
     jobs.sort(key=lambda j: j.submit_s)
     jobs = [replace(j, id=k) for k, j in enumerate(jobs)]
     use = {j.id: (0.35, 0.3) for j in jobs if j.cluster == "B2"}
-    clusters = (ClusterSpec("S", 0.0, 4, 10 * GB), ClusterSpec("B1", 0.0, 4, 10 * GB),
-                ClusterSpec("B2", 0.0, 4, 10 * GB))
+    clusters = (WorkloadCluster("S", 0.0, 4, 10 * GB), WorkloadCluster("B1", 0.0, 4, 10 * GB),
+                WorkloadCluster("B2", 0.0, 4, 10 * GB))
     wl = Workload("CERES mix", clusters, tuple(jobs), CAPACITY, period_s=PERIOD, grow_type=Role.TR, cost=cost,
                   settings={"idle_timeout_s": 3600.0},
                   note="S latency queries with two bursts, B1 busy batch, B2 swollen batch")
@@ -257,7 +257,7 @@ def stragglers(seed: int) -> tuple[Workload, dict[int, tuple[float, float]]]:
         jobs.append(replace(j, ref_runtime_s=ref))
     jobs.sort(key=lambda j: j.submit_s)
     jobs = [replace(j, id=k) for k, j in enumerate(jobs)]
-    clusters = (ClusterSpec("S", 0.0, 4, 10 * GB), ClusterSpec("B", 0.0, 4, 10 * GB))
+    clusters = (WorkloadCluster("S", 0.0, 4, 10 * GB), WorkloadCluster("B", 0.0, 4, 10 * GB))
     wl = Workload("CERES stragglers", clusters, tuple(jobs), CAPACITY, period_s=PERIOD, grow_type=Role.TR,
                   cost=cost, settings={"idle_timeout_s": 60.0},
                   note="S latency queries, one in five slowed 3x; B batch that leaves at about 500 s")

@@ -22,15 +22,13 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Iterable
-from dataclasses import astuple, dataclass, fields, replace
+from dataclasses import astuple, dataclass, fields
 from pathlib import Path
-
-import numpy as np
 
 from fawkes.errors import ConfigError, FawkesError
 from fawkes.mechanism.model import Role
 from fawkes.sim.costs import CostModel
-from fawkes.sim.workloads import ClusterSpec, JobSpec, Workload, make_job
+from fawkes.sim.workloads import WorkloadCluster, Workload, reseed
 
 REQUIRED = ("submit_s", "cluster", "app", "input_bytes", "maps", "reduces")
 OPTIONAL = ("ref_runtime_s", "map_s", "reduce_s", "job", "startup_s")
@@ -169,7 +167,7 @@ def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: floa
     if not rows:
         raise ConfigError(str(path), "no jobs in the trace")
     names = list(dict.fromkeys(r.cluster for r in sorted(rows, key=lambda r: r.submit_s)))
-    specs = {n: ClusterSpec(n, 0.0, min_core, 0.0, preloaded=True) for n in names}
+    specs = {n: WorkloadCluster(n, 0.0, min_core, 0.0, preloaded=True) for n in names}
     if clusters_file is not None:
         cpath = Path(clusters_file)
         seen = set()
@@ -195,7 +193,7 @@ def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: floa
             if r.get("tasks_known"):
                 known = _field(cpath, lineno, cols, "tasks_known", r["tasks_known"], int,
                                lambda v: 0 <= v <= MAX_TASKS, f"expected an integer 0..{MAX_TASKS} (or empty)")
-            specs[n] = ClusterSpec(n, t, m, ds, preloaded=(t == 0 and ds == 0), tasks_known=known)
+            specs[n] = WorkloadCluster(n, t, m, ds, preloaded=(t == 0 and ds == 0), tasks_known=known)
     total_min = sum(s.min_core for s in specs.values())
     if min_core > capacity:  # the option's fault, not the trace's (the cluster file's are checked per line)
         raise FawkesError(f"--min-core {min_core} exceeds --capacity {capacity}")
@@ -207,24 +205,3 @@ def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: floa
     object.__setattr__(wl, "_rows", tuple(rows))
     return reseed(wl, 0)
 
-
-_RESEEDED: dict[tuple[int, int], tuple[Workload, Workload]] = {}
-
-
-def reseed(wl: Workload, seed: int) -> Workload:
-    """The trace with task durations drawn for ``seed`` (cached)."""
-    key = (id(wl), seed)
-    hit = _RESEEDED.get(key)
-    if hit is not None and hit[0] is wl:
-        return hit[1]
-    rows = getattr(wl, "_rows")
-    rng = np.random.default_rng([seed, 99])
-    jobs: list[JobSpec] = []
-    for k, r in enumerate(rows):
-        jobs.append(make_job(wl.cost, rng, k, r.cluster, r.app, r.input_bytes, r.maps, r.reduces, r.submit_s,
-                             ref_runtime_s=r.ref_runtime_s, map_s=r.map_s, reduce_s=r.reduce_s,
-                             startup_s=r.startup_s))
-    out = replace(wl, jobs=tuple(jobs))
-    object.__setattr__(out, "_rows", rows)
-    _RESEEDED[key] = (wl, out)
-    return out
