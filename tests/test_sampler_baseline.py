@@ -20,6 +20,9 @@ class Driver:
         self.stored: float | None = None
         self.written: float | None = None
 
+    def web_ui(self, spec):  # the kind's own page, kept by the sampler for the dashboard
+        return "http://10.0.0.1:8080/"
+
     def metrics(self, spec, *, jobs=()):
         return FrameworkSample(time=0.0, stored_bytes=self.stored, written_bytes=self.written,
                                storage_capacity=10_000.0)
@@ -87,3 +90,5 @@ def test_a_cluster_requested_again_starts_from_a_new_baseline(store):
     driver.stored = 300.0
     sampler.sample("a")
     assert store.get_cluster("a").stored_baseline == 300.0 and store.samples("a")[-1].output_bytes == 0.0
+    # the dashboard's link to the kind's own page, as last sampled
+    assert list(sampler.web_ui) == ["a"] and sampler.web_ui["a"].startswith("http://") and sampler.web_ui["a"].endswith(":8080/")
