@@ -222,3 +222,79 @@ class ControlScriptDriver(FrameworkDriver):
                                 for n in nodes}, timeout=timeout)
         return {h: ({ln.split()[0]: ln.split()[1] == "running" for ln in r.stdout.splitlines() if len(ln.split()) >= 2}
                     if r.ok else None) for h, r in out.items()}
+
+
+class SharedStorage:
+    """The storage half of a kind whose data lives on a file system every host sees (NFS, Lustre; in the
+    lab, any directory outside the hosts' own ``node/``): the cluster's input and output under
+    ``<shared_dir>/<cluster>/``, its master daemon and its workers started by the control script.  Mixed
+    in before a :class:`ControlScriptDriver`; the kind's first master daemon is started first, and the
+    kind says when it is ready (:meth:`master_ready`) and when its workers have registered
+    (``_wait_workers``)."""
+
+    @property
+    def master_daemon(self) -> str:
+        return self.master_daemons[0]
+
+    def master_ready(self, cluster: ClusterSpec) -> bool:
+        raise NotImplementedError
+
+    @staticmethod
+    def data_dir(cluster: ClusterSpec) -> str:
+        """Where the cluster's input and output live on the shared file system."""
+        shared = cluster.framework.shared_dir
+        if not shared:
+            raise FawkesError(f"framework {cluster.framework.name}: kind {cluster.framework.kind} needs --shared-dir")
+        return str(PurePosixPath(shared) / cluster.name)
+
+    def _shared(self, cluster: ClusterSpec, path: str) -> str:
+        """A cluster path (``/input``, ``/output/7``) on the shared file system."""
+        return self.data_dir(cluster) + "/" + path.lstrip("/")
+
+    def deploy(self, cluster: ClusterSpec, *, timeout: float = 180.0) -> OpResult:
+        """Configs, the cluster's shared directories and its master daemon; once that is ready, a worker
+        on every node, waited for until each has registered."""
+        t0 = time.monotonic()
+        m = cluster.master
+        self.emit(cluster, "deploy", f"{len(cluster.nodes)} node(s), {self.master_daemon} on {m.name} "
+                  f"({m.address})", t0=t0)
+        self.push_configs(cluster)
+        phases = {"configs": time.monotonic() - t0}
+        self._run({m.name: Script("mkdir -p {i} {o} && {s}", i=self._shared(cluster, "input"),
+                                  o=self._shared(cluster, "output"),
+                                  s=self._ctl(cluster, m, "start", self.master_daemon))},
+                  f"starting the {self.master_daemon}", 120)
+        self._wait(cluster, f"the {self.master_daemon}", lambda: self.master_ready(cluster), timeout, t0)
+        self._ctl_each(cluster, {n.name: [("start", "worker")] for n in cluster.nodes}, "starting workers")
+        self._wait_workers(cluster, cluster.nodes, timeout, t0)
+        phases["total"] = time.monotonic() - t0
+        self.emit(cluster, "done", f"deployed in {phases['total']:.1f}s", t0=t0)
+        return OpResult(cluster, phases, tuple(n.name for n in cluster.nodes))
+
+    def load_input(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> None:
+        """Copy ``src`` (a file or directory the master host sees) to ``<shared_dir>/<cluster><dest>``."""
+        t0 = time.monotonic()
+        m, target = cluster.master, self._shared(cluster, dest)
+        self.emit(cluster, "load", f"{src} -> {target}", m.name, t0)
+        self._run({m.name: Script("rm -rf {t} && mkdir -p \"$(dirname {t})\" && cp -R {s} {t}", s=src, t=target)},
+                  f"loading {src}", timeout)
+        self.emit(cluster, "load", "done", m.name, t0)
+
+    def save_output(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> SavedOutput | None:
+        """Copy ``<shared_dir>/<cluster><src>`` to ``dest`` on the master host, size-checked and with a
+        ``MANIFEST.sha256`` (:func:`save_shared_script`)."""
+        t0 = time.monotonic()
+        m, source = cluster.master, self._shared(cluster, src)
+        refuse_save_inside_clusters(m, dest)
+        self.emit(cluster, "save", f"{source} -> {dest}", m.name, t0)
+        out = self._run({m.name: save_shared_script(source, dest)}, f"saving {source}", timeout)[m.name]
+        return self._saved(cluster, out, dest, t0)
+
+    def teardown(self, cluster: ClusterSpec, *, wipe: bool = True, timeout: float = 120.0) -> OpResult:
+        """Stop every daemon (and delete the cluster's directories on the nodes; with ``wipe``, its
+        directory on the shared file system too, once its output was saved elsewhere)."""
+        res = super().teardown(cluster, wipe=wipe, timeout=timeout)
+        if wipe and cluster.framework.shared_dir:
+            self._run({cluster.master.name: Script("rm -rf {d}", d=self.data_dir(cluster))},
+                      "deleting the cluster's shared directory", timeout)
+        return res

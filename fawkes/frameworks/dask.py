@@ -27,14 +27,11 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from pathlib import PurePosixPath
 
 from fawkes.errors import FawkesError
 from fawkes.frameworks import metrics as M
-from fawkes.frameworks.base import (Health, JobLaunch, NodeFacts, OpResult, SavedOutput, SuspendHooks,
-                                    WorkerLaunch)
-from fawkes.frameworks.control import (ControlScriptDriver, check_problems, refuse_save_inside_clusters,
-                                       save_shared_script)
+from fawkes.frameworks.base import Health, JobLaunch, NodeFacts, OpResult, SuspendHooks, WorkerLaunch
+from fawkes.frameworks.control import ControlScriptDriver, SharedStorage, check_problems
 from fawkes.frameworks.render import DASK_PORTS
 from fawkes.frameworks.sample import FrameworkSample, TaskCounts
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
@@ -78,7 +75,7 @@ def dask_sample(t: float, identity: dict | None, gauges: dict[str, float] | None
                            unfinished_jobs=int(g.get("clients", 0)), errors=tuple(errors))
 
 
-class DaskDriver(ControlScriptDriver):
+class DaskDriver(SharedStorage, ControlScriptDriver):
     kind = "dask"
     roles = (Role.CORE, Role.TR)
     removal_modes = frozenset({"fp", "graceful"})
@@ -97,17 +94,6 @@ class DaskDriver(ControlScriptDriver):
         import sys
 
         return framework.python or sys.executable
-
-    @staticmethod
-    def data_dir(cluster: ClusterSpec) -> str:
-        """Where the cluster's input and output live on the shared file system."""
-        shared = cluster.framework.shared_dir
-        if not shared:
-            raise FawkesError(f"framework {cluster.framework.name}: kind dask needs --shared-dir")
-        return str(PurePosixPath(shared) / cluster.name)
-
-    def _shared(self, cluster: ClusterSpec, path: str) -> str:
-        return self.data_dir(cluster) + "/" + path.lstrip("/")
 
     @staticmethod
     def urls(cluster: ClusterSpec) -> dict[str, str]:
@@ -146,21 +132,8 @@ class DaskDriver(ControlScriptDriver):
         return check_problems(executor, hosts, script)
 
     # ================================================================== deploy, grow
-    def deploy(self, cluster: ClusterSpec, *, timeout: float = 180.0) -> OpResult:
-        t0 = time.monotonic()
-        m = cluster.master
-        self.emit(cluster, "deploy", f"{len(cluster.nodes)} node(s), scheduler on {m.name} ({m.address})", t0=t0)
-        self.push_configs(cluster)
-        phases = {"configs": time.monotonic() - t0}
-        self._run({m.name: Script("mkdir -p {i} {o} && {s}", i=self._shared(cluster, "input"),
-                                  o=self._shared(cluster, "output"), s=self._ctl(cluster, m, "start", "scheduler"))},
-                  "starting the Dask scheduler", 120)
-        self._wait(cluster, "the Dask scheduler", lambda: self.identity(cluster).get("type") == "Scheduler", timeout, t0)
-        self._ctl_each(cluster, {n.name: [("start", "worker")] for n in cluster.nodes}, "starting workers")
-        self._wait_workers(cluster, cluster.nodes, timeout, t0)
-        phases["total"] = time.monotonic() - t0
-        self.emit(cluster, "done", f"deployed in {phases['total']:.1f}s", t0=t0)
-        return OpResult(cluster, phases, tuple(n.name for n in cluster.nodes))
+    def master_ready(self, cluster: ClusterSpec) -> bool:
+        return self.identity(cluster).get("type") == "Scheduler"
 
     def _wait_workers(self, cluster: ClusterSpec, nodes: Sequence[NodeSpec], timeout: float, t0: float) -> None:
         want = {n.name for n in nodes}
@@ -242,34 +215,6 @@ class DaskDriver(ControlScriptDriver):
         return OpResult(new, phases, tuple(gone))
 
     # ================================================================== input / output
-    def load_input(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> None:
-        """Copy ``src`` (a file or directory the master host sees) to ``<shared_dir>/<cluster><dest>``."""
-        t0 = time.monotonic()
-        m, target = cluster.master, self._shared(cluster, dest)
-        self.emit(cluster, "load", f"{src} -> {target}", m.name, t0)
-        self._run({m.name: Script("rm -rf {t} && mkdir -p \"$(dirname {t})\" && cp -R {s} {t}", s=src, t=target)},
-                  f"loading {src}", timeout)
-        self.emit(cluster, "load", "done", m.name, t0)
-
-    def save_output(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> SavedOutput | None:
-        """Copy ``<shared_dir>/<cluster><src>`` to ``dest`` on the master host, size-checked and with a
-        ``MANIFEST.sha256`` (:func:`~fawkes.frameworks.control.save_shared_script`)."""
-        t0 = time.monotonic()
-        m, source = cluster.master, self._shared(cluster, src)
-        refuse_save_inside_clusters(m, dest)
-        self.emit(cluster, "save", f"{source} -> {dest}", m.name, t0)
-        out = self._run({m.name: save_shared_script(source, dest)}, f"saving {source}", timeout)[m.name]
-        return self._saved(cluster, out, dest, t0)
-
-    def teardown(self, cluster: ClusterSpec, *, wipe: bool = True, timeout: float = 120.0) -> OpResult:
-        """Stop the scheduler and every worker (and delete the cluster's directories on the nodes; with
-        ``wipe``, its directory on the shared file system too)."""
-        res = super().teardown(cluster, wipe=wipe, timeout=timeout)
-        if wipe and cluster.framework.shared_dir:
-            self._run({cluster.master.name: Script("rm -rf {d}", d=self.data_dir(cluster))},
-                      "deleting the cluster's shared directory", timeout)
-        return res
-
     # ================================================================== reconfigure
     def reconfigure(self, cluster: ClusterSpec) -> dict[str, list[str]]:
         """Re-render; restart the scheduler first, then the workers, on hosts whose settings changed."""

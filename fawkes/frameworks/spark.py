@@ -18,20 +18,18 @@ of :mod:`fawkes.frameworks.spark_hdfs`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from pathlib import PurePosixPath
 
 from fawkes.errors import FawkesError
-from fawkes.frameworks.base import OpResult, SavedOutput
-from fawkes.frameworks.control import check_problems, refuse_save_inside_clusters, save_shared_script
+from fawkes.frameworks.base import OpResult
+from fawkes.frameworks.control import SharedStorage, check_problems
 from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role
 from fawkes.ssh.shell import Script
 
 
-class SparkDriver(SparkHdfsDriver):
+class SparkDriver(SharedStorage, SparkHdfsDriver):
     kind = "spark"
     roles = (Role.CORE, Role.TR)
     removal_modes = frozenset({"fp", "graceful", "suspend"})
@@ -41,19 +39,6 @@ class SparkDriver(SparkHdfsDriver):
     master_daemons = ("master",)
     path_options = ("spark_home", "shared_dir")
     required_paths = ("spark_home", "shared_dir")
-
-    # ================================================================== paths
-    @staticmethod
-    def data_dir(cluster: ClusterSpec) -> str:
-        """Where the cluster's input and output live on the shared file system."""
-        shared = cluster.framework.shared_dir
-        if not shared:
-            raise FawkesError(f"framework {cluster.framework.name}: kind spark needs --shared-dir")
-        return str(PurePosixPath(shared) / cluster.name)
-
-    def _shared(self, cluster: ClusterSpec, path: str) -> str:
-        """A cluster path (``/input``, ``/output/7``) on the shared file system."""
-        return self.data_dir(cluster) + "/" + path.lstrip("/")
 
     # ================================================================== framework check
     @classmethod
@@ -73,22 +58,6 @@ class SparkDriver(SparkHdfsDriver):
         return check_problems(executor, hosts, script)
 
     # ================================================================== deploy, grow
-    def deploy(self, cluster: ClusterSpec, *, timeout: float = 180.0) -> OpResult:
-        t0 = time.monotonic()
-        m = cluster.master
-        self.emit(cluster, "deploy", f"{len(cluster.nodes)} node(s), master {m.name} ({m.address})", t0=t0)
-        self.push_configs(cluster)
-        phases = {"configs": time.monotonic() - t0}
-        self._run({m.name: Script("mkdir -p {i} {o} && {ms}", i=self._shared(cluster, "input"),
-                                  o=self._shared(cluster, "output"), ms=self._ctl(cluster, m, "start", "master"))},
-                  "starting the Spark master", 120)
-        self._wait(cluster, "the Spark master", lambda: self.master_state(cluster).status == "ALIVE", timeout, t0)
-        self._ctl_each(cluster, {n.name: [("start", "worker")] for n in cluster.nodes}, "starting workers")
-        self._wait_workers(cluster, cluster.nodes, timeout, t0)
-        phases["total"] = time.monotonic() - t0
-        self.emit(cluster, "done", f"deployed in {phases['total']:.1f}s", t0=t0)
-        return OpResult(cluster, phases, tuple(n.name for n in cluster.nodes))
-
     def add_nodes(self, cluster: ClusterSpec, nodes: Sequence[NodeSpec], *, timeout: float = 180.0) -> OpResult:
         bad = [n.name for n in nodes if n.role is Role.TC]
         if bad:
@@ -96,34 +65,8 @@ class SparkDriver(SparkHdfsDriver):
                               f"transient-core nodes ({', '.join(bad)}): grow it by transient nodes")
         return super().add_nodes(cluster, nodes, timeout=timeout)
 
-    # ================================================================== input / output
-    def load_input(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> None:
-        """Copy ``src`` (a file or directory the master host sees) to ``<shared_dir>/<cluster><dest>``."""
-        t0 = time.monotonic()
-        m, target = cluster.master, self._shared(cluster, dest)
-        self.emit(cluster, "load", f"{src} -> {target}", m.name, t0)
-        self._run({m.name: Script("rm -rf {t} && mkdir -p \"$(dirname {t})\" && cp -R {s} {t}", s=src, t=target)},
-                  f"loading {src}", timeout)
-        self.emit(cluster, "load", "done", m.name, t0)
-
-    def save_output(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> SavedOutput | None:
-        """Copy ``<shared_dir>/<cluster><src>`` to ``dest`` on the master host (through
-        ``dest.fawkes-partial``, renamed once its size equals the source's), with a ``MANIFEST.sha256``."""
-        t0 = time.monotonic()
-        m, source = cluster.master, self._shared(cluster, src)
-        refuse_save_inside_clusters(m, dest)
-        self.emit(cluster, "save", f"{source} -> {dest}", m.name, t0)
-        out = self._run({m.name: save_shared_script(source, dest)}, f"saving {source}", timeout)[m.name]
-        return self._saved(cluster, out, dest, t0)
-
-    def teardown(self, cluster: ClusterSpec, *, wipe: bool = True, timeout: float = 120.0) -> OpResult:
-        """Stop every daemon (and delete the cluster's directories on the nodes; with ``wipe``, its
-        directory on the shared file system too, once its output was saved elsewhere)."""
-        res = super().teardown(cluster, wipe=wipe, timeout=timeout)
-        if wipe and cluster.framework.shared_dir:
-            self._run({cluster.master.name: Script("rm -rf {d}", d=self.data_dir(cluster))},
-                      "deleting the cluster's shared directory", timeout)
-        return res
+    def master_ready(self, cluster: ClusterSpec) -> bool:
+        return self.master_state(cluster).status == "ALIVE"
 
     # ================================================================== jobs
     def default_fs(self, cluster: ClusterSpec) -> str:
