@@ -74,13 +74,19 @@ def pids(ex, spec, host: str) -> dict[str, str]:
     return dict(line.split() for line in out.splitlines())
 
 
-def test_reconciler_syncs_from_reality_before_acting(lab, tmp_path):
+def lab_state(lab, tmp_path, options: dict[str, str]) -> tuple[Store, Fleet]:
+    """A SQLite state with the lab's hosts and its spark-hdfs framework ("lab"), and the coordinator's
+    fleet over the lab's inventory."""
     d = dists.ensure_lab_dists()
     store = Store(f"sqlite:///{tmp_path / 'state.db'}")
     inv = load_inventory(lab.inventory_path)
     store.sync_hosts([{"name": h.name, "address": h.address, "cores": 1, "memory_mb": 1024} for h in inv.hosts])
     store.register_framework("lab", "spark-hdfs", spark_home=str(d.spark_home), hdfs_jars=str(d.hdfs_home))
-    fleet = Fleet(store, inv, cluster_options=LAB_OPTIONS)
+    return store, Fleet(store, inv, cluster_options=options)
+
+
+def test_reconciler_syncs_from_reality_before_acting(lab, tmp_path):
+    store, fleet = lab_state(lab, tmp_path, LAB_OPTIONS)
     ex = fleet.ex
     core, tc, tc2 = (h.name for h in lab.hosts[1:4])
     made: list[Reconciler] = []
@@ -187,7 +193,7 @@ def test_reconciler_syncs_from_reality_before_acting(lab, tmp_path):
         # idle cluster's configs and restarts only the daemon whose files changed; the DataNode stays
         spec, _ = fleet.spec(NAME)
         before = pids(ex, spec, core)
-        changed = Fleet(store, inv, cluster_options={**LAB_OPTIONS, "worker_memory_mb": "640"})
+        changed = Fleet(store, fleet.inventory, cluster_options={**LAB_OPTIONS, "worker_memory_mb": "640"})
         r = Reconciler(store, changed)
         made.append(r)
         run_until("the drift re-render", r, lambda: any("configs changed, restarted" in e.message

@@ -16,15 +16,11 @@ import json
 
 import pytest
 
-from fawkes.coordinator.fleet import Fleet
 from fawkes.coordinator.reconcile import OUTPUT_DIR, Reconciler
-from fawkes.frameworks import dists
 from fawkes.frameworks.spark_hdfs import FSSHELL
-from fawkes.inventory import load_inventory
 from fawkes.mechanism import ClusterState, Role
 from fawkes.ssh.shell import Script
-from fawkes.store import Store
-from tests.test_reconcile_lab import run_until
+from tests.test_reconcile_lab import lab_state, run_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
@@ -43,12 +39,7 @@ def hashes(text: str) -> dict[str, str]:
 
 
 def test_released_cluster_keeps_its_output_across_crashes(lab, tmp_path):
-    d = dists.ensure_lab_dists()
-    store = Store(f"sqlite:///{tmp_path / 'state.db'}")
-    inv = load_inventory(lab.inventory_path)
-    store.sync_hosts([{"name": h.name, "address": h.address, "cores": 1, "memory_mb": 1024} for h in inv.hosts])
-    store.register_framework("lab", "spark-hdfs", spark_home=str(d.spark_home), hdfs_jars=str(d.hdfs_home))
-    fleet = Fleet(store, inv, cluster_options=OPTIONS)
+    store, fleet = lab_state(lab, tmp_path, OPTIONS)
     ex = fleet.ex
     master = lab.hosts[4].name
     save_to = f"{lab.node_dir}/team-saved"
