@@ -55,7 +55,7 @@ from fawkes import faults  # noqa: E402
 from fawkes.coordinator.fleet import Fleet  # noqa: E402
 from fawkes.errors import FawkesError  # noqa: E402
 from fawkes.frameworks.render import CONTROL_SCRIPT, ports_for  # noqa: E402
-from fawkes.frameworks.spark_hdfs import FSSHELL  # noqa: E402
+from fawkes.frameworks.hdfs import FSSHELL  # noqa: E402
 from fawkes.inventory import load_inventory  # noqa: E402
 from fawkes.mechanism import Role  # noqa: E402
 from fawkes.ssh.shell import Script  # noqa: E402

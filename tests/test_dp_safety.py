@@ -3,7 +3,7 @@ tests/test_dp_safety_lab.py)."""
 
 from __future__ import annotations
 
-from fawkes.frameworks.spark_hdfs import unsafe_blocks
+from fawkes.frameworks.hdfs import unsafe_blocks
 
 FSCK_LOCATIONS = """\
 /a.txt 12 bytes, 1 block(s):  OK

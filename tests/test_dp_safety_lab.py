@@ -14,14 +14,14 @@ block's locations) that no closed file keeps a block only on the leaving nodes b
 from __future__ import annotations
 
 import os
-import time
 import urllib.request
 
 import pytest
 
 from fawkes.frameworks.base import ProgressEvent
 from fawkes.frameworks.render import ports_for
-from fawkes.frameworks.spark_hdfs import FSSHELL, SparkHdfsDriver
+from fawkes.frameworks.hdfs import FSSHELL
+from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
 from fawkes.frameworks.spec import ClusterSpec
 from fawkes.mechanism.model import Role
 from fawkes.ssh.shell import Script

@@ -17,7 +17,7 @@ import json
 import pytest
 
 from fawkes.coordinator.reconcile import OUTPUT_DIR, Reconciler
-from fawkes.frameworks.spark_hdfs import FSSHELL
+from fawkes.frameworks.hdfs import FSSHELL
 from fawkes.mechanism import ClusterState, Role
 from fawkes.ssh.shell import Script
 from tests.test_reconcile_lab import lab_state, run_until

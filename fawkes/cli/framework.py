@@ -24,7 +24,7 @@ def framework() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the paths as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def dists_cmd(install: bool, as_json: bool, quiet: bool) -> None:
-    """Obtain and cache the lab's distributions (Spark 4 from pyspark, HDFS 2.7.3 jars).
+    """Obtain and cache the lab's distributions (Spark 4 from pyspark, HDFS 2.7.3 jars, Flink 2.3 from its wheels).
 
     The HDFS 2.7.3 jars are end-of-life and for tests and the lab only.
     """
@@ -36,9 +36,12 @@ def dists_cmd(install: bool, as_json: bool, quiet: bool) -> None:
         return
     click.echo(f"spark_home   {d.spark_home}  (Spark {d.spark_version})")
     click.echo(f"hdfs_jars    {d.hdfs_home}  (HDFS {d.hdfs_version}, tests only)")
+    click.echo(f"flink_home   {d.flink_home}  (Flink {dists.FLINK_VERSION}; its word count: {d.flink_apps})")
     click.echo(f"java         {d.java}")
     click.echo("register with: fawkes framework add lab --kind spark-hdfs "
                f"--spark-home {d.spark_home} --hdfs-jars {d.hdfs_home}")
+    click.echo("          or: fawkes framework add lab-flink --kind flink-hdfs "
+               f"--flink-home {d.flink_home} --hdfs-jars {d.hdfs_home}")
 
 
 def _inventory(path: str | None, config: str | None):
@@ -58,6 +61,7 @@ def _show(fw) -> dict:
     p = fw.paths or {}
     return {"name": fw.name, "kind": fw.kind, "spark_home": p.get("spark_home"), "hadoop_home": p.get("hadoop_home"),
             "hdfs_jars": p.get("hdfs_jars"), "shared_dir": p.get("shared_dir"), "python": p.get("python"),
+            "flink_home": p.get("flink_home"),
             "java_home": fw.java_home}
 
 
@@ -65,6 +69,8 @@ def _show(fw) -> dict:
 _LIVE = {"spark-hdfs": (True, "Spark from pyspark, HDFS 2.7.3 jars from the pyspark 2.4.8 sdist (lab only)"),
          "spark": (True, "Spark from pyspark; input and output on a directory every host sees"),
          "dask": (True, "Dask distributed from PyPI (the lab extra); input and output on a directory every host sees"),
+         "flink-hdfs": (True, "Flink from the PyPI wheels apache-flink + apache-flink-libraries, HDFS 2.7.3 jars "
+                        "(lab only)"),
          "hadoop3": (False, "render-only: YARN and Hadoop 3 daemons cannot be obtained on this machine")}
 
 
@@ -92,6 +98,8 @@ def kind_rows() -> list[dict]:
         if live and k == "dask" and not dask_here:
             live, why = False, why + "; not here: pip install distributed (or fawkes[lab])"
         elif live and "spark_home" in d.required_paths and not spark_here:
+            live, why = False, why + "; not here: run 'fawkes framework dists' first"
+        elif live and "flink_home" in d.required_paths and not dists.flink_ready():
             live, why = False, why + "; not here: run 'fawkes framework dists' first"
         rows.append({"kind": k, "roles": [r.value for r in d.roles], "removal_modes": sorted(d.removal_modes),
                      "default_shrink_mode": d.default_shrink_mode, "signals": sorted(d.signals),
@@ -123,10 +131,13 @@ def kinds_cmd(as_json: bool) -> None:
 
 @framework.command("add")
 @click.argument("name")
-@click.option("--kind", required=True, help="Framework kind (spark-hdfs, spark, dask: fawkes framework kinds).")
+@click.option("--kind", required=True, help="Framework kind (spark-hdfs, spark, dask, flink-hdfs: fawkes framework kinds).")
 @click.option("--spark-home", default=None, help="spark-hdfs, spark: Spark distribution on every host.")
-@click.option("--hadoop-home", default=None, help="spark-hdfs: Hadoop 3.x installation on every host (real deployments).")
-@click.option("--hdfs-jars", default=None, help="spark-hdfs: HDFS jar dir (jars/ + webapps/) on every host: the lab's HDFS 2.7.3.")
+@click.option("--hadoop-home", default=None,
+              help="spark-hdfs, flink-hdfs: Hadoop 3.x installation on every host (real deployments).")
+@click.option("--hdfs-jars", default=None,
+              help="spark-hdfs, flink-hdfs: HDFS jar dir (jars/ + webapps/) on every host: the lab's HDFS 2.7.3.")
+@click.option("--flink-home", default=None, help="flink-hdfs: Flink distribution on every host (bin/jobmanager.sh, lib/).")
 @click.option("--shared-dir", default=None, help="spark, dask: a directory every host sees (NFS, Lustre) for input and output.")
 @click.option("--python", "python_path", default=None,
               help="dask: the Python on every host with distributed installed (default: the one fawkes runs under).")
@@ -137,7 +148,7 @@ def kinds_cmd(as_json: bool) -> None:
 @click.option("--replace", is_flag=True, help="Update an existing registration.")
 @click.option("--config", default=None, help="Coordinator config file.")
 @click.option("--state", default=None, envvar="FAWKES_STATE", help="State URL or SQLite file.")
-def add(name, kind, spark_home, hadoop_home, hdfs_jars, shared_dir, python_path, java_home, inventory_path, hosts,
+def add(name, kind, spark_home, hadoop_home, hdfs_jars, flink_home, shared_dir, python_path, java_home, inventory_path, hosts,
         no_check, replace, config, state) -> None:
     """Register framework NAME after checking it on the hosts (files exist, Java runs)."""
     from fawkes.config import open_store
@@ -148,7 +159,7 @@ def add(name, kind, spark_home, hadoop_home, hdfs_jars, shared_dir, python_path,
 
     drv = driver_class(kind)  # unknown kind: one line
     given = {"spark_home": spark_home, "hadoop_home": hadoop_home, "hdfs_jars": hdfs_jars, "shared_dir": shared_dir,
-             "python": python_path}
+             "python": python_path, "flink_home": flink_home}
     opts = ", ".join("--" + o.replace("_", "-") for o in drv.path_options)
     foreign = [k for k, v in given.items() if v is not None and k not in drv.path_options]
     if foreign:
@@ -158,7 +169,7 @@ def add(name, kind, spark_home, hadoop_home, hdfs_jars, shared_dir, python_path,
     if missing:
         raise FawkesError(f"framework {name}: kind {kind} needs --{missing[0].replace('_', '-')} (its options: {opts})")
     fw = FrameworkPaths(name, kind, spark_home or "", hadoop_home=hadoop_home, hdfs_jars=hdfs_jars,
-                        java_home=java_home, shared_dir=shared_dir, python=python_path)
+                        java_home=java_home, shared_dir=shared_dir, python=python_path, flink_home=flink_home)
     if not no_check:
         inv = _inventory(inventory_path, config)
         problems = check_on_hosts(fw, inv, list(hosts) or None,
@@ -171,7 +182,8 @@ def add(name, kind, spark_home, hadoop_home, hdfs_jars, shared_dir, python_path,
         click.echo(f"[framework] {name}: ok on {len(problems)} host(s)", err=True)
     with open_store(state, create=True) as store:
         store.register_framework(name, kind, spark_home=spark_home, hadoop_home=hadoop_home, hdfs_jars=hdfs_jars,
-                                 shared_dir=shared_dir, python=python_path, java_home=java_home, replace=replace)
+                                 shared_dir=shared_dir, python=python_path, flink_home=flink_home, java_home=java_home,
+                                 replace=replace)
     click.echo(f"framework {name} ({kind}) registered")
 
 

@@ -322,7 +322,7 @@ def _module_of(kind: str) -> str:
     return "fawkes.frameworks." + kind.replace("-", "_")
 
 
-_SKIP = {"base", "control", "dists", "metrics", "render", "spec", "registry"}
+_SKIP = {"base", "control", "dists", "hdfs", "metrics", "render", "sample", "spec", "registry"}
 
 
 def kinds() -> list[str]:

@@ -1,5 +1,9 @@
 """Obtain and cache the lab's framework distributions (tests and the lab only).
 
+* Flink 2.3: the wheels ``apache-flink`` (bin/, conf/) and ``apache-flink-libraries`` (lib/, plugins/,
+  bin/bash-java-utils.jar) from PyPI, downloaded with ``--no-deps`` and unpacked into
+  ``~/.cache/fawkes/flink-2.3.0``; the lab's Flink word count (``fawkes/apps/flink``) is compiled against it.
+
 * Spark 4: the ``pyspark`` package from PyPI is a full Spark distribution; ``SPARK_HOME`` is
   the installed package directory (``bin/spark-class``, ``sbin/spark-daemon.sh``, ``jars/``).
 * HDFS 2.7.3: the ``pyspark==2.4.8`` sdist carries ``deps/jars/hadoop-hdfs-2.7.3.jar`` and the
@@ -37,6 +41,10 @@ Progress = Callable[[str], None]
 PYSPARK_LAB_VERSION = "4.3.0"
 HDFS_SDIST_VERSION = "2.4.8"
 HDFS_VERSION = "2.7.3"
+FLINK_VERSION = "2.3.0"
+#: what a Flink home needs of the two PyPI wheels (``apache-flink`` ships bin/ and conf/, ``apache-flink-libraries``
+#: bin/bash-java-utils.jar, lib/ and plugins/): the daemons, the ``flink`` client and the Hadoop file system
+FLINK_PARTS = ("bin", "conf", "lib", "plugins")
 
 #: jar-name patterns (without version suffix) needed for NN, DN, FsShell, DFSAdmin, DFSck
 HDFS_JARS: tuple[str, ...] = (
@@ -89,6 +97,8 @@ class LabDists:
     hdfs_home: Path  # holds jars/ and webapps/ (the webapps dir's parent goes on the classpath)
     hdfs_version: str
     java: str
+    flink_home: Path
+    flink_apps: Path  # the lab's Flink jobs (the word count), compiled against flink_home
 
     def as_dict(self) -> dict[str, str]:
         return {k: str(v) for k, v in asdict(self).items()}
@@ -241,6 +251,109 @@ def ensure_hdfs_jars(*, progress: Progress | None = None) -> Path:
     return home
 
 
+# --------------------------------------------------------------------------- Flink
+def flink_home() -> Path:
+    return cache_root() / f"flink-{FLINK_VERSION}"
+
+
+def check_flink_home(home: Path) -> None:
+    for rel in ("bin/flink-console.sh", "bin/config.sh", "bin/flink", "bin/bash-java-utils.jar",
+                f"lib/flink-dist-{FLINK_VERSION}.jar"):
+        if not (home / rel).exists():
+            raise FawkesError(f"{home} is not a Flink distribution: {rel} is missing")
+
+
+def flink_ready(home: Path | None = None) -> bool:
+    try:
+        check_flink_home(home or flink_home())
+    except FawkesError:
+        return False
+    return True
+
+
+def ensure_flink_home(*, progress: Progress | None = None) -> Path:
+    """A Flink home (bin/, conf/, lib/, plugins/) unpacked from the PyPI wheels ``apache-flink`` and
+    ``apache-flink-libraries`` (downloaded once with ``--no-deps``: the daemons need none of the Python
+    packages their metadata pulls in) into ``<cache>/flink-<version>`` (idempotent)."""
+    import zipfile
+
+    home = flink_home()
+    if flink_ready(home):
+        _say(progress, f"Flink {FLINK_VERSION} already in {home}")
+        return home
+    dl = cache_root() / "dl" / "flink"
+    dl.mkdir(parents=True, exist_ok=True)
+    wheels = sorted(dl.glob(f"apache_flink*-{FLINK_VERSION}-*.whl"))
+    if len(wheels) < 2:
+        _say(progress, f"downloading apache-flink=={FLINK_VERSION} and apache-flink-libraries (about 330 MB) into {dl}")
+        _pip("download", "-q", "--disable-pip-version-check", "--no-deps", "--only-binary", ":all:",
+             "--python-version", "3.11", "-d", str(dl), f"apache-flink=={FLINK_VERSION}",
+             f"apache-flink-libraries=={FLINK_VERSION}")
+        wheels = sorted(dl.glob(f"apache_flink*-{FLINK_VERSION}-*.whl"))
+    if len(wheels) < 2:
+        raise FawkesError(f"pip download did not produce both Flink wheels in {dl}")
+    home.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".flink-{FLINK_VERSION}-", dir=home.parent))
+    try:
+        for whl in wheels:
+            _say(progress, f"unpacking {whl.name}")
+            with zipfile.ZipFile(whl) as z:
+                for info in z.infolist():
+                    parts = info.filename.split("/")
+                    if parts[0] != "pyflink" or len(parts) < 3 or parts[1] not in FLINK_PARTS or info.is_dir():
+                        continue
+                    target = tmp.joinpath(*parts[1:])
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with z.open(info) as src, open(target, "wb") as out:
+                        shutil.copyfileobj(src, out)
+                    if parts[1] == "bin":
+                        target.chmod(0o755)
+        (tmp / "log").mkdir(exist_ok=True)
+        check_flink_home(tmp)
+        (tmp / "MANIFEST.json").write_text(json.dumps(
+            {"flink": FLINK_VERSION, "source": [w.name for w in wheels], "parts": list(FLINK_PARTS)}, indent=1) + "\n")
+        if home.exists():
+            shutil.rmtree(home)
+        tmp.rename(home)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    _say(progress, f"Flink {FLINK_VERSION} in {home}")
+    return home
+
+
+def flink_apps_jar(*, progress: Progress | None = None) -> Path:
+    """The lab's Flink jobs (``fawkes/apps/flink/*.java``; the word count is the jar's main class) compiled
+    against the cached Flink home into ``<cache>/flink-apps/<digest of the sources>/fawkes-flink-apps.jar``
+    (idempotent; needs javac).
+    Tests and the lab only: real deployments submit their own jars."""
+    home = ensure_flink_home(progress=progress)
+    sources = sorted((Path(__file__).resolve().parent.parent / "apps" / "flink").glob("*.java"))
+    if not sources:
+        raise FawkesError("no Flink job sources in fawkes/apps/flink")
+    digest = hashlib.sha256(FLINK_VERSION.encode())
+    for src in sources:
+        digest.update(src.name.encode() + b"\0" + src.read_bytes())
+    out = cache_root() / "flink-apps" / digest.hexdigest()[:16] / "fawkes-flink-apps.jar"
+    if out.is_file():
+        return out
+    javac = shutil.which("javac")
+    if not javac:
+        raise FawkesError("javac not found: install a JDK (17), e.g. apt-get install default-jdk-headless")
+    _say(progress, f"compiling {len(sources)} Flink job(s) into {out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".flink-apps-", dir=out.parent) as tmp:
+        cp = f"{home}/lib/flink-dist-{FLINK_VERSION}.jar:{home}/lib/flink-connector-files-{FLINK_VERSION}.jar"
+        for argv in ([javac, "-nowarn", "-d", f"{tmp}/classes", "-cp", cp, *map(str, sources)],
+                     [str(Path(javac).with_name("jar")), "cfe", f"{tmp}/apps.jar", "fawkes.apps.FlinkWordCount",
+                      "-C", f"{tmp}/classes", "."]):
+            proc = subprocess.run(argv, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise FawkesError(f"{Path(argv[0]).name} failed: {(proc.stderr or proc.stdout).strip()[-300:]}")
+        os.replace(f"{tmp}/apps.jar", out)
+    return out
+
+
 def java_bin(java_home: Path | None = None) -> str:
     if java_home:
         return str(Path(java_home) / "bin" / "java")
@@ -258,5 +371,6 @@ def ensure_lab_dists(*, install: bool = False, progress: Progress | None = None)
     home = spark_home(install=install, progress=progress)
     _say(progress, f"Spark home: {home}")
     hdfs = ensure_hdfs_jars(progress=progress)
+    apps = flink_apps_jar(progress=progress)
     return LabDists(spark_home=home, spark_version=spark_version(home), hdfs_home=hdfs,
-                    hdfs_version=HDFS_VERSION, java=java_bin())
+                    hdfs_version=HDFS_VERSION, java=java_bin(), flink_home=flink_home(), flink_apps=apps)

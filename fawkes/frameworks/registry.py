@@ -21,7 +21,7 @@ def paths_of(record) -> FrameworkPaths:
     p = record.paths or {}
     return FrameworkPaths(name=record.name, kind=record.kind, spark_home=p.get("spark_home") or "",
                           hadoop_home=p.get("hadoop_home"), hdfs_jars=p.get("hdfs_jars"), java_home=record.java_home,
-                          shared_dir=p.get("shared_dir"), python=p.get("python"))
+                          shared_dir=p.get("shared_dir"), python=p.get("python"), flink_home=p.get("flink_home"))
 
 
 def check_on_hosts(framework: FrameworkPaths, inventory, hosts: Sequence[str] | None = None,

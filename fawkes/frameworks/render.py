@@ -10,6 +10,9 @@ Template sets (``templates/<set>/``):
 * ``spark-hdfs``: Spark standalone + HDFS (the lab's Spark 4 + HDFS 2.7.3, or Hadoop 3 HDFS).
 * ``spark``: Spark standalone on shared storage (its Spark files and control script are spark-hdfs's).
 * ``dask``: Dask distributed on shared storage (settings and the control script of the scheduler and workers).
+* ``flink-hdfs``: Flink standalone (its ``config.yaml``, daemon settings, log4j2 files and control script)
+  with the HDFS configs in ``hdfs/``, shared with ``spark-hdfs``; ``control/`` holds what their control
+  scripts share.
 * ``hadoop3``: HDFS + YARN configs for real Hadoop 3.x deployments (rendered and checked in tests;
   no YARN daemon runs on the development machine).
 """
@@ -48,10 +51,10 @@ TEMPLATE_SETS: dict[str, tuple[TemplateFile, ...]] = {
         TemplateFile("spark-hdfs/spark-defaults.conf.j2", "conf/spark-defaults.conf", "spark"),
         TemplateFile("spark-hdfs/metrics.properties.j2", "conf/metrics.properties", "spark"),
         TemplateFile("spark-hdfs/log4j2.properties.j2", "conf/log4j2.properties", "spark"),
-        TemplateFile("spark-hdfs/core-site.xml.j2", "conf/core-site.xml", "hdfs"),
-        TemplateFile("spark-hdfs/hdfs-site.xml.j2", "conf/hdfs-site.xml", "hdfs"),
-        TemplateFile("spark-hdfs/log4j.properties.j2", "conf/log4j.properties", "hdfs"),
-        TemplateFile("spark-hdfs/hadoop-env.sh.j2", "conf/hadoop-env.sh", "hdfs"),
+        TemplateFile("hdfs/core-site.xml.j2", "conf/core-site.xml", "hdfs"),
+        TemplateFile("hdfs/hdfs-site.xml.j2", "conf/hdfs-site.xml", "hdfs"),
+        TemplateFile("hdfs/log4j.properties.j2", "conf/log4j.properties", "hdfs"),
+        TemplateFile("hdfs/hadoop-env.sh.j2", "conf/hadoop-env.sh", "hdfs"),
         TemplateFile("spark-hdfs/fawkes-daemon.sh.j2", "bin/fawkes-daemon.sh", "control", mode=0o755),
     ),
     # kind spark (Spark standalone on shared storage): the Spark files and the control script of spark-hdfs,
@@ -68,6 +71,18 @@ TEMPLATE_SETS: dict[str, tuple[TemplateFile, ...]] = {
         TemplateFile("dask/dask-env.sh.j2", "conf/dask-env.sh", "dask"),
         TemplateFile("dask/fawkes-daemon.sh.j2", "bin/fawkes-daemon.sh", "control", mode=0o755),
     ),
+    # kind flink-hdfs: Flink standalone (a session cluster) over the HDFS of spark-hdfs
+    "flink-hdfs": (
+        TemplateFile("flink-hdfs/config.yaml.j2", "conf/config.yaml", "flink"),
+        TemplateFile("flink-hdfs/flink-env.sh.j2", "conf/flink-env.sh", "flink"),
+        TemplateFile("flink-hdfs/log4j-console.properties.j2", "conf/log4j-console.properties", "flink"),
+        TemplateFile("flink-hdfs/log4j-cli.properties.j2", "conf/log4j-cli.properties", "meta"),
+        TemplateFile("hdfs/core-site.xml.j2", "conf/core-site.xml", "hdfs"),
+        TemplateFile("hdfs/hdfs-site.xml.j2", "conf/hdfs-site.xml", "hdfs"),
+        TemplateFile("hdfs/log4j.properties.j2", "conf/log4j.properties", "hdfs"),
+        TemplateFile("hdfs/hadoop-env.sh.j2", "conf/hadoop-env.sh", "hdfs"),
+        TemplateFile("flink-hdfs/fawkes-daemon.sh.j2", "bin/fawkes-daemon.sh", "control", mode=0o755),
+    ),
     "hadoop3": (
         TemplateFile("hadoop3/core-site.xml.j2", "conf/core-site.xml", "hdfs"),
         TemplateFile("hadoop3/hdfs-site.xml.j2", "conf/hdfs-site.xml", "hdfs"),
@@ -77,9 +92,20 @@ TEMPLATE_SETS: dict[str, tuple[TemplateFile, ...]] = {
         TemplateFile("hadoop3/workers.j2", "conf/workers", "meta", where="master"),
     ),
 }
-COMPONENTS = ("spark", "hdfs", "yarn", "dask")
+COMPONENTS = ("spark", "hdfs", "yarn", "dask", "flink")
 #: kind dask: the scheduler's ports on the master's address (its workers' ports are chosen by Dask)
 DASK_PORTS = {"scheduler": 8786, "dashboard": 8787}
+#: kind flink-hdfs: the JobManager's RPC and REST (web UI) ports on the master's address (TaskManagers: any)
+FLINK_PORTS = {"jobmanager_rpc": 6123, "rest": 8081}
+#: Flink on Java 17 needs these (as Flink's own conf/config.yaml sets them in env.java.opts.all)
+FLINK_JAVA_OPENS = " ".join(
+    [f"--add-exports={m}=ALL-UNNAMED" for m in (
+        "java.rmi/sun.rmi.registry", "jdk.compiler/com.sun.tools.javac.api", "jdk.compiler/com.sun.tools.javac.file",
+        "jdk.compiler/com.sun.tools.javac.parser", "jdk.compiler/com.sun.tools.javac.tree",
+        "jdk.compiler/com.sun.tools.javac.util", "java.security.jgss/sun.security.krb5")]
+    + [f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
+        "java.lang", "java.net", "java.io", "java.nio", "sun.nio.ch", "java.lang.reflect", "java.text", "java.time",
+        "java.util", "java.util.concurrent", "java.util.concurrent.atomic", "java.util.concurrent.locks")])
 EXCLUDE_FILE = "conf/dfs.exclude"
 CONTROL_SCRIPT = "bin/fawkes-daemon.sh"
 
@@ -105,6 +131,9 @@ DEFAULT_OPTIONS: dict[str, str] = {
     "replication_max_streams": "4",
     "replication_max_streams_hard": "8",
     "replication_work_multiplier": "4",
+    # flink-hdfs only: the JobManager's and each TaskManager's whole process (Flink's *.memory.process.size)
+    "flink_jm_memory": "768m",
+    "flink_tm_memory": "1024m",
     # hadoop3/YARN only
     "yarn_min_allocation_mb": "256",
     "graceful_decommission_timeout_s": "3600",
@@ -115,7 +144,8 @@ DEFAULT_OPTIONS: dict[str, str] = {
 _INT_MAX = 2**31 - 1  # a Java int: every integer option ends up in a Java config
 _SIZE = re.compile(r"[1-9][0-9]{0,12}[kKmMgGtT]?")  # a JVM memory size / HDFS block size: 512m, 1g, 134217728
 _JVM_FLAGS = re.compile(r"(-[A-Za-z0-9:+=._/-]+)( -[A-Za-z0-9:+=._/-]+)*")
-_SIZE_OPTS = ("blocksize", "spark_daemon_memory", "nn_heap", "dn_heap", "tool_heap", "executor_memory")
+_SIZE_OPTS = ("blocksize", "spark_daemon_memory", "nn_heap", "dn_heap", "tool_heap", "executor_memory",
+              "flink_jm_memory", "flink_tm_memory")
 _INT_OPTS = ("replication", "worker_timeout_s", "heartbeat_s", "recheck_ms", "decommission_interval_s",
              "decommission_retry_s",
              "replication_max_streams", "replication_max_streams_hard", "replication_work_multiplier",
@@ -248,6 +278,8 @@ def context(cluster: ClusterSpec, node: NodeSpec) -> dict[str, object]:
         "worker_memory_mb": int(opt["worker_memory_mb"] or node.memory_mb),
         "python": fw.python or sys.executable,  # kind dask: the hosts' Python (the lab: fawkes' own)
         "dask_ports": DASK_PORTS,
+        "flink_ports": FLINK_PORTS,
+        "flink_java_opens": FLINK_JAVA_OPENS,
     }
 
 
@@ -301,4 +333,4 @@ def render_cluster(cluster: ClusterSpec, hosts: Iterable[str] | None = None,
 def render_exclude(addresses: Iterable[str]) -> str:
     """The HDFS exclude file (``dfs.hosts.exclude``): one address a line, sorted."""
     env = _env(str(data_dir("templates")))
-    return env.get_template("spark-hdfs/dfs.exclude.j2").render(excluded=sorted(set(addresses)))
+    return env.get_template("hdfs/dfs.exclude.j2").render(excluded=sorted(set(addresses)))

@@ -39,6 +39,8 @@ class FrameworkPaths:
     #: kind ``dask``: the Python interpreter on every host that has ``distributed`` installed (None: the
     #: interpreter fawkes runs under, as in the lab where every host sees the same machine)
     python: str | None = None
+    #: kind ``flink-hdfs``: the Flink distribution on every host (bin/jobmanager.sh, lib/flink-dist-*.jar)
+    flink_home: str | None = None
 
     def __post_init__(self) -> None:
         check_name("framework", self.name)
@@ -51,7 +53,7 @@ class FrameworkPaths:
                               "--hdfs-jars")
         for label, p in (("spark home", self.spark_home or None), ("hadoop home", self.hadoop_home),
                          ("hdfs jars", self.hdfs_jars), ("java home", self.java_home),
-                         ("shared dir", self.shared_dir), ("python", self.python)):
+                         ("shared dir", self.shared_dir), ("python", self.python), ("flink home", self.flink_home)):
             if p is not None and (not isinstance(p, str) or not p.startswith("/") or re.search(r"\s", p)
                                   or not p.isprintable()):
                 raise FawkesError(f"framework {self.name}: {label} must be an absolute path without spaces: {p!r}")
@@ -76,7 +78,7 @@ class FrameworkPaths:
     def as_dict(self) -> dict[str, str | None]:
         return {"name": self.name, "kind": self.kind, "spark_home": self.spark_home,
                 "hadoop_home": self.hadoop_home, "hdfs_jars": self.hdfs_jars, "java_home": self.java_home,
-                "shared_dir": self.shared_dir, "python": self.python}
+                "shared_dir": self.shared_dir, "python": self.python, "flink_home": self.flink_home}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,77 @@
+// The lab's Flink word count (kind flink-hdfs): a real batch job of the DataStream API, compiled against the
+// Flink distribution by `fawkes framework dists` (fawkes.frameworks.dists.ensure_flink_apps); tests and the lab only.
+//
+// usage: FlinkWordCount INPUT OUTPUT PARTITIONS SLEEP_PER_PARTITION_S   (the same usage as wordcount.py)
+//
+// The lines of INPUT are spread over PARTITIONS tasks that split them into words; each of those tasks first
+// sleeps SLEEP_PER_PARTITION_S seconds, so the job lasts long enough to grow and shrink the cluster while it
+// runs, and a cluster that grows gives its waiting tasks the new slots (batch mode schedules each task once a
+// slot is free).  The counts are written by 4 tasks as "word<TAB>count" lines
+// into part files directly under OUTPUT.
+package fawkes.apps;
+
+import org.apache.flink.api.common.RuntimeExecutionMode;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.functions.RichFlatMapFunction;
+import org.apache.flink.api.common.serialization.SimpleStringEncoder;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.java.tuple.Tuple2;
+import org.apache.flink.connector.file.sink.FileSink;
+import org.apache.flink.connector.file.src.FileSource;
+import org.apache.flink.connector.file.src.reader.TextLineInputFormat;
+import org.apache.flink.core.fs.Path;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.functions.sink.filesystem.bucketassigners.BasePathBucketAssigner;
+import org.apache.flink.util.Collector;
+
+public class FlinkWordCount {
+    public static void main(String[] args) throws Exception {
+        if (args.length != 4) {
+            System.err.println("usage: FlinkWordCount INPUT OUTPUT PARTITIONS SLEEP_PER_PARTITION_S");
+            System.exit(2);
+        }
+        int parts = Integer.parseInt(args[2]);
+        double sleep = Double.parseDouble(args[3]);
+        if (parts < 1 || parts > 100000 || !(sleep >= 0 && sleep <= 86400)) {
+            System.err.println("PARTITIONS must be 1..100000 and SLEEP_PER_PARTITION_S 0..86400");
+            System.exit(2);
+        }
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
+        env.setRuntimeMode(RuntimeExecutionMode.BATCH);
+        FileSource<String> src = FileSource.forRecordStreamFormat(new TextLineInputFormat(), new Path(args[0])).build();
+        DataStream<String> lines = env.fromSource(src, WatermarkStrategy.noWatermarks(), "lines").setParallelism(1);
+        DataStream<Tuple2<String, Long>> words = lines.rebalance().flatMap(new Split(sleep)).setParallelism(parts)
+                .returns(Types.TUPLE(Types.STRING, Types.LONG));
+        DataStream<String> counts = words.keyBy(t -> t.f0)
+                .reduce((a, b) -> new Tuple2<>(a.f0, a.f1 + b.f1)).setParallelism(4)
+                .map(t -> t.f0 + "\t" + t.f1).returns(Types.STRING).setParallelism(4);
+        counts.sinkTo(FileSink.forRowFormat(new Path(args[1]), new SimpleStringEncoder<String>("UTF-8"))
+                .withBucketAssigner(new BasePathBucketAssigner<>()).build()).setParallelism(4);
+        env.execute();
+    }
+
+    /** Sleeps the given seconds at its start, then one (word, 1) per word of each line. */
+    static class Split extends RichFlatMapFunction<String, Tuple2<String, Long>> {
+        private final double sleep;
+
+        Split(double sleep) {
+            this.sleep = sleep;
+        }
+
+        @Override
+        public void open(OpenContext ctx) throws InterruptedException {
+            Thread.sleep((long) (sleep * 1000));
+        }
+
+        @Override
+        public void flatMap(String line, Collector<Tuple2<String, Long>> out) {
+            for (String w : line.split("\\s+")) {
+                if (!w.isEmpty()) {
+                    out.collect(new Tuple2<>(w, 1L));
+                }
+            }
+        }
+    }
+}
