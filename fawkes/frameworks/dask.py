@@ -115,6 +115,11 @@ class DaskDriver(SharedStorage, ControlScriptDriver):
         """Registered workers by their ``--name`` (the node's name)."""
         return {str(w.get("name")): w for w in self.identity(cluster).get("workers", {}).values()}
 
+    def workers_alive(self, cluster: ClusterSpec) -> set[str]:
+        """The addresses of the cluster's nodes whose worker the scheduler counts as running."""
+        ws = self.workers_by_name(cluster)
+        return {n.address for n in cluster.nodes if n.name in ws and ws[n.name].get("status", "running") == "running"}
+
     # ================================================================== framework check
     @classmethod
     def check_framework(cls, executor, framework: FrameworkPaths, hosts: Sequence[str]) -> dict[str, list[str]]:
