@@ -67,10 +67,26 @@ class DemoPlan:
     sample_period_s: float = 2.0
     tau: float = 0.5
     grow_type: str = "transient-core"
+    #: the framework kind of each cluster, in the order of ``clusters`` (empty: every one spark-hdfs); a pool
+    #: of several kinds grows by transient nodes (kind dask has no transient-core role)
+    kinds: tuple[str, ...] = ()
 
     @property
     def job_args(self) -> tuple[str, ...]:
         return ("{input}", "{output}", str(self.partitions), f"{self.core_s:g}")
+
+    def kind_of(self, cluster: str) -> str:
+        return self.kinds[self.clusters.index(cluster)] if self.kinds else "spark-hdfs"
+
+
+#: the mixed pool (issue 24): one Spark, one Flink and one Dask MR-cluster on the same hosts, a burst of
+#: CPU-bound jobs on each in turn
+MIXED_PLAN = DemoPlan(clusters=("spark", "flink", "dask"), kinds=("spark-hdfs", "flink-hdfs", "dask"),
+                      grow_type="transient",
+                      stream=((0, "spark"), (10, "spark"), (120, "flink"), (130, "flink"), (240, "dask"),
+                              (250, "dask")))
+#: the framework registered for each kind in a demo's state (the kinds' lab distributions)
+FRAMEWORK_OF = {"spark-hdfs": "lab", "flink-hdfs": "lab-flink", "dask": "lab-dask"}
 
 
 #: Settings the live runs give a policy on top of its own (a period of 10 s instead of 120 s)
@@ -98,7 +114,7 @@ def preset_for(policy: str, plan: DemoPlan) -> dict:
 @dataclass
 class Outcome:
     policy: str
-    reference_s: float
+    reference_s: float | dict[str, float]  # R, or R per cluster (a mixed pool)
     jobs: list[dict] = field(default_factory=list)
     reconfigurations: int = 0
     ticks: int = 0
@@ -192,15 +208,27 @@ class Session:
         self.proc = None
 
     def setup_clusters(self) -> None:
-        self.store.register_framework("lab", "spark-hdfs", spark_home=str(self.dists.spark_home),
-                                      hdfs_jars=str(self.dists.hdfs_home), replace=True)
+        d = self.dists
+        paths = {"spark-hdfs": {"spark_home": str(d.spark_home), "hdfs_jars": str(d.hdfs_home)},
+                 "flink-hdfs": {"flink_home": str(d.flink_home), "hdfs_jars": str(d.hdfs_home)},
+                 "dask": {"shared_dir": str(self.workdir / "shared")}}
+        (self.workdir / "shared").mkdir(exist_ok=True)
+        for kind in sorted({self.plan.kind_of(c) for c in self.plan.clusters}):
+            self.store.register_framework(FRAMEWORK_OF[kind], kind, replace=True, **paths[kind])
         for i, name in enumerate(self.plan.clusters):
             src = self.workdir / f"{name}.txt"
             src.write_text(words(400, i))
-            self.store.request_cluster(name, framework="lab", min_core=self.plan.min_core, input_path=str(src))
+            self.store.request_cluster(name, framework=FRAMEWORK_OF[self.plan.kind_of(name)],
+                                       min_core=self.plan.min_core, input_path=str(src))
+
+    def job_argv(self, cluster: str) -> list[str]:
+        """The CPU-bound job of ``cluster``'s kind (burn.py, FlinkBurn, dask_burn.py), with the plan's arguments."""
+        app = {"spark-hdfs": [str(APP)], "dask": [str(APP.with_name("dask_burn.py"))],
+               "flink-hdfs": ["-c", "fawkes.apps.FlinkBurn", str(self.dists.flink_apps)]}[self.plan.kind_of(cluster)]
+        return [*app, *self.plan.job_args]
 
     def submit(self, cluster: str, ref_runtime: float | None = None) -> int:
-        return self.store.submit_job(cluster, [str(APP), *self.plan.job_args], input_path="/input",
+        return self.store.submit_job(cluster, self.job_argv(cluster), input_path="/input",
                                      ref_runtime=ref_runtime).id
 
     def wait(self, what: str, cond, timeout: float, show=None) -> None:
@@ -291,12 +319,13 @@ def remember_reference(plan: DemoPlan, r: float, path: Path) -> None:
     tmp.replace(path)
 
 
-def calibrate(s: Session, show=None) -> float:
-    """Run one job alone on the first cluster at its minimum (policy None): the reference runtime R."""
+def calibrate(s: Session, show=None, cluster: str | None = None) -> float:
+    """Run one job alone on ``cluster`` (default: the first) at its minimum (policy None): the reference
+    runtime R."""
     s.start("None")
     s.wait("the active MR-clusters", s.active, 600, show)
     s.wait("every cluster at its minimum", s.at_minimum, 300, show)
-    j = s.submit(s.plan.clusters[0])
+    j = s.submit(cluster or s.plan.clusters[0])
     s.wait("the calibration job", lambda: s.finished([j]), 900, show)
     job = s.store.get_job(j)
     if job.state != JobState.SUCCEEDED:
@@ -304,9 +333,19 @@ def calibrate(s: Session, show=None) -> float:
     return job.ended_at - job.submitted_at
 
 
-def run_stream(s: Session, policy: str, reference: float, show=None) -> Outcome:
+def calibrate_kinds(s: Session, show=None) -> dict[str, float]:
+    """R per cluster: one job alone on the first cluster of each kind (one after the other), R of a
+    cluster the one of its kind (a job's slowdown is against a job of its own framework)."""
+    first: dict[str, str] = {}
+    for c in s.plan.clusters:
+        first.setdefault(s.plan.kind_of(c), c)
+    by_kind = {k: calibrate(s, show, c) for k, c in first.items()}
+    return {c: by_kind[s.plan.kind_of(c)] for c in s.plan.clusters}
+
+
+def run_stream(s: Session, policy: str, reference: float | dict[str, float], show=None) -> Outcome:
     """Submit the plan's stream under ``policy`` from every cluster at its minimum; collect jobs,
-    allocations, queues and reconfigurations."""
+    allocations, queues and reconfigurations.  ``reference``: R, or R per cluster (a mixed pool)."""
     from sqlmodel import select
 
     from fawkes.store.schema import DecisionRecord
@@ -320,9 +359,10 @@ def run_stream(s: Session, policy: str, reference: float, show=None) -> Outcome:
     first_tick = latest.id if latest else 0
     t0 = time.time()
     ids: list[tuple[int, str]] = []
+    ref_of = reference if isinstance(reference, dict) else {c: reference for c in s.plan.clusters}
     for at, cluster in s.plan.stream:
         s.wait(f"submit time +{at:g}s", lambda: time.time() - t0 >= at, at + 5, show)
-        ids.append((s.submit(cluster, reference), cluster))
+        ids.append((s.submit(cluster, ref_of[cluster]), cluster))
     s.wait("every job of the stream", lambda: s.finished([i for i, _ in ids]), 1800, show)
     end = time.time()
     out = Outcome(policy=policy, reference_s=reference, start=t0, end=end)
@@ -331,7 +371,8 @@ def run_stream(s: Session, policy: str, reference: float, show=None) -> Outcome:
         out.jobs.append({"id": i, "cluster": cluster, "state": str(j.state), "submitted": j.submitted_at,
                          "started": j.started_at, "ended": j.ended_at,
                          "response_s": j.ended_at - j.submitted_at,
-                         "slowdown": (j.ended_at - j.submitted_at) / reference})
+                         "kind": s.plan.kind_of(cluster),
+                         "slowdown": (j.ended_at - j.submitted_at) / ref_of[cluster]})
     with s.store.session() as sess:
         rows = list(sess.exec(select(DecisionRecord).where(DecisionRecord.id > first_tick)
                               .where(DecisionRecord.time <= end)))
@@ -392,7 +433,9 @@ def report(out: Outcome, predicted: dict | None = None) -> str:
     pred = predicted or {}
     head = f"{'cluster':<8} {'jobs':>4} {'mean response s':>16} {'slowdown':>9} {'peak nodes':>10}"
     head += "".join(f" {p + ' (twin)':>16}" for p in pred)
-    lines = [f"policy {out.policy}: {len(out.jobs)} jobs, reference runtime R = {out.reference_s:.1f} s "
+    r = out.reference_s
+    rs = (", ".join(f"{c} {v:.1f} s" for c, v in r.items()) if isinstance(r, dict) else f"{r:.1f} s")
+    lines = [f"policy {out.policy}: {len(out.jobs)} jobs, reference runtime R = {rs} "
              "(one job alone on a minimum-size cluster)", head]
     peak = out.peak_nodes()
     for c, sd in out.slowdowns().items():

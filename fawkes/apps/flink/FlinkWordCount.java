@@ -2,6 +2,7 @@
 // Flink distribution by `fawkes framework dists` (fawkes.frameworks.dists.ensure_flink_apps); tests and the lab only.
 //
 // usage: FlinkWordCount INPUT OUTPUT PARTITIONS SLEEP_PER_PARTITION_S   (the same usage as wordcount.py)
+// (FlinkBurn: the same job, CPU-bound, for the mixed pool)
 //
 // The lines of INPUT are spread over PARTITIONS tasks that split them into words; each of those tasks first
 // sleeps SLEEP_PER_PARTITION_S seconds, so the job lasts long enough to grow and shrink the cluster while it
@@ -28,41 +29,61 @@ import org.apache.flink.util.Collector;
 
 public class FlinkWordCount {
     public static void main(String[] args) throws Exception {
+        run(args, "SLEEP_PER_PARTITION_S", false, 4);
+    }
+
+    /** The word count of {@code args} (INPUT OUTPUT PARTITIONS SECONDS); each split task first sleeps
+     * SECONDS, or with {@code burn} hashes for SECONDS of one core's CPU; {@code reducers} tasks write. */
+    static void run(String[] args, String secondsName, boolean burn, int reducers) throws Exception {
         if (args.length != 4) {
-            System.err.println("usage: FlinkWordCount INPUT OUTPUT PARTITIONS SLEEP_PER_PARTITION_S");
+            System.err.println("usage: INPUT OUTPUT PARTITIONS " + secondsName);
             System.exit(2);
         }
         int parts = Integer.parseInt(args[2]);
-        double sleep = Double.parseDouble(args[3]);
-        if (parts < 1 || parts > 100000 || !(sleep >= 0 && sleep <= 86400)) {
-            System.err.println("PARTITIONS must be 1..100000 and SLEEP_PER_PARTITION_S 0..86400");
+        double seconds = Double.parseDouble(args[3]);
+        if (parts < 1 || parts > 100000 || !(seconds >= 0 && seconds <= 86400)) {
+            System.err.println("PARTITIONS must be 1..100000 and " + secondsName + " 0..86400");
             System.exit(2);
         }
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
         env.setRuntimeMode(RuntimeExecutionMode.BATCH);
         FileSource<String> src = FileSource.forRecordStreamFormat(new TextLineInputFormat(), new Path(args[0])).build();
         DataStream<String> lines = env.fromSource(src, WatermarkStrategy.noWatermarks(), "lines").setParallelism(1);
-        DataStream<Tuple2<String, Long>> words = lines.rebalance().flatMap(new Split(sleep)).setParallelism(parts)
+        DataStream<Tuple2<String, Long>> words = lines.rebalance().flatMap(new Split(seconds, burn)).setParallelism(parts)
                 .returns(Types.TUPLE(Types.STRING, Types.LONG));
         DataStream<String> counts = words.keyBy(t -> t.f0)
-                .reduce((a, b) -> new Tuple2<>(a.f0, a.f1 + b.f1)).setParallelism(4)
-                .map(t -> t.f0 + "\t" + t.f1).returns(Types.STRING).setParallelism(4);
+                .reduce((a, b) -> new Tuple2<>(a.f0, a.f1 + b.f1)).setParallelism(reducers)
+                .map(t -> t.f0 + "\t" + t.f1).returns(Types.STRING).setParallelism(reducers);
         counts.sinkTo(FileSink.forRowFormat(new Path(args[1]), new SimpleStringEncoder<String>("UTF-8"))
-                .withBucketAssigner(new BasePathBucketAssigner<>()).build()).setParallelism(4);
+                .withBucketAssigner(new BasePathBucketAssigner<>()).build()).setParallelism(reducers);
         env.execute();
     }
 
-    /** Sleeps the given seconds at its start, then one (word, 1) per word of each line. */
-    static class Split extends RichFlatMapFunction<String, Tuple2<String, Long>> {
-        private final double sleep;
+    /** SHA-256 chain steps per second of one core with the daemons' JIT (C1 only: -XX:TieredStopAtLevel=1),
+     * 0.66 of Python's hashlib on the same machine (burn.py's 3.9 M/s): measured 1.7 M/s against 2.58 M/s. */
+    static final double ITERATIONS_PER_CORE_S = 2_570_000;
 
-        Split(double sleep) {
-            this.sleep = sleep;
+    /** Sleeps (or burns CPU for) the given seconds at its start, then one (word, 1) per word of each line. */
+    static class Split extends RichFlatMapFunction<String, Tuple2<String, Long>> {
+        private final double seconds;
+        private final boolean burn;
+
+        Split(double seconds, boolean burn) {
+            this.seconds = seconds;
+            this.burn = burn;
         }
 
         @Override
-        public void open(OpenContext ctx) throws InterruptedException {
-            Thread.sleep((long) (sleep * 1000));
+        public void open(OpenContext ctx) throws Exception {
+            if (!burn) {
+                Thread.sleep((long) (seconds * 1000));
+                return;
+            }
+            java.security.MessageDigest md = java.security.MessageDigest.getInstance("SHA-256");
+            byte[] h = "fawkesfawkesfawkesfawkesfawkesfawkesfawkesfawkesfawkesfawkes".getBytes("UTF-8");
+            for (long i = (long) (seconds * ITERATIONS_PER_CORE_S); i > 0; i--) {
+                h = md.digest(h);
+            }
         }
 
         @Override
