@@ -145,15 +145,6 @@ def words(n: int, seed: int) -> str:
     return "\n".join(" ".join(vocab[(seed * 7 + i * 13 + j * 3) % 50] for j in range(12)) for i in range(n)) + "\n"
 
 
-def free_subnet() -> str:
-    from fawkes.lab import Lab
-
-    subnet = next((s for s in (f"10.{n}.0" for n in range(220, 250)) if Lab.subnet_free(s)), None)
-    if subnet is None:
-        raise FawkesError("no free 10.x.0/24 subnet for the demo lab")
-    return subnet
-
-
 class Session:
     """A lab, a state store and a coordinator process, for the demo, the lab benchmarks and the twin test."""
 
@@ -167,12 +158,11 @@ class Session:
         self.say = say
         workdir.mkdir(parents=True, exist_ok=True)
         self.dists = dists.ensure_lab_dists(install=True, progress=lambda m: None)
-        subnet = subnet or free_subnet()
-        Lab.cleanup(prefix, subnet)
-        say(f"lab: {plan.hosts} SSH hosts (network namespaces) on {subnet}.0/24, "
+        nets = [int(subnet.split(".")[1])] if subnet else range(220, 250)
+        self.lab = Lab.up_free(plan.hosts, workdir / "lab", prefix=prefix, nets=nets, cpus=plan.cpus,
+                               memory=plan.memory)
+        say(f"lab: {plan.hosts} SSH hosts (network namespaces) on {self.lab.subnet}.0/24, "
             f"{plan.cpus:g} CPU and {plan.memory} memory each")
-        self.lab = Lab.up(plan.hosts, workdir / "lab", prefix=prefix, subnet=subnet, cpus=plan.cpus,
-                          memory=plan.memory)
         self.url = f"sqlite:///{workdir / 'fawkes.db'}"
         self.store = Store(self.url)
         self.proc: subprocess.Popen | None = None

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 LAB_PREFIX = os.environ.get("FAWKES_TEST_LAB_PREFIX", "fwt")  # two test runs at once need two prefixes
-LAB_SUBNET = "10.201.0"
+LAB_SUBNET = "10.201.0"  # the shared lab's first choice; another test run's lab takes the next free one
 LAB_HOSTS = 8
 REPO = Path(__file__).resolve().parent.parent
 
@@ -40,11 +40,20 @@ SERIAL_MODULES = {"test_watchdog.py", "test_usage.py", "test_usage_live.py", "te
                   "test_retention.py", "test_suspend.py", "test_suspend_cgroups.py"}
 
 
+#: lab modules that bring up labs of their own (quotas, racks, SLURM, a 10-host kit) or the lab itself:
+#: ``scripts/test`` runs them beside the modules on the shared session lab, in a second pytest process
+#: with its own lab prefix (``-m own_lab`` selects them)
+OWN_LAB_MODULES = {"test_conformance_lab.py", "test_twin_lab.py", "test_mixed_pool_lab.py", "test_placement_lab.py",
+                   "test_ubis_lab.py", "test_usage_lab.py", "test_lab.py", "test_slurm_lab.py"}
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
+        if item.path.name in OWN_LAB_MODULES:
+            item.add_marker(pytest.mark.own_lab)
 
 
 @pytest.fixture(scope="session")
@@ -55,10 +64,8 @@ def lab(tmp_path_factory):
 
     try:
         Lab.cleanup(LAB_PREFIX, LAB_SUBNET)  # leftovers of an earlier, interrupted run
-        # another engineer's lab may hold 10.201.0.0/24 on this machine: then use a free /24
-        subnet = next((s for s in [LAB_SUBNET] + [f"10.{n}.0" for n in range(202, 250)] if Lab.subnet_free(s)),
-                      LAB_SUBNET)
-        the_lab = Lab.up(LAB_HOSTS, tmp_path_factory.mktemp("lab"), prefix=LAB_PREFIX, subnet=subnet)
+        # another test run's (or engineer's) lab may hold 10.201.0.0/24 on this machine: then a free /24
+        the_lab = Lab.up_free(LAB_HOSTS, tmp_path_factory.mktemp("lab"), prefix=LAB_PREFIX, nets=range(201, 250))
     except FawkesError as exc:
         unavailable(f"SSH lab cannot start: {exc}")
     try:
@@ -75,9 +82,8 @@ def own_lab(tmp_path_factory, suffix: str, hosts: int, first_net: int, what: str
 
     prefix = f"{LAB_PREFIX}{suffix}"
     try:
-        subnet = next(s for s in [f"10.{n}.0" for n in range(first_net, 250)] if Lab.subnet_free(s))
-        Lab.cleanup(prefix, subnet)
-        return Lab.up(hosts, tmp_path_factory.mktemp(f"lab{suffix}"), prefix=prefix, subnet=subnet, **up)
+        return Lab.up_free(hosts, tmp_path_factory.mktemp(f"lab{suffix}"), prefix=prefix,
+                           nets=range(first_net, 250), **up)
     except Exception as exc:  # noqa: BLE001 - no root, no netns, no cgroups: the lab tests say why
         unavailable(f"{what}: {exc}")
 

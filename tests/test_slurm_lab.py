@@ -29,10 +29,7 @@ def slab(tmp_path_factory):
     d = tmp_path_factory.mktemp("slurmlab")
     try:
         Lab.cleanup(PREFIX, "10.230.0", d)
-        subnet = next((f"10.{n}.0" for n in range(230, 250) if Lab.subnet_free(f"10.{n}.0")), None)
-        if subnet is None:
-            unavailable("no free subnet in 10.230.0-10.249.0 for the SLURM lab")
-        lab = Lab.up(4, d, prefix=PREFIX, subnet=subnet, cpus=0.5, memory="1536M")
+        lab = Lab.up_free(4, d, prefix=PREFIX, nets=range(230, 250), cpus=0.5, memory="1536M")
     except FawkesError as exc:
         unavailable(f"SSH lab cannot start: {exc}")
     try:

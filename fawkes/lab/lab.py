@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 import os
 import re
 import shutil
@@ -47,6 +48,10 @@ class LabHost:
     netns: str
     veth: str
     pid: int | None = None  # the host's `unshare` process (its PID namespace)
+
+
+#: held while a lab picks a free subnet and takes it (:meth:`Lab.up_free`)
+LOCK_FILE = "/tmp/fawkes-lab-subnets.lock"
 
 
 class Lab:
@@ -245,6 +250,26 @@ class Lab:
 
     def healthy(self) -> bool:
         return all(s["alive"] for s in self.status()["hosts"])
+
+    @classmethod
+    def up_free(cls, hosts: int, dir: Path, *, prefix: str, nets: Iterable[int], **kw) -> "Lab":
+        """:meth:`up` on the first ``10.N.0/24`` of ``nets`` no interface uses, chosen and taken under a
+        machine-wide lock, so that labs brought up at once (two test runs, a test beside a benchmark) never
+        pick the same subnet; FawkesError when none is free."""
+        import fcntl
+
+        nets = list(nets)
+        with open(LOCK_FILE, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                for n in nets:
+                    subnet = f"10.{n}.0"
+                    if cls.subnet_free(subnet):
+                        cls.cleanup(prefix, subnet)
+                        return cls.up(hosts, dir, prefix=prefix, subnet=subnet, **kw)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        raise FawkesError(f"no free 10.N.0/24 subnet for lab {prefix} (tried {len(nets)} from 10.{nets[0] if nets else 0}.0)")
 
     @staticmethod
     def subnet_free(subnet: str) -> bool:
