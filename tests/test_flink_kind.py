@@ -59,6 +59,7 @@ def test_configs_render_as_yaml_with_the_masters_address_and_one_slot_per_core()
     assert conf["jobmanager"]["rpc"]["address"] == "10.0.0.1" and conf["rest"]["address"] == "10.0.0.1"
     assert conf["taskmanager"]["host"] == "10.0.0.2" and conf["taskmanager"]["memory"]["process"]["size"] == "900m"
     assert yaml.safe_load(r["h1"].files["conf/config.yaml"])["taskmanager"]["numberOfTaskSlots"] == 2
+    assert conf["jobmanager"]["adaptive-scheduler"]["executing"]["resource-stabilization-timeout"] == "5 s"
     assert conf["heartbeat"]["interval"] == 2000 and "--add-opens=java.base/java.util=ALL-UNNAMED" in \
         conf["env"]["java"]["opts"]["all"]
     assert "conf/core-site.xml" in r["h3"].files and "hdfs://10.0.0.1:8020" in r["h3"].files["conf/core-site.xml"]
@@ -70,6 +71,7 @@ def test_configs_render_as_yaml_with_the_masters_address_and_one_slot_per_core()
 @pytest.mark.parametrize("key, value", [
     ("flink_tm_memory", "1g\nrest.port: 1"), ("flink_tm_memory", "NaN"), ("flink_jm_memory", "-1m"),
     ("flink_jm_memory", str(10**30)), ("flink_tm_memory", "1g\x00"), ("flink_jm_memory", "inf"),
+    ("flink_rescale_wait_s", "-5"), ("flink_rescale_wait_s", "nan"), ("flink_rescale_wait_s", "5\nx: 1"),
 ])
 def test_bad_flink_options_are_refused(key, value):
     c = ClusterSpec("c1", FW, (CORE,), options={key: value})

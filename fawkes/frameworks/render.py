@@ -134,6 +134,9 @@ DEFAULT_OPTIONS: dict[str, str] = {
     # flink-hdfs only: the JobManager's and each TaskManager's whole process (Flink's *.memory.process.size)
     "flink_jm_memory": "768m",
     "flink_tm_memory": "1024m",
+    # a job under the adaptive scheduler (reactive mode) rescales this long after the TaskManagers stop
+    # changing (Flink's default: 60 s; the cooldown after a rescale is Flink's 30 s)
+    "flink_rescale_wait_s": "5",
     # hadoop3/YARN only
     "yarn_min_allocation_mb": "256",
     "graceful_decommission_timeout_s": "3600",
@@ -147,7 +150,7 @@ _JVM_FLAGS = re.compile(r"(-[A-Za-z0-9:+=._/-]+)( -[A-Za-z0-9:+=._/-]+)*")
 _SIZE_OPTS = ("blocksize", "spark_daemon_memory", "nn_heap", "dn_heap", "tool_heap", "executor_memory",
               "flink_jm_memory", "flink_tm_memory")
 _INT_OPTS = ("replication", "worker_timeout_s", "heartbeat_s", "recheck_ms", "decommission_interval_s",
-             "decommission_retry_s",
+             "decommission_retry_s", "flink_rescale_wait_s",
              "replication_max_streams", "replication_max_streams_hard", "replication_work_multiplier",
              "yarn_min_allocation_mb", "graceful_decommission_timeout_s", "nm_expiry_ms")
 _FRACTION_OPTS = ("reduce_slowstart", "max_am_resource_percent")
