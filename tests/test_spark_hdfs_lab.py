@@ -151,9 +151,9 @@ def test_mr_cluster_grow_shrink_under_a_running_job(lab, tmp_path):
         job_a = submit(drv, a, lab, 4061, ["/data/input.txt", "/out/wc", "48", "2.5"], tmp_path / "job_a.log")
         jobs.append(job_a)
         driver_a = f"http://{lab.controller_address}:4061"
-        app_id = wait_for("job A's application", lambda: get_json(driver_a + "/api/v1/applications")[0]["id"], 90)
+        app_id = wait_for("job A's application", lambda: get_json(driver_a + "/api/v1/applications")[0]["id"], 240)
         wait_for("job A to run tasks",
-                 lambda: any(s["numActiveTasks"] > 0 for s in get_json(f"{driver_a}/api/v1/applications/{app_id}/stages")), 90)
+                 lambda: any(s["numActiveTasks"] > 0 for s in get_json(f"{driver_a}/api/v1/applications/{app_id}/stages")), 180)
         job_b = submit(drv, b, lab, 4062, ["/data/input.txt", "/out/wc", "2", "0"], tmp_path / "job_b.log")
         jobs.append(job_b)
         capture("master_running.json", urls_a["master_ui"] + "/json/")
@@ -170,7 +170,7 @@ def test_mr_cluster_grow_shrink_under_a_running_job(lab, tmp_path):
         assert {"ssh", "start", "register"} <= set(grown.phases)
         executors_on = lambda: {e["hostPort"].rsplit(":", 1)[0]
                                 for e in get_json(f"{driver_a}/api/v1/applications/{app_id}/executors")}
-        wait_for("executors on the new TR and TC nodes", lambda: {tr.address, tc.address} <= executors_on(), 90)
+        wait_for("executors on the new TR and TC nodes", lambda: {tr.address, tc.address} <= executors_on(), 180)
         assert drv.add_nodes(a, [tr, tc], timeout=60).cluster == a  # idempotent
         # the TC DataNode joined after the load: it holds none of the input
         tc_dn = drv.datanodes(a).live[tc.address]
