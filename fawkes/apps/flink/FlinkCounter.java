@@ -32,10 +32,11 @@ public class FlinkCounter {
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
         long pause = (long) (1_000_000_000L / rate);
         // one source task (its numbers in one split: a source does not re-split when the job rescales), the
-        // throttled tasks and the sink scale with the slots
+        // throttled tasks and the sink (a chain of their own: Flink would chain a rebalance between equal
+        // parallelisms) scale with the slots
         env.fromSequence(0, count - 1).setParallelism(1).setMaxParallelism(1)
                 .rebalance()
-                .map(new Throttle(pause)).name("throttle")
+                .map(new Throttle(pause)).name("throttle").startNewChain()
                 .sinkTo(FileSink.forRowFormat(new Path(args[0]), new SimpleStringEncoder<String>("UTF-8"))
                         .withBucketAssigner(new BasePathBucketAssigner<>())
                         .withRollingPolicy(OnCheckpointRollingPolicy.build()).build()).name("files");
