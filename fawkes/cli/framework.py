@@ -65,6 +65,8 @@ def _show(fw) -> dict:
 _LIVE = {"spark-hdfs": (True, "Spark from pyspark, HDFS 2.7.3 jars from the pyspark 2.4.8 sdist (lab only)"),
          "spark": (True, "Spark from pyspark; input and output on a directory every host sees"),
          "dask": (True, "Dask distributed from PyPI (the lab extra); input and output on a directory every host sees"),
+         "simulated": (False, "SIMULATED hosts (inventory simulated: N): a test and capacity-planning tool, "
+                       "never real (docs/simulated-fleet.md)"),
          "hadoop3": (False, "render-only: YARN and Hadoop 3 daemons cannot be obtained on this machine")}
 
 
