@@ -4,8 +4,8 @@ config, every period and timeout of the config divided by the fleet's ``speedup`
 
 The trace: ``clusters`` MR-clusters, each requested at 0 with ``min_core`` core nodes, jobs arriving
 Poisson at ``jobs_per_cluster_hour`` per cluster over ``minutes`` (trace time), each of 8-160 tasks
-of 5-30 slot-seconds (uniform); cluster ``c0`` gets three times the others' rate (the imbalance the
-policy corrects).
+of 5-30 slot-seconds (uniform), at least one per cluster; cluster ``c0`` gets three times the others'
+rate (the imbalance the policy corrects).
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ def write_scenario(d: Path, *, hosts: int = 100, clusters: int = 5, min_core: in
     for i, c in enumerate(names):
         rate = jobs_per_cluster_hour * (3 if i == 0 else 1) / 3600.0
         t = rng.expovariate(rate)
+        if t >= minutes * 60:  # every cluster of the trace has a job (the trace names its clusters by them)
+            t = rng.uniform(0, minutes * 60)
         while t < minutes * 60:
             tasks = rng.randint(8, 160)
             rows.append(TraceRow(round(t, 3), c, "wordcount", float(tasks * 128 * 1024 * 1024), tasks, 0,
