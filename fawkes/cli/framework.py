@@ -71,6 +71,8 @@ _LIVE = {"spark-hdfs": (True, "Spark from pyspark, HDFS 2.7.3 jars from the pysp
          "dask": (True, "Dask distributed from PyPI (the lab extra); input and output on a directory every host sees"),
          "flink-hdfs": (True, "Flink from the PyPI wheels apache-flink + apache-flink-libraries, HDFS 2.7.3 jars "
                         "(lab only)"),
+         "simulated": (False, "SIMULATED hosts (inventory simulated: N): a test and capacity-planning tool, "
+                       "never real (docs/simulated-fleet.md)"),
          "hadoop3": (False, "render-only: YARN and Hadoop 3 daemons cannot be obtained on this machine")}
 
 

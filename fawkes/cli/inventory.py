@@ -25,7 +25,8 @@ def check(file: Path, no_files: bool) -> None:
             click.echo(f"fawkes: error: {p}", err=True)
         raise problems[-1]
     inv = load_inventory(file, check_files=not no_files)
-    click.echo(f"{file}: ok ({len(inv.hosts)} hosts, {len(inv.groups)} groups)")
+    what = "SIMULATED hosts (a test and capacity-planning fleet)" if inv.simulated is not None else "hosts"
+    click.echo(f"{file}: ok ({len(inv.hosts)} {what}, {len(inv.groups)} groups)")
 
 
 @inventory.command()

@@ -56,6 +56,8 @@ def _load(path: Path, check_files: bool) -> tuple[Inventory | None, list[ConfigE
         return None, sorted(problems, key=lambda e: e.line or 0)
 
     base = path.resolve().parent
+    if spec.simulated is not None:
+        return _simulated(file, spec, base, lines, check_files)
     d = spec.defaults
     hosts: list[InventoryHost] = []
     names: dict[str, int] = {}
@@ -83,6 +85,29 @@ def _load(path: Path, check_files: bool) -> tuple[Inventory | None, list[ConfigE
     inv = Inventory(path=path, hosts=hosts, groups={g: list(m) for g, m in spec.groups.items()},
                     known_hosts=known, strict_host_keys=spec.strict_host_keys)
     return inv, sorted(problems, key=lambda e: e.line or 0)
+
+
+def _simulated(file: str, spec: InventoryFile, base: Path, lines, check_files: bool):
+    """``simulated: N``: N simulated hosts ``simhost-0001``... at addresses under ``simulated.invalid``
+    (a name no resolver answers), their cost file checked now (fawkes/simfleet)."""
+    fleet = spec.simulated
+    costs = str(base / fleet.costs) if fleet.costs else None
+    report = str(base / fleet.report) if fleet.report else None
+    if check_files and costs is not None:
+        from fawkes.traces.costfile import load_cost_file
+
+        load_cost_file(costs)  # a bad cost file: one line naming that file and its field
+    fleet = fleet.model_copy(update={"costs": costs, "report": report})
+    width = max(4, len(str(fleet.hosts)))
+    hosts = [InventoryHost(name=f"simhost-{i:0{width}d}", address=f"simhost-{i:0{width}d}.simulated.invalid",
+                           cores=fleet.cores, memory_mb=fleet.memory) for i in range(1, fleet.hosts + 1)]
+    groups = {g: list(m) for g, m in spec.groups.items()}
+    names = {h.name for h in hosts}
+    problems = [ConfigError(file, f"unknown host {m!r}", line=line_of(lines, ("groups", g, j)),
+                            field=field_name(("groups", g, j)))
+                for g, members in groups.items() for j, m in enumerate(members) if m not in names]
+    inv = Inventory(path=Path(file), hosts=hosts, groups=groups, simulated=fleet)
+    return inv, problems
 
 
 def _duplicates(data: dict, err) -> None:

@@ -38,6 +38,9 @@ class Inventory:
     groups: dict[str, list[str]] = field(default_factory=dict)
     known_hosts: Path | None = None
     strict_host_keys: bool = True
+    #: ``simulated:`` (a :class:`~fawkes.inventory.schema.SimulatedFleet`): hosts simulated, never reached
+    simulated: object | None = None
+    _world: object | None = field(default=None, repr=False, compare=False)
 
     def host(self, name: str) -> InventoryHost:
         for h in self.hosts:
@@ -67,7 +70,15 @@ class Inventory:
         return [h.target() for h in self.select(names)]
 
     def executor(self, names: Iterable[str] | None = None, **kw) -> Executor:
-        """An Executor for these hosts using the inventory's known_hosts and strictness."""
+        """An Executor for these hosts using the inventory's known_hosts and strictness; for a simulated
+        inventory, one answering from the simulated fleet (one fleet per inventory: fawkes/simfleet)."""
+        if self.simulated is not None:
+            from fawkes.simfleet.executor import SimulatedExecutor
+            from fawkes.simfleet.world import World
+
+            if self._world is None:
+                self._world = World.of(self.simulated, [h.name for h in self.hosts])
+            return SimulatedExecutor(self._world, [h.name for h in self.select(names)])
         kw.setdefault("known_hosts", self.known_hosts)
         kw.setdefault("strict_host_keys", self.strict_host_keys)
         return Executor(self.targets(names), **kw)

@@ -6,7 +6,7 @@ import ipaddress
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 # Host, group and rack names: safe to put on a command line, in a file name or a YAML key.
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -130,6 +130,38 @@ class HostSpec(_HostFields):
     address: Address
 
 
+def _fleet(value: object) -> object:
+    """``simulated: N`` is short for ``simulated: {hosts: N}`` (not for true/false)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return {"hosts": value}
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a number of hosts (an integer 1..{MAX_HOSTS}) or a mapping, got {str(value)[:40]!r}")
+    return value
+
+
+class SimulatedFleet(BaseModel):
+    """``simulated:``: N simulated hosts, never reached (fawkes/simfleet: a test and capacity-planning tool)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    hosts: int = Field(ge=1, le=MAX_HOSTS, strict=True)
+    cores: int = Field(default=4, ge=1, le=1024, strict=True)  # a simulated host's task slots
+    memory: MemoryMiB = 8192
+    costs: str | None = None  # a cost file (fawkes trace from-state --costs), relative to the inventory
+    speedup: float = Field(default=1.0, ge=1.0, le=1000.0, allow_inf_nan=False)  # latencies divided by it
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, strict=True)
+    host_failures_per_hour: float = Field(default=0.0, ge=0.0, le=3600.0, allow_inf_nan=False)  # per host
+    start_failure: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)  # a daemon start fails
+    job_failure: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)  # a job ends with exit 1
+    report: str | None = None  # a JSON file written when the coordinator stops (relative to the inventory)
+
+    @field_validator("costs", "report")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        if v is not None and (not v or len(v) > 4096 or any(c in v for c in "\0\n\r")):
+            raise ValueError("must be a file path (no NUL byte or newline, at most 4096 characters)")
+        return v
+
+
 class InventoryFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     version: Literal[1] = 1
@@ -137,4 +169,14 @@ class InventoryFile(BaseModel):
     strict_host_keys: bool = Field(default=True, strict=True)  # YAML true/false only, not 'no' or 0
     defaults: HostDefaults = Field(default_factory=HostDefaults)
     groups: dict[Name, list[Name]] = Field(default_factory=dict)
-    hosts: list[HostSpec] = Field(min_length=1, max_length=MAX_HOSTS)
+    hosts: list[HostSpec] = Field(default_factory=list, max_length=MAX_HOSTS)
+    simulated: Annotated[SimulatedFleet, BeforeValidator(_fleet)] | None = None
+
+    @model_validator(mode="after")
+    def _hosts_or_simulated(self) -> "InventoryFile":
+        if self.simulated is not None and self.hosts:
+            raise ValueError("simulated and hosts both given: an inventory lists real hosts or simulates a fleet, "
+                             "not both")
+        if self.simulated is None and not self.hosts:
+            raise ValueError("hosts is required (at least one host), or simulated: N for a simulated fleet")
+        return self
