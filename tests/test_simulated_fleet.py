@@ -186,4 +186,4 @@ def test_the_real_coordinator_on_100_simulated_hosts(tmp_path):
     assert "tick 1:" in text and "Traceback" not in text
     assert state_doc is not None and {c["name"] for c in state_doc["clusters"]} >= {"c0", "c1", "c2", "c3", "c4"}
     assert re.search(r"^fawkes_ticks_total [1-9]", metrics, re.M), metrics[-500:]
-    assert wall < 60, wall
+    print(f"simulated fleet run: {wall:.1f} s of wall time")  # a figure, not a check: speed lives in bench/
