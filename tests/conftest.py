@@ -37,7 +37,10 @@ def root_and_cgroups():
 #: modules that measure the machine's load or time themselves: ``scripts/test`` runs them with the lab
 #: tests, never beside the other run (``-m serial`` selects them)
 SERIAL_MODULES = {"test_watchdog.py", "test_usage.py", "test_usage_live.py", "test_coordinator_ha.py",
-                  "test_retention.py", "test_suspend.py", "test_suspend_cgroups.py"}
+                  "test_retention.py", "test_suspend.py", "test_suspend_cgroups.py",
+                  # live runs on CPU-limited hosts measured against their quota (the twin's band, a host's
+                  # usage): beside the other lab run the machine has less than the quotas promise
+                  "test_twin_lab.py", "test_usage_lab.py"}
 
 
 #: lab modules that bring up labs of their own (quotas, racks, SLURM, a 10-host kit) or the lab itself:
