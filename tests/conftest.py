@@ -43,11 +43,13 @@ SERIAL_MODULES = {"test_watchdog.py", "test_usage.py", "test_usage_live.py", "te
                   "test_twin_lab.py", "test_usage_lab.py"}
 
 
-#: lab modules that bring up labs of their own (quotas, racks, SLURM, a 10-host kit) or the lab itself:
-#: ``scripts/test`` runs them beside the modules on the shared session lab, in a second pytest process
-#: with its own lab prefix (``-m own_lab`` selects them)
-OWN_LAB_MODULES = {"test_conformance_lab.py", "test_twin_lab.py", "test_mixed_pool_lab.py", "test_placement_lab.py",
-                   "test_ubis_lab.py", "test_usage_lab.py", "test_lab.py", "test_slurm_lab.py"}
+#: the lab modules ``scripts/test`` runs in its foreground lab process (prefix fwa; ``-m lab_fg`` selects
+#: them) while the others run beside it (prefix fwt): those with labs of their own (quotas, racks, SLURM, the
+#: kit's 10 hosts, the mixed pool), the lab's own tests, and a share of those on the session lab, chosen so
+#: that the two processes take about as long
+FOREGROUND_LAB_MODULES = {"test_conformance_lab.py", "test_mixed_pool_lab.py", "test_placement_lab.py",
+                          "test_ubis_lab.py", "test_lab.py", "test_slurm_lab.py", "test_graceful_shrink_lab.py",
+                          "test_suspend_lab.py", "test_dp_safety_lab.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects
@@ -55,8 +57,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
-        if item.path.name in OWN_LAB_MODULES:
-            item.add_marker(pytest.mark.own_lab)
+        if item.path.name in FOREGROUND_LAB_MODULES:
+            item.add_marker(pytest.mark.lab_fg)
 
 
 @pytest.fixture(scope="session")
