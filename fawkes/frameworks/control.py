@@ -22,6 +22,7 @@ from fawkes.errors import FawkesError
 from fawkes.frameworks.base import FrameworkDriver, OpResult, SavedOutput
 from fawkes.frameworks.render import CONTROL_SCRIPT
 from fawkes.frameworks.spec import ClusterSpec, NodeSpec
+from fawkes.mechanism.model import Role
 from fawkes.ssh.shell import Script
 
 HASH_FILE = "conf/.fawkes-hashes"
@@ -83,6 +84,20 @@ class ControlScriptDriver(FrameworkDriver):
         if bad:
             raise FawkesError(f"{what} failed on {len(bad)} host(s): " + "; ".join(bad)[:400])
         return {h: r.stdout for h, r in res.items()}
+
+    def _joining(self, cluster: ClusterSpec, nodes: Sequence[NodeSpec], t0: float) -> tuple[ClusterSpec, list[str]]:
+        """``add_nodes``' first step: refuse the master node (it joins only at deployment) and a host already
+        in the cluster under another role; the cluster with ``nodes`` and their names, the grow announced."""
+        for n in nodes:
+            if n.role is Role.CORE and cluster.master.name == n.name:
+                raise FawkesError(f"{n.name}: the master node joins only at deployment")
+            if any(o.name == n.name and o.role is not n.role for o in cluster.nodes):
+                raise FawkesError(f"{n.name} is already in cluster {cluster.name} as {cluster.node(n.name).role}")
+        new = cluster
+        for n in nodes:
+            new = new.with_node(n)
+        self.emit(new, "grow", f"adding {', '.join(f'{n.name} ({n.role})' for n in nodes)}", t0=t0)
+        return new, [n.name for n in nodes]
 
     def _ctl_if_present(self, cluster: ClusterSpec, node: NodeSpec, *args: str) -> Script:
         """The control script's action, or nothing on a host that no longer holds the cluster's

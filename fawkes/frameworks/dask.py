@@ -156,16 +156,7 @@ class DaskDriver(SharedStorage, ControlScriptDriver):
         if bad:
             raise FawkesError(f"cluster {cluster.name}: kind dask stores nothing on its nodes, so it has no "
                               f"transient-core nodes ({', '.join(bad)}): grow it by transient nodes")
-        for n in nodes:
-            if n.name == cluster.master.name:
-                raise FawkesError(f"{n.name}: the master node joins only at deployment")
-            if any(o.name == n.name and o.role is not n.role for o in cluster.nodes):
-                raise FawkesError(f"{n.name} is already in cluster {cluster.name} as {cluster.node(n.name).role}")
-        new = cluster
-        for n in nodes:
-            new = new.with_node(n)
-        names = [n.name for n in nodes]
-        self.emit(new, "grow", f"adding {', '.join(f'{n.name} ({n.role})' for n in nodes)}", t0=t0)
+        new, names = self._joining(cluster, nodes, t0)
         rendered = self.render(new, names)
         self._run({n.name: Script("{w} && {s}", w=self._write_script(self._config_files(rendered[n.name])),
                                   s=self._ctl(new, n, "start", "worker")) for n in nodes},

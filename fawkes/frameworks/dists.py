@@ -20,6 +20,7 @@ Everything is idempotent: a second call finds the cache and does nothing.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -185,6 +186,22 @@ def _sdist_path(progress: Progress | None) -> Path:
     return sdist
 
 
+@contextlib.contextmanager
+def _staged(home: Path):
+    """A fresh directory beside ``home`` to fill; once the block ends without error it replaces ``home``
+    (renamed into place), otherwise it is deleted: a half-unpacked distribution is never left as ``home``."""
+    home.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{home.name}-", dir=home.parent))
+    try:
+        yield tmp
+        if home.exists():
+            shutil.rmtree(home)
+        tmp.rename(home)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _manifest(home: Path) -> Path:
     return home / "MANIFEST.json"
 
@@ -211,9 +228,7 @@ def ensure_hdfs_jars(*, progress: Progress | None = None) -> Path:
         return home
     sdist = _sdist_path(progress)
     _say(progress, f"extracting HDFS {HDFS_VERSION} jars from {sdist.name}")
-    home.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".hdfs-{HDFS_VERSION}-", dir=home.parent))
-    try:
+    with _staged(home) as tmp:
         (tmp / "jars").mkdir()
         found: dict[str, str] = {}
         with tarfile.open(sdist, "r:gz") as tar:
@@ -241,12 +256,6 @@ def ensure_hdfs_jars(*, progress: Progress | None = None) -> Path:
         _manifest(tmp).write_text(json.dumps(
             {"hadoop": HDFS_VERSION, "source": sdist.name, "jars": sorted(found.values()),
              "note": "end-of-life Hadoop: tests and the lab only, never production"}, indent=1) + "\n")
-        if home.exists():
-            shutil.rmtree(home)
-        tmp.rename(home)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     _say(progress, f"HDFS {HDFS_VERSION}: {len(found)} jars in {home / 'jars'}")
     return home
 
@@ -292,9 +301,7 @@ def ensure_flink_home(*, progress: Progress | None = None) -> Path:
         wheels = sorted(dl.glob(f"apache_flink*-{FLINK_VERSION}-*.whl"))
     if len(wheels) < 2:
         raise FawkesError(f"pip download did not produce both Flink wheels in {dl}")
-    home.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".flink-{FLINK_VERSION}-", dir=home.parent))
-    try:
+    with _staged(home) as tmp:
         for whl in wheels:
             _say(progress, f"unpacking {whl.name}")
             with zipfile.ZipFile(whl) as z:
@@ -312,12 +319,6 @@ def ensure_flink_home(*, progress: Progress | None = None) -> Path:
         check_flink_home(tmp)
         (tmp / "MANIFEST.json").write_text(json.dumps(
             {"flink": FLINK_VERSION, "source": [w.name for w in wheels], "parts": list(FLINK_PARTS)}, indent=1) + "\n")
-        if home.exists():
-            shutil.rmtree(home)
-        tmp.rename(home)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     _say(progress, f"Flink {FLINK_VERSION} in {home}")
     return home
 

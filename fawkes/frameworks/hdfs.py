@@ -343,18 +343,9 @@ class HdfsStorage:
     def add_nodes(self, cluster: ClusterSpec, nodes: Sequence[NodeSpec], *, timeout: float = 180.0) -> OpResult:
         t0 = time.monotonic()
         phases: dict[str, float] = {}
-        for n in nodes:
-            # a core node joining a running cluster replaces a failed one (worker + DataNode, like TC;
-            # HDFS re-replicates onto it); it is never removed while the cluster is active
-            if n.role is Role.CORE and cluster.master.name == n.name:
-                raise FawkesError(f"{n.name}: the master node joins only at deployment")
-            if any(o.name == n.name and o.role is not n.role for o in cluster.nodes):
-                raise FawkesError(f"{n.name} is already in cluster {cluster.name} as {cluster.node(n.name).role}")
-        new = cluster
-        for n in nodes:
-            new = new.with_node(n)
-        names = [n.name for n in nodes]
-        self.emit(new, "grow", f"adding {', '.join(f'{n.name} ({n.role})' for n in nodes)}", t0=t0)
+        # a core node joining a running cluster replaces a failed one (worker + DataNode, like TC; HDFS
+        # re-replicates onto it); it is never removed while the cluster is active
+        new, names = self._joining(cluster, nodes, t0)
         tcs = [n for n in nodes if "datanode" in self.role_daemons[n.role]]
         # a host decommissioned earlier must leave the exclude file before its DataNode starts
         excl = self._read_exclude(new) if tcs else []
