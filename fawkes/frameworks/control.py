@@ -99,6 +99,17 @@ class ControlScriptDriver(FrameworkDriver):
         self.emit(new, "grow", f"adding {', '.join(f'{n.name} ({n.role})' for n in nodes)}", t0=t0)
         return new, [n.name for n in nodes]
 
+    @staticmethod
+    def _leaving(cluster: ClusterSpec, names: Sequence[str]) -> list[NodeSpec]:
+        """``remove_nodes``' first step: the nodes of ``names`` still in the cluster (none: already gone, the
+        removal is idempotent); a core node is refused, it is never removed while the cluster is active."""
+        present = [cluster.node(n) for n in names if any(x.name == n for x in cluster.nodes)]
+        for n in present:
+            if n.role is Role.CORE:
+                raise FawkesError(f"{n.name} is a core node of {cluster.name}: core nodes are never removed "
+                                  "while the cluster is active (tear the cluster down instead)")
+        return present
+
     def _ctl_if_present(self, cluster: ClusterSpec, node: NodeSpec, *args: str) -> Script:
         """The control script's action, or nothing on a host that no longer holds the cluster's
         directory (already wiped: nothing of the cluster runs there), so that removals are idempotent."""

@@ -176,13 +176,9 @@ class DaskDriver(SharedStorage, ControlScriptDriver):
         the graceful removal: the scheduler retires the worker (its keys move to the others, then it
         closes), waited for at most ``drain_s`` seconds, then the process is stopped whatever is left."""
         t0 = time.monotonic()
-        present = [cluster.node(n) for n in names if any(x.name == n for x in cluster.nodes)]
+        present = self._leaving(cluster, names)
         if not present:  # idempotent: already gone
             return OpResult(cluster, {"total": 0.0}, ())
-        for n in present:
-            if n.role is Role.CORE:
-                raise FawkesError(f"{n.name} is a core node of {cluster.name}: core nodes are never removed "
-                                  "while the cluster is active (tear the cluster down instead)")
         phases: dict[str, float] = {}
         gone = [n.name for n in present]
         if mode is ShrinkMode.DP:  # graceful

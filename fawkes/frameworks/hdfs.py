@@ -394,13 +394,9 @@ class HdfsStorage:
                      drain_s: float = 2.0) -> OpResult:
         t0 = time.monotonic()
         phases: dict[str, float] = {}
-        present = [cluster.node(n) for n in names if any(x.name == n for x in cluster.nodes)]
+        present = self._leaving(cluster, names)
         if not present:  # idempotent: already gone
             return OpResult(cluster, {"total": 0.0}, ())
-        for n in present:
-            if n.role is Role.CORE:
-                raise FawkesError(f"{n.name} is a core node of {cluster.name}: core nodes are never removed "
-                                  "while the cluster is active (tear the cluster down instead)")
         modes = {n.name: (mode or SHRINK_MODE[n.role]) for n in present}
         for n in present:
             if "datanode" in self.role_daemons[n.role] and modes[n.name] is ShrinkMode.FP:
