@@ -101,3 +101,48 @@ def test_the_job_model_is_chosen_per_cluster_or_per_job():
     sim.at(1.0, lambda s, t: seen.update({j.id: j.staged for j in s.jobs.values()}))
     sim.run()
     assert seen == {0: False, 1: True}
+
+
+KW = dict(capacity=8, min_core=1, period_s=60.0)
+
+
+@pytest.mark.parametrize("value", ["x", "nan", "Spark ", "1e30", "-1", "mr\x00"])
+def test_a_trace_rows_model_is_mr_or_spark_else_refused_naming_the_column(tmp_path, value):
+    from fawkes.errors import ConfigError
+    from fawkes.traces.trace import load_trace
+
+    p = tmp_path / "t.csv"
+    p.write_text("submit_s,cluster,app,input_bytes,maps,reduces,model\n0,a,wordcount,1GB,8,1," + value + "\n")
+    with pytest.raises(ConfigError) as e:
+        load_trace(p, **KW)
+    assert e.value.field == "model" and e.value.line == 2 and "model" in str(e.value)
+
+
+def test_a_trace_says_the_model_per_row_and_per_cluster(tmp_path):
+    from fawkes.traces.trace import load_trace
+
+    p = tmp_path / "t.csv"
+    p.write_text("submit_s,cluster,app,input_bytes,maps,reduces,model\n0,a,wordcount,1GB,8,1,spark\n"
+                 "0,a,wordcount,1GB,8,1,\n0,b,wordcount,1GB,8,1,\n")
+    c = tmp_path / "c.csv"
+    c.write_text("cluster,request_s,job_model\nb,0,spark\n")
+    wl = load_trace(p, clusters_file=c, **KW)
+    assert [j.model for j in wl.jobs] == ["spark", "", ""]
+    assert {s.name: s.job_model for s in wl.clusters} == {"a": "mr", "b": "spark"}
+    c.write_text("cluster,request_s,job_model\nb,0,hadoop\n")
+    from fawkes.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        load_trace(p, clusters_file=c, **KW)
+    assert e.value.field == "job_model"
+
+
+def test_simulate_refuses_a_job_model_it_does_not_know_or_where_it_does_not_apply():
+    import subprocess
+    import sys
+
+    for args, word in ((["SIM-B2", "--job-model", "x"], "--job-model"), (["SIM-P1", "--job-model", "spark"], "SIM-P1"),
+                       (["D", "--job-model", "spark"], "--job-model")):
+        r = subprocess.run([sys.executable, "-m", "fawkes", "simulate", *args], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and word in r.stderr, (args, r.stderr)
