@@ -70,9 +70,12 @@ MAX_SCALE = 1_000
               help="PNG of each cluster's allocation and queue length over time (first seed).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @click.option("--list", "list_", is_flag=True, help="List the named experiments and checks, and exit.")
+@click.option("--job-model", "job_model", default=None, metavar="MODEL",
+              help="SIM-B1..B4, SIM-C1, SIM-C2: run every job as mr (MapReduce, the default) or spark "
+                   "(stages with barriers, docs/reproduction.md).")
 def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, idle_timeout, policy, compare_,
              grow, seeds, first_seed, sets, costs, cost_file, scale, workers, check, as_json, plot_file, quiet,
-             list_) -> None:
+             list_, job_model) -> None:
     """Simulate EXPERIMENT (ch2, A, B, C, D, E) or a --trace with the FAWKES mechanism; or run a
     supporting seed's check (SIM-P1, SIM-P2, SIM-P3, SIM-U1 .. SIM-U4, SIM-B1, SIM-B2, SIM-C1, SIM-C2:
     docs/reproduction.md; --list names them all).
@@ -100,6 +103,9 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
         if seed_check is not None:
             _seed_check(seed_check, list(range(first_seed, first_seed + seeds)), as_json, locals())
             return
+    if job_model is not None:
+        raise FawkesError("--job-model applies to SIM-B1..B4, SIM-C1 and SIM-C2 only (a trace says it per row: "
+                          "its model column)")
     if not 1 <= scale <= MAX_SCALE:
         raise FawkesError(f"--scale must be 1..{MAX_SCALE}")
     if workers is not None and not 1 <= workers <= 1024:
@@ -199,11 +205,20 @@ def _seed_check(name: str, seeds: list[int], as_json: bool, given: dict) -> None
             raise FawkesError(f"{opt} does not apply to {name} (only --seeds, --seed, --json)")
     if given.get("scale") != 1 or given.get("check"):
         raise FawkesError(f"--scale and --check do not apply to {name} (only --seeds, --seed, --json)")
-    out = run_check(name, seeds)
+    model = given.get("job_model")
+    if model is not None:
+        from fawkes.seeds.seed_checks import takes_job_model
+        from fawkes.sim.stages import JOB_MODELS
+
+        if model not in JOB_MODELS:
+            raise FawkesError(f"--job-model: expected {' or '.join(JOB_MODELS)}, got {model!r}")
+        if not takes_job_model(name):
+            raise FawkesError(f"--job-model does not apply to {name} (only SIM-B1..B4, SIM-C1, SIM-C2)")
+    out = run_check(name, seeds, model)
     if as_json:
         click.echo(json.dumps(_clean(out), indent=2))
         return
-    click.echo(f"{name}, seeds {seeds[0]}..{seeds[-1]} ({len(seeds)})")
+    click.echo(f"{name}, seeds {seeds[0]}..{seeds[-1]} ({len(seeds)})" + (f", job model {model}" if model else ""))
     rows = out["rows"]
     head = list(rows[0])
     table = [head] + [[str(r[k]) for k in head] for r in rows]

@@ -218,7 +218,7 @@ def expand(targets: Mapping[str, int], pool: int, slow: Mapping[str, list[Estima
 # --- C-3: the ordered per-interval pipeline ----------------------------------------------------
 
 @dataclass(frozen=True)
-class Outcome:
+class CeresOutcome:
     targets: dict[str, int]
     reclaimed: dict[str, int] = field(default_factory=dict)
     stragglers: dict[str, list[Estimate]] = field(default_factory=dict)
@@ -243,7 +243,7 @@ def active(settings: Settings) -> bool:
 
 def pipeline(targets: Mapping[str, int], views: Sequence[ClusterView], pool: int,
              discrimination: Mapping[str, float], settings: Settings,
-             shares: Mapping[str, int] | None = None) -> Outcome:
+             shares: Mapping[str, int] | None = None) -> CeresOutcome:
     """C-3 on this tick's targets (weights, minima, BIG-C's refinements already applied):
 
     1. idle (free or on its way back) vs what the growing clusters need;
@@ -256,4 +256,4 @@ def pipeline(targets: Mapping[str, int], views: Sequence[ClusterView], pool: int
     grown: dict[str, int] = {}
     if slow:
         out, grown = expand(out, pool, slow, settings)
-    return Outcome(out, reclaimed, slow, grown)
+    return CeresOutcome(out, reclaimed, slow, grown)

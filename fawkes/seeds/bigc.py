@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from fawkes.mechanism import Role, Settings
+from fawkes.sim import stages
 from fawkes.sim.cluster import EV_TASK, SimCluster, Task
 from fawkes.sim.costs import GB, cost_model
 from fawkes.sim.engine import EV_RELEASE, Simulator
@@ -43,10 +44,11 @@ BURSTS = {
 }
 
 
-def bursts(seed: int, burst: str = "high", l_maps: int = 24, l_every: float = 200.0) -> Workload:
+def bursts(seed: int, burst: str = "high", l_maps: int = 24, l_every: float = 200.0, job_model: str = "mr") -> Workload:
     """The two-cluster mix (module docstring) for one seed; ``l_maps`` maps per long job, one job
     every ``l_every`` seconds (16 every 50 s: L alone keeps about 80 % of the map slots busy,
-    BIG-C's setting, with enough long jobs for percentiles: SIM-B1, B3)."""
+    BIG-C's setting, with enough long jobs for percentiles: SIM-B1, B3); ``job_model`` "spark" runs both
+    clusters' jobs as Spark-like stages (``fawkes/sim/stages.py``)."""
     cost = cost_model((), map_slots=6, reduce_slots=2)
     rng = np.random.default_rng([seed, 1000])
     jobs = []
@@ -58,7 +60,8 @@ def bursts(seed: int, burst: str = "high", l_maps: int = 24, l_every: float = 20
     jobs += short_stream(cost, rng, BURSTS[burst], CAPACITY, HORIZON, "short")
     jobs.sort(key=lambda j: j.submit_s)
     jobs = [replace(j, id=k) for k, j in enumerate(jobs)]
-    clusters = (WorkloadCluster("L", 0.0, 4, 10 * GB), WorkloadCluster("S", 0.0, 4, 10 * GB))
+    clusters = (WorkloadCluster("L", 0.0, 4, 10 * GB, job_model=job_model),
+                WorkloadCluster("S", 0.0, 4, 10 * GB, job_model=job_model))
     return Workload(f"BIG-C {burst}", clusters, tuple(jobs), CAPACITY, period_s=PERIOD, grow_type=Role.TR,
                     cost=cost, settings={"idle_timeout_s": 3600.0},
                     note="BIG-C's synthetic mix: L long jobs, S short jobs with a burst at 300-700 s")
@@ -135,10 +138,10 @@ class ShrinkModel:
 class _Left:
     """The tasks of a taken node left on its host: running on (graceful) or frozen (suspend)."""
 
-    __slots__ = ("host", "cluster", "work", "maps_cap", "frozen", "swapped", "frozen_at", "busy", "votes")
+    __slots__ = ("host", "node", "cluster", "work", "maps_cap", "frozen", "swapped", "frozen_at", "busy", "votes")
 
-    def __init__(self, host: str, cluster: SimCluster, tasks: list[Task], now: float):
-        self.host, self.cluster = host, cluster
+    def __init__(self, node, cluster: SimCluster, tasks: list[Task], now: float):
+        self.host, self.node, self.cluster = node.host, node, cluster
         # task -> [work left at speed 1 as of ``at``, speed, at]; a reduce still waiting for the
         # maps has no end yet and is tracked once it has one
         self.work: dict[Task, list[float]] = {t: [t.end - now if t.end >= 0 else -1.0, 1.0, now] for t in tasks}
@@ -212,7 +215,7 @@ class BigCSimulator(Simulator):
         node.tasks.clear()  # they stay alive, off the node: detaching it kills nothing
         c.stop_node(node, now, kill=False)
         self.push(now + self.cost.fp_stop_s, EV_RELEASE, node)
-        left = _Left(node.host, c, tasks, now)
+        left = _Left(node, c, tasks, now)
         self.left.setdefault(node.host, []).append(left)
         for t in tasks:
             self.left_of[t] = left
@@ -349,12 +352,24 @@ class BigCSimulator(Simulator):
                 groups.remove(left)
             if not groups:
                 self.left.pop(left.host, None)
+            m = self.shrink_model
+            if m.mode == "graceful" and m.step == 0 and m.timeout_s != float("inf"):
+                self._executor_exits(left, now)
         elif not left.frozen:
             n = left.maps()
             left.maps_cap = min(left.maps_cap, n)
             cap = left.maps_cap
             self._set_speed(left, now, lambda t: 1.0 if not t.is_map else min(1.0, cap / n))
         self._sync(left.host, now)
+
+    def _executor_exits(self, left: _Left, now: float) -> None:
+        """Spark's decommissioning: the executor exits once its tasks are done (or killed at the
+        timeout), and the shuffle outputs of Spark-like jobs on it go with it (no migration)."""
+        node = left.node
+        staged = [e for e in node.map_outputs if e[0].staged]
+        if staged:
+            node.map_outputs = [e for e in node.map_outputs if not e[0].staged]
+            self.stats.lost_maps += stages.lose_outputs(left.cluster, staged, node, now)
 
     def _kill_task(self, left: _Left, t: Task, now: float) -> None:
         del left.work[t]
@@ -407,11 +422,11 @@ class BigCSimulator(Simulator):
 
 
 def run(seed: int, burst: str = "high", shrink: ShrinkModel | None = None, l_maps: int = 24,
-        l_every: float = 200.0, **extra: Any) -> dict[str, float]:
+        l_every: float = 200.0, job_model: str = "mr", **extra: Any) -> dict[str, float]:
     """One run: S's queueing delay (first task start - submit: mean, p95), L's JCT (p50, p90, CoV),
     killed tasks, reconfigurations and utilisation; with a ``shrink`` model (:class:`ShrinkModel`)
     TR shrinks are carried out its way."""
-    wl, st = bursts(seed, burst, l_maps, l_every), settings(**extra)
+    wl, st = bursts(seed, burst, l_maps, l_every, job_model), settings(**extra)
     sim = (Simulator(wl, st, check_invariants=True) if shrink is None
            else BigCSimulator(wl, st, shrink, check_invariants=True)).run()
     if sim.stats.invariant_errors:
@@ -423,7 +438,7 @@ def run(seed: int, burst: str = "high", shrink: ShrinkModel | None = None, l_map
     out = {"s_queue_mean_s": statistics.fmean(q), "s_queue_p95_s": float(np.percentile(q, 95)),
            "l_jct_p50_s": float(np.percentile(lj, 50)), "l_jct_p90_s": float(np.percentile(lj, 90)),
            "killed_tasks": float(sim.stats.killed_tasks), "reconfigurations": float(sim.stats.reconfigurations),
-           "utilization": sim.stats.busy_slot_s / (sim.capacity * sim.cost.slots_per_node * end)}
+           "utilization": sim.stats.busy_slot_s / (sim.capacity * sim.node_slots * end)}
     if shrink is not None:
         out["l_killed_tasks"] = float(sim.killed_by.get("L", 0))
         out["l_jct_cov"] = statistics.pstdev(lj) / statistics.fmean(lj)
@@ -432,14 +447,14 @@ def run(seed: int, burst: str = "high", shrink: ShrinkModel | None = None, l_map
 
 
 def _mean_runs(seeds: list[int], burst: str, shrink: ShrinkModel | None = None, l_mix: tuple[int, float] = (24, 200.0),
-               **extra: Any) -> dict[str, float]:
-    runs = [run(s, burst, shrink, *l_mix, **extra) for s in seeds]
+               job_model: str = "mr", **extra: Any) -> dict[str, float]:
+    runs = [run(s, burst, shrink, *l_mix, job_model=job_model, **extra) for s in seeds]
     return {k: statistics.fmean(r[k] for r in runs) for k in runs[0]}
 
 
-def sim_b2(seeds: list[int]) -> dict[str, Any]:
+def sim_b2(seeds: list[int], job_model: str = "mr") -> dict[str, Any]:
     """SIM-B2: sweep of the regrow delay D = 0..5 (``regrow_delay_ticks``) under the high burst."""
-    got = {d: _mean_runs(seeds, "high", regrow_delay_ticks=d) for d in range(6)}
+    got = {d: _mean_runs(seeds, "high", job_model=job_model, regrow_delay_ticks=d) for d in range(6)}
     rows = [{"D": d, **{k: round(v, 3 if k == "utilization" else 1) for k, v in r.items()}} for d, r in got.items()]
     q = {d: r["s_queue_mean_s"] for d, r in got.items()}
     expect = [
@@ -478,12 +493,13 @@ def _round_row(r: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 3 if k in ("utilization", "l_jct_cov") else 1) for k, v in r.items()}
 
 
-def sim_b1(seeds: list[int]) -> dict[str, Any]:
+def sim_b1(seeds: list[int], job_model: str = "mr") -> dict[str, Any]:
     """SIM-B1: kill vs suspend vs graceful (GP in steps, decommission), FIFO, reserve; 3 bursts.
 
     Kill, suspend (IP), BIG-C's GP (step 2) and Spark-like decommissioning (120 s, then FP) of L's
     nodes, with FIFO (no preemption) and the reserve baseline, under the low, high and multi bursts."""
-    got = {(b, arm): _mean_runs(seeds, b, m, L_MAPS_B1, **extra) for b in BURSTS for arm, (m, extra) in B1_ARMS.items()}
+    got = {(b, arm): _mean_runs(seeds, b, m, L_MAPS_B1, job_model, **extra) for b in BURSTS
+           for arm, (m, extra) in B1_ARMS.items()}
     rows = [{"burst": b, "arm": arm, **_round_row(r)} for (b, arm), r in got.items()]
     fifo, kill, ip, gp, gr, res, _lat = B1_ARMS
     preempt = (kill, ip, gp)  # BIG-C's preemptive arms
@@ -539,10 +555,10 @@ def sim_b1(seeds: list[int]) -> dict[str, Any]:
 B3_STEPS = (1, 2, 4, 8)
 
 
-def sim_b3(seeds: list[int]) -> dict[str, Any]:
+def sim_b3(seeds: list[int], job_model: str = "mr") -> dict[str, Any]:
     """SIM-B3: a sweep of the GP step (1, 2, 4, 8 slots a round) under the low, high and multi bursts."""
-    got = {(b, k): _mean_runs(seeds, b, _M("graceful", step=k), L_MAPS_B1) for b in BURSTS for k in B3_STEPS}
-    kill = {b: _mean_runs(seeds, b, _M("kill"), L_MAPS_B1) for b in BURSTS}
+    got = {(b, k): _mean_runs(seeds, b, _M("graceful", step=k), L_MAPS_B1, job_model) for b in BURSTS for k in B3_STEPS}
+    kill = {b: _mean_runs(seeds, b, _M("kill"), L_MAPS_B1, job_model) for b in BURSTS}
     rows = [{"burst": b, "step": k, **_round_row(r)} for (b, k), r in got.items()]
     rows += [{"burst": b, "step": "kill", **_round_row(r)} for b, r in kill.items()]
     cov = {key: r["l_jct_cov"] for key, r in got.items()}
@@ -569,7 +585,7 @@ TRACE_LONG, TRACE_SHORT = 182, 2020
 TRACE_SPIKE = (7_800.0, 8_400.0)
 
 
-def trace_like(seed: int) -> Workload:
+def trace_like(seed: int, job_model: str = "mr") -> Workload:
     """BIG-C's Google-trace replay (§5.5) shrunk to this simulator: 182 long jobs (12-36 maps of about
     560 s: 75 % of the map slots on average) at uniform random times over 3.8 h, and short jobs
     (1-11 maps of about 50 s and a 10 s reduce) as a Poisson stream at 17 % of the map slots, 95 % for
@@ -596,19 +612,20 @@ def trace_like(seed: int) -> Workload:
                              size="short"))
     jobs.sort(key=lambda j: j.submit_s)
     jobs = [replace(j, id=k) for k, j in enumerate(jobs)]
-    clusters = (WorkloadCluster("L", 0.0, 4, 10 * GB), WorkloadCluster("S", 0.0, 4, 10 * GB))
+    clusters = (WorkloadCluster("L", 0.0, 4, 10 * GB, job_model=job_model),
+                WorkloadCluster("S", 0.0, 4, 10 * GB, job_model=job_model))
     return Workload("BIG-C trace-like", clusters, tuple(jobs), CAPACITY, period_s=PERIOD, grow_type=Role.TR,
                     cost=cost, settings={"idle_timeout_s": 3600.0},
                     note="BIG-C's Google-trace replay: 182 long, about 2020 short jobs over 3.8 h, a spike near 8000 s")
 
 
-def run_trace(seed: int, shrink: ShrinkModel, every_s: float = 60.0, **extra: Any) -> dict[str, float]:
+def run_trace(seed: int, shrink: ShrinkModel, every_s: float = 60.0, job_model: str = "mr", **extra: Any) -> dict[str, float]:
     """One replay: S's JCT (p90, p95), L's JCT (p90), killed tasks, and the utilisation sampled every
     ``every_s`` from 600 s to the last arrival (busy slots, frozen tasks not counted, over all slots):
     its mean, the share of samples above 60 % and below 40 %."""
-    sim = BigCSimulator(trace_like(seed), settings(**extra), shrink, check_invariants=True)
+    sim = BigCSimulator(trace_like(seed, job_model), settings(**extra), shrink, check_invariants=True)
     util: list[float] = []
-    total = CAPACITY * sim.cost.slots_per_node
+    total = CAPACITY * sim.node_slots
 
     def sample(s, t):
         frozen = sum(len(g.work) for groups in s.left.values() for g in groups if g.frozen)
@@ -639,11 +656,11 @@ B4_ARMS: dict[str, tuple[ShrinkModel, dict[str, Any]]] = {
 }
 
 
-def sim_b4(seeds: list[int]) -> dict[str, Any]:
+def sim_b4(seeds: list[int], job_model: str = "mr") -> dict[str, Any]:
     """SIM-B4: a Google-trace-like replay (182 long, ~2200 short jobs over 3.8 h, a spike near 8000 s)."""
     got = {}
     for arm, (m, extra) in B4_ARMS.items():
-        runs = [run_trace(sd, m, **extra) for sd in seeds]
+        runs = [run_trace(sd, m, job_model=job_model, **extra) for sd in seeds]
         got[arm] = {k: statistics.fmean(r[k] for r in runs) for k in runs[0]}
     rows = [{"arm": arm, **{k: round(v, 3 if k.startswith("util") else 1) for k, v in r.items()}} for arm, r in got.items()]
     fifo, kill, ip, gp, res = B4_ARMS

@@ -57,10 +57,10 @@ class CeresSimulator(Simulator):
 
     def _sample(self, now: float) -> None:
         super()._sample(now)
-        slots = self.cost.slots_per_node
         keep = now - self.window
         live = set()
         for c in self.order:
+            slots = c.slots_per_node
             for n in c.nodes.values():
                 cpu = mem = 0.0
                 for t in n.tasks:
@@ -118,7 +118,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 # --- SIM-C1: reclaim-first ordering vs BIG-C-like -------------------------------------------------
 
-def mixed(seed: int) -> tuple[Workload, dict[int, tuple[float, float]]]:
+def mixed(seed: int, job_model: str = "mr") -> tuple[Workload, dict[int, tuple[float, float]]]:
     """SIM-C1's mix: **S**, latency-sensitive Spark-SQL-like queries (6 maps of about 10 s and a 5 s
     reduce) as a Poisson stream at 20 % of the map slots with two bursts at 85 % (300-450 s and
     550-700 s); **B1**, busy batch with a backlog (48 maps of about 300 s and 4 reduces, one job every
@@ -144,19 +144,18 @@ def mixed(seed: int) -> tuple[Workload, dict[int, tuple[float, float]]]:
     jobs.sort(key=lambda j: j.submit_s)
     jobs = [replace(j, id=k) for k, j in enumerate(jobs)]
     use = {j.id: (0.35, 0.3) for j in jobs if j.cluster == "B2"}
-    clusters = (WorkloadCluster("S", 0.0, 4, 10 * GB), WorkloadCluster("B1", 0.0, 4, 10 * GB),
-                WorkloadCluster("B2", 0.0, 4, 10 * GB))
+    clusters = tuple(WorkloadCluster(n, 0.0, 4, 10 * GB, job_model=job_model) for n in ("S", "B1", "B2"))
     wl = Workload("CERES mix", clusters, tuple(jobs), CAPACITY, period_s=PERIOD, grow_type=Role.TR, cost=cost,
                   settings={"idle_timeout_s": 3600.0},
                   note="S latency queries with two bursts, B1 busy batch, B2 swollen batch")
     return wl, use
 
 
-def run_c1(seed: int, **extra: Any) -> dict[str, float]:
+def run_c1(seed: int, job_model: str = "mr", **extra: Any) -> dict[str, float]:
     """One SIM-C1 run: S's scheduling latency (first task start - submit: mean, p99), running time
     (end - first start: p95) and completion time (p95); batch JCT p95; tasks killed (preempted) and
     the ticks whose plan took a busy node; utilisation."""
-    wl, use = mixed(seed)
+    wl, use = mixed(seed, job_model)
     s = _settings(**extra)
     sim = CeresSimulator(wl, s, use=use, check_invariants=True)
     preempting = [0]
@@ -181,7 +180,7 @@ def run_c1(seed: int, **extra: Any) -> dict[str, float]:
     return {"s_tsl_mean_s": statistics.fmean(tsl), "s_tsl_p99_s": _pct(tsl, 99), "s_trt_p95_s": _pct(trt, 95),
             "s_tct_p95_s": _pct(tct, 95), "batch_jct_p95_s": _pct(batch, 95),
             "killed_tasks": float(sim.stats.killed_tasks), "busy_nodes_taken": float(preempting[0]),
-            "utilization": sim.stats.busy_slot_s / (sim.capacity * sim.cost.slots_per_node * end)}
+            "utilization": sim.stats.busy_slot_s / (sim.capacity * sim.node_slots * end)}
 
 
 #: SIM-C1's arms: TD with a full FP shrink (CS-EP-like: preemption on), BIG-C-like, CERES' ordering on
@@ -199,9 +198,9 @@ def _mean(runs: list[dict[str, float]]) -> dict[str, float]:
     return {k: statistics.fmean(r[k] for r in runs) for k in runs[0]}
 
 
-def sim_c1(seeds: list[int]) -> dict[str, Any]:
+def sim_c1(seeds: list[int], job_model: str = "mr") -> dict[str, Any]:
     """SIM-C1: CERES' reclaim-first ordering vs BIG-C-like (and TD kill): preemptions and S's latency."""
-    got = {arm: _mean([run_c1(s, **extra) for s in seeds]) for arm, extra in C1_ARMS.items()}
+    got = {arm: _mean([run_c1(s, job_model, **extra) for s in seeds]) for arm, extra in C1_ARMS.items()}
     rows = [{"arm": arm, **{k: round(v, 3 if k == "utilization" else 1) for k, v in r.items()}}
             for arm, r in got.items()]
     b, c = got["BIG-C-like (D=3)"], got["CERES on BIG-C-like (D=3)"]
@@ -233,7 +232,7 @@ def sim_c1(seeds: list[int]) -> dict[str, Any]:
 
 # --- SIM-C2: straggler expansion ------------------------------------------------------------------
 
-def stragglers(seed: int) -> tuple[Workload, dict[int, tuple[float, float]]]:
+def stragglers(seed: int, job_model: str = "mr") -> tuple[Workload, dict[int, tuple[float, float]]]:
     """SIM-C2's mix: **S**, latency queries of 48 maps of about 8 s and 2 reduces of about 5 s (two
     waves on S's minimum of 4 nodes, 24 map slots: its reference runtime), a Poisson stream at 40 %
     of the map slots, one query in five slowed 3x (interference: every task of it); **B**, two batch
@@ -257,17 +256,18 @@ def stragglers(seed: int) -> tuple[Workload, dict[int, tuple[float, float]]]:
         jobs.append(replace(j, ref_runtime_s=ref))
     jobs.sort(key=lambda j: j.submit_s)
     jobs = [replace(j, id=k) for k, j in enumerate(jobs)]
-    clusters = (WorkloadCluster("S", 0.0, 4, 10 * GB), WorkloadCluster("B", 0.0, 4, 10 * GB))
+    clusters = (WorkloadCluster("S", 0.0, 4, 10 * GB, job_model=job_model),
+                WorkloadCluster("B", 0.0, 4, 10 * GB, job_model=job_model))
     wl = Workload("CERES stragglers", clusters, tuple(jobs), CAPACITY, period_s=PERIOD, grow_type=Role.TR,
                   cost=cost, settings={"idle_timeout_s": 60.0},
                   note="S latency queries, one in five slowed 3x; B batch that leaves at about 500 s")
     return wl, {}
 
 
-def run_c2(seed: int, **extra: Any) -> dict[str, float]:
+def run_c2(seed: int, job_model: str = "mr", **extra: Any) -> dict[str, float]:
     """One SIM-C2 run: S's running times (end - first start: p95, p99; and of the slowed queries),
     tasks killed, utilisation."""
-    wl, use = stragglers(seed)
+    wl, use = stragglers(seed, job_model)
     sim = CeresSimulator(wl, _settings(**({"idle_timeout_s": 60.0} | extra)), use=use, check_invariants=True).run()
     if sim.stats.invariant_errors:
         raise AssertionError(f"invariants: {sim.stats.invariant_errors[:3]}")
@@ -279,7 +279,7 @@ def run_c2(seed: int, **extra: Any) -> dict[str, float]:
     return {"s_trt_p95_s": _pct(trt, 95), "s_trt_p99_s": _pct(trt, 99), "s_trt_mean_s": statistics.fmean(trt),
             "slowed_trt_mean_s": statistics.fmean(slow) if slow else float("nan"),
             "batch_jct_p95_s": _pct(batch, 95), "killed_tasks": float(sim.stats.killed_tasks),
-            "utilization": sim.stats.busy_slot_s / (sim.capacity * sim.cost.slots_per_node * end)}
+            "utilization": sim.stats.busy_slot_s / (sim.capacity * sim.node_slots * end)}
 
 
 #: SIM-C2's arms: tau (how long idle capacity waits for the weights) x C-2 off/on
@@ -287,9 +287,9 @@ C2_TAUS = (10.0, 100.0, 1000.0)
 C2_ON = {"straggler_factor": 1.5, "straggler_expand_nodes": 4}
 
 
-def sim_c2(seeds: list[int]) -> dict[str, Any]:
+def sim_c2(seeds: list[int], job_model: str = "mr") -> dict[str, Any]:
     """SIM-C2: straggler expansion (C-2) vs none under tau 10, 100, 1000: the latency cluster's tail."""
-    got = {(tau, on): _mean([run_c2(s, tau=tau, **(C2_ON if on else {})) for s in seeds])
+    got = {(tau, on): _mean([run_c2(s, job_model, tau=tau, **(C2_ON if on else {})) for s in seeds])
            for tau in C2_TAUS for on in (False, True)}
     rows = [{"tau": tau, "C-2": "on" if on else "off", **{k: round(v, 3 if k == "utilization" else 1)
                                                        for k, v in r.items()}} for (tau, on), r in got.items()]

@@ -56,7 +56,7 @@ class RackJob:
 
 
 @dataclass
-class Outcome:
+class JobOutcome:
     name: str
     arrival: float
     start: float | None = None
@@ -70,7 +70,7 @@ class Outcome:
 
 @dataclass
 class RackRun:
-    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    outcomes: dict[str, JobOutcome] = field(default_factory=dict)
     jobs: dict[str, RackJob] = field(default_factory=dict)
 
     def mean_completion(self) -> float:
@@ -93,7 +93,7 @@ def simulate_racks(jobs: list[RackJob], racks: int, per_rack: int, policy: str, 
     hosts = list(rack_of)
     free: set[str] = set(hosts)
     busy_until: dict[str, float] = {}
-    run = RackRun({j.name: Outcome(j.name, j.arrival) for j in jobs}, {j.name: j for j in jobs})
+    run = RackRun({j.name: JobOutcome(j.name, j.arrival) for j in jobs}, {j.name: j for j in jobs})
     queue: list[RackJob] = []
     events: list = [(j.arrival, 1, j.name, "arrive") for j in jobs]
     heapq.heapify(events)

@@ -8,6 +8,8 @@ asserts them).
 
 from __future__ import annotations
 
+import inspect
+
 from collections.abc import Callable
 from statistics import mean
 from typing import Any
@@ -112,8 +114,15 @@ def check_name(name: str) -> str | None:
     return next((k for k in CHECKS if k.lower() == name.lower()), None)
 
 
-def run_check(name: str, seeds: list[int]) -> Result:
-    out = CHECKS[name](seeds)
+def takes_job_model(name: str) -> bool:
+    """Whether the check runs on the simulator's job model (SIM-B1..B4, SIM-C1, SIM-C2)."""
+    return "job_model" in inspect.signature(CHECKS[name]).parameters
+
+
+def run_check(name: str, seeds: list[int], job_model: str | None = None) -> Result:
+    out = CHECKS[name](seeds, job_model) if job_model is not None else CHECKS[name](seeds)
+    if job_model is not None:
+        out["job_model"] = job_model
     out["check"] = name
     out["expect"] = [{"expected": e, "holds": bool(ok)} for e, ok in out["expect"]]
     return out

@@ -18,6 +18,7 @@ from collections import deque
 from math import ceil
 
 from fawkes.mechanism.model import ClusterState, Role
+from fawkes.sim import stages
 from fawkes.sim.costs import penalty
 
 RANK = {Role.CORE: 0, Role.TC: 1, Role.TR: 2}
@@ -63,6 +64,10 @@ class Task:
 
 
 class SimJob:
+    """A MapReduce job (Hadoop-1 slots, slow-start, copy overlap); :class:`fawkes.sim.stages.StageJob`
+    is the Spark-like one."""
+
+    staged = False
     __slots__ = ("spec", "id", "submit", "map_d", "red_d", "pend_maps", "pend_reds", "n_maps", "n_reds",
                  "maps_done", "reds_done", "running", "waiting", "scheduled_reds", "slow_need", "started",
                  "end", "out_per_writer", "ref", "in_rq")
@@ -85,6 +90,17 @@ class SimJob:
         self.ref = ref
         self.in_rq = False  # in the cluster's queue of jobs with eligible pending reduces
 
+    @property
+    def pending_count(self) -> int:
+        return len(self.pend_maps) + len(self.pend_reds)
+
+
+def new_job(spec, cluster_model: str, submit: float, slowstart: float, ref: float | None):
+    """The job of ``spec`` under its model (its own, else its cluster's)."""
+    if (spec.model or cluster_model) == stages.SPARK:
+        return stages.StageJob(spec, submit, ref)
+    return SimJob(spec, submit, slowstart, ref)
+
 
 def _fifo(job: SimJob) -> tuple[float, int]:
     return (job.submit, job.id)
@@ -93,10 +109,16 @@ def _fifo(job: SimJob) -> tuple[float, int]:
 class SimCluster:
     """Nodes, jobs and slot scheduling of one MR-cluster incarnation."""
 
+    ev_call = EV_CALL
+
     def __init__(self, sim, spec):
         self.sim = sim
         self.spec = spec
         self.name = spec.name
+        # a Spark-like cluster's node runs every stage on map_slots cores (fawkes/sim/stages.py)
+        self.job_model = spec.job_model
+        self.map_slots = sim.cost.map_slots
+        self.red_slots = 0 if spec.job_model == stages.SPARK else sim.cost.reduce_slots
         self.min_core = spec.min_core
         self.state = ClusterState.REQUESTED
         self.jobs: dict[int, SimJob] = {}  # unfinished, in submission order
@@ -172,7 +194,7 @@ class SimCluster:
             return
         node.ready = True
         cost = self.sim.cost
-        node.free_map, node.free_red = cost.map_slots, cost.reduce_slots
+        node.free_map, node.free_red = self.map_slots, self.red_slots
         self.free_map += node.free_map
         self.free_red += node.free_red
         if node.role is Role.TR:
@@ -243,8 +265,8 @@ class SimCluster:
             for t in list(node.tasks):
                 self._kill(t, now)
                 killed += 1
-            if self.sim.cost.lose_map_outputs:
-                self._lose_outputs(node)
+            if node.map_outputs:
+                self._lose_outputs(node, now)
         return killed
 
     def detach(self, node: SimNode, now: float) -> None:
@@ -269,7 +291,9 @@ class SimCluster:
         job.running -= 1
         self.running_tasks -= 1
         self.version += 1
-        if t.is_map:
+        if job.staged:
+            stages.killed(self, job, t, now)
+        elif t.is_map:
             self._add_maps(job, (t.idx,))
         else:
             if t.end >= 0:
@@ -289,13 +313,19 @@ class SimCluster:
             insort(self.mq, job, key=_fifo)
         job.pend_maps.extend(idxs)
 
-    def _lose_outputs(self, node: SimNode) -> None:
-        for job, idx in node.map_outputs:
+    def _lose_outputs(self, node: SimNode, now: float) -> None:
+        """Map (shuffle) outputs on ``node`` are lost with it; those still needed run again."""
+        entries, node.map_outputs = node.map_outputs, []
+        staged = [e for e in entries if e[0].staged]
+        if staged:
+            self.sim.stats.lost_maps += stages.lose_outputs(self, staged, node, now)
+        for job, idx in entries:
+            if job.staged:
+                continue
             if job.end is None and (job.pend_reds or job.scheduled_reds + job.reds_done < job.n_reds):
                 job.maps_done -= 1
                 self._add_maps(job, (idx,))
                 self.sim.stats.lost_maps += 1
-        node.map_outputs.clear()
 
     def _task_off_node(self, node: SimNode) -> None:
         node.running -= 1
@@ -413,6 +443,8 @@ class SimCluster:
         job.running += 1
         if job.started is None:
             job.started = now
+        if job.staged:
+            stages.started(job, t)
         if is_map:
             t.end = now + d
             self.sim.push(t.end, EV_TASK, t)
@@ -433,6 +465,9 @@ class SimCluster:
         self.completed_tasks += 1
         self.version += 1
         self.sim.stats_done(t)
+        if job.staged:
+            stages.finish(self, t, now)
+            return
         if node.usable:
             if t.is_map:
                 node.free_map += 1
@@ -463,15 +498,23 @@ class SimCluster:
             job.scheduled_reds -= 1
             self._write_output(node, job.out_per_writer)
         if job.maps_done >= job.n_maps and job.reds_done >= job.n_reds and job.running == 0:
-            del self.jobs[job.id]
-            job.end = now + self.sim.cost.job_overhead_s
-            self.completed_jobs += 1
-            self.sim.on_job_done(self, job)
-            if job.id in self.dispatched:  # the dispatcher sees the end (after the overhead), launches the next
-                self.dispatched.discard(job.id)
-                self.up.discard(job.id)
-                self.sim.push(job.end, EV_CALL, lambda sim, at: self._launch(at))
+            self._job_done(job, now)
         self.dispatch(now)
+
+    def _job_done(self, job, now: float) -> None:
+        del self.jobs[job.id]
+        job.end = now + self.sim.cost.job_overhead_s
+        self.completed_jobs += 1
+        self.sim.on_job_done(self, job)
+        if job.id in self.dispatched:  # the dispatcher sees the end (after the overhead), launches the next
+            self.dispatched.discard(job.id)
+            self.up.discard(job.id)
+            self.sim.push(job.end, EV_CALL, lambda sim, at: self._launch(at))
+
+    def _free_map_slot(self, node: SimNode) -> None:
+        node.free_map += 1
+        self.free_map += 1
+        self._push_map(node)
 
     def _write_output(self, node: SimNode, out: float) -> None:
         if out <= 0:
@@ -490,8 +533,12 @@ class SimCluster:
             dns[self.sim.rand(len(dns))].stored += out
 
     # --- facts for sampling -----------------------------------------------------------------
+    @property
+    def slots_per_node(self) -> int:
+        return self.map_slots + self.red_slots
+
     def configured_slots(self) -> int:
-        return self.sim.cost.slots_per_node * (self.n_ready_core + self.n_ready_tr + self.n_ready_tc)
+        return self.slots_per_node * (self.n_ready_core + self.n_ready_tr + self.n_ready_tc)
 
     def storage_capacity(self) -> float:
         return self.sim.cost.hdfs_capacity_bytes * self.n_dn

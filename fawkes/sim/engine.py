@@ -44,7 +44,7 @@ from fawkes.mechanism import (
 from fawkes.mechanism.admission import next_queue_change
 from fawkes.mechanism.memory import Memory
 from fawkes.mechanism.koala_mr import ResizeParams
-from fawkes.sim.cluster import EV_CALL, EV_TASK, SimJob, SimCluster, Task
+from fawkes.sim.cluster import EV_CALL, EV_TASK, SimJob, SimCluster, Task, new_job
 from fawkes.sim.workloads import Workload
 
 _METRIC_FIELDS = tuple(f for f in ClusterMetrics.__dataclass_fields__ if f != "time")
@@ -103,7 +103,7 @@ def _gated_facts(c: SimCluster) -> list:
     for j in c.jobs.values():
         if j.id in c.up:
             c.learned = max(c.learned, j.n_maps + j.n_reds)
-            pending = len(j.pend_maps) + len(j.pend_reds)
+            pending = j.pending_count
         else:
             pending = max(1, math.ceil(j.spec.input_bytes / SPLIT), c.learned)
         facts.append(JobFacts(j.submit, j.spec.input_bytes, pending, j.running, j.started, j.ref))
@@ -289,6 +289,12 @@ class Simulator:
                     tl.append((self.now, tl[-1][1]))
         return self
 
+    @property
+    def node_slots(self) -> int:
+        """A node's task slots: map + reduce slots, a Spark-like cluster's cores when every cluster is one."""
+        return min((c.slots_per_node for c in self.clusters.values()), default=self.cost.slots_per_node) if all(
+            c.job_model == "spark" for c in self.clusters.values()) else self.cost.slots_per_node
+
     def makespan_end(self) -> float:
         return max((j.end for j in self.done_jobs), default=self.now)
 
@@ -319,7 +325,7 @@ class Simulator:
     def _submit(self, spec, now: float) -> None:
         c = self.clusters[spec.cluster]
         ref = self.refs[spec.id] if self.refs is not None else spec.ref_runtime_s
-        job = SimJob(spec, now, self.cost.slowstart, ref)
+        job = new_job(spec, c.job_model, now, self.cost.slowstart, ref)
         self.jobs[spec.id] = job
         if c.state is ClusterState.RELEASED:  # it left after T_idle: request it again (redeploy, reload)
             c.submit(job, now)
@@ -629,7 +635,7 @@ class Simulator:
         if c.gated:
             facts = _gated_facts(c)
         else:
-            facts = [JobFacts(j.submit, j.spec.input_bytes, len(j.pend_maps) + len(j.pend_reds), j.running,
+            facts = [JobFacts(j.submit, j.spec.input_bytes, j.pending_count, j.running,
                               j.started, j.ref) for j in c.jobs.values()]
         return sample_cluster(now, facts, s, busy_slots=float(c.running_tasks),
                               configured_slots=float(c.configured_slots()), output_bytes=c.output_bytes,
@@ -657,7 +663,7 @@ class Simulator:
             if smp and smp[0].time <= now - period:
                 smp = [m for m in smp if m.time > now - period] or smp[-1:]
             views.append(ClusterView(c.name, c.state, c.min_core, nodes, tuple(smp), tuple(alloc),
-                                     self.cost.slots_per_node, c.requested_at))
+                                     c.slots_per_node, c.requested_at))
         queue = tuple(ClusterRequest(c.name, c.min_core, c.requested_at, c.spec.expected_duration_s,
                                      c.spec.deadline_s) for c in self.queue)
         racks = self.host_racks if self.settings is not None and self.settings.placement != "none" else {}

@@ -17,7 +17,7 @@ from fawkes.mechanism.controller import Between
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
+class RecordedStep:
     """One record: ``kind`` is static | request | state | release | fail | sample | tick | between."""
 
     kind: str
@@ -28,34 +28,34 @@ class Event:
 
 @dataclass
 class Recorder:
-    events: list[Event] = field(default_factory=list)
+    events: list[RecordedStep] = field(default_factory=list)
 
     def static(self, name: str, min_core: int, nodes: tuple[tuple[str, Role], ...], t: float) -> None:
         """A cluster that exists from the start (chapter-2 runs): active, holding ``nodes``."""
-        self.events.append(Event("static", t, name, (min_core, nodes)))
+        self.events.append(RecordedStep("static", t, name, (min_core, nodes)))
 
     def request(self, name: str, min_core: int, t: float, expected_duration_s: float | None = None,
                 deadline_s: float | None = None) -> None:
-        self.events.append(Event("request", t, name, (min_core, expected_duration_s, deadline_s)))
+        self.events.append(RecordedStep("request", t, name, (min_core, expected_duration_s, deadline_s)))
 
     def state(self, name: str, to: ClusterState, t: float) -> None:
-        self.events.append(Event("state", t, name, to))
+        self.events.append(RecordedStep("state", t, name, to))
 
     def release(self, name: str, host: str, t: float) -> None:
-        self.events.append(Event("release", t, name, host))
+        self.events.append(RecordedStep("release", t, name, host))
 
     def fail(self, host: str, t: float) -> None:
         """A host died: it leaves the pool; the node on it, if any, is lost."""
-        self.events.append(Event("fail", t, data=host))
+        self.events.append(RecordedStep("fail", t, data=host))
 
     def sample(self, name: str, m: ClusterMetrics) -> None:
-        self.events.append(Event("sample", m.time, name, m))
+        self.events.append(RecordedStep("sample", m.time, name, m))
 
     def tick(self, snap: Snapshot, d: Decision, memory: Memory) -> None:
-        self.events.append(Event("tick", snap.now, data=(snap, d, memory)))
+        self.events.append(RecordedStep("tick", snap.now, data=(snap, d, memory)))
 
     def between(self, snap: Snapshot, b: Between) -> None:
-        self.events.append(Event("between", snap.now, data=(snap, b, b.memory)))
+        self.events.append(RecordedStep("between", snap.now, data=(snap, b, b.memory)))
 
     @property
     def steps(self) -> int:

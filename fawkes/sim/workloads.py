@@ -38,6 +38,7 @@ class JobSpec:
     output_bytes: float = 0.0
     size: str = ""  # small / medium / large / type-k, for reports
     startup_s: float | None = None  # a live job's own dispatch -> first task (a live export); else the cost model's
+    model: str = ""  # job model, "mr" or "spark" (fawkes/sim/stages.py); empty: its cluster's
 
     @property
     def tasks(self) -> int:
@@ -58,6 +59,9 @@ class WorkloadCluster:
     #: tasks of a job of this cluster that the live sampler already knew when the trace begins: it counts a
     #: job whose tasks it has not seen yet as that many (``fawkes trace from-state``'s cluster file)
     tasks_known: int = 0
+    #: how its jobs run unless a job says otherwise: "mr" (Hadoop-1 slots) or "spark" (stages with
+    #: barriers, fawkes/sim/stages.py)
+    job_model: str = "mr"
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,7 @@ def reseed(wl: Workload, seed: int) -> Workload:
     for k, r in enumerate(rows):
         jobs.append(make_job(wl.cost, rng, k, r.cluster, r.app, r.input_bytes, r.maps, r.reduces, r.submit_s,
                              ref_runtime_s=r.ref_runtime_s, map_s=r.map_s, reduce_s=r.reduce_s,
-                             startup_s=r.startup_s))
+                             startup_s=r.startup_s, model=r.model))
     out = replace(wl, jobs=tuple(jobs))
     object.__setattr__(out, "_rows", rows)
     _RESEEDED[key] = (wl, out)

@@ -4,12 +4,13 @@ Trace: a header and one row per job, columns ``submit_s,cluster,app,input_bytes,
 plus optional ``ref_runtime_s``, ``map_s``, ``reduce_s`` (measured mean task seconds, which replace
 the cost model's), ``job`` (a label, e.g. the Spark application id; not used by the simulator) and
 ``startup_s`` (the job's own measured start-up, dispatch to its first task, which replaces the cost
-model's ``job_startup_s`` for this job when the dispatcher's gate is on).
+model's ``job_startup_s`` for this job when the dispatcher's gate is on) and ``model`` (``mr`` or
+``spark``: how the job runs, ``fawkes/sim/stages.py``; empty: its cluster's).
 ``input_bytes`` is a number of bytes, optionally with a unit (``KB MB GB TB``, powers of 1024).
 Lines starting with ``#`` and blank lines are ignored.  :func:`write_trace` writes this format.
 
-Cluster file (optional): ``cluster,request_s`` plus optional ``min_core,dataset_bytes,tasks_known``
-(``tasks_known``: the tasks of a job of the cluster that the live sampler knew before the trace's
+Cluster file (optional): ``cluster,request_s`` plus optional ``min_core,dataset_bytes,tasks_known,job_model``
+(``job_model``: ``mr``, the default, or ``spark``, how the cluster's jobs run; ``tasks_known``: the tasks of a job of the cluster that the live sampler knew before the trace's
 first job; the simulator's sampler counts a job it has not seen running as that many, as the live
 one does).
 Clusters are the distinct names in the trace; without a cluster file each is requested at
@@ -28,12 +29,13 @@ from pathlib import Path
 from fawkes.errors import ConfigError, FawkesError
 from fawkes.mechanism.model import Role
 from fawkes.sim.costs import CostModel
+from fawkes.sim.stages import JOB_MODELS
 from fawkes.sim.workloads import WorkloadCluster, Workload, reseed
 
 REQUIRED = ("submit_s", "cluster", "app", "input_bytes", "maps", "reduces")
-OPTIONAL = ("ref_runtime_s", "map_s", "reduce_s", "job", "startup_s")
+OPTIONAL = ("ref_runtime_s", "map_s", "reduce_s", "job", "startup_s", "model")
 CLUSTER_REQUIRED = ("cluster", "request_s")
-CLUSTER_OPTIONAL = ("min_core", "dataset_bytes", "tasks_known")
+CLUSTER_OPTIONAL = ("min_core", "dataset_bytes", "tasks_known", "job_model")
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3,
           "t": 1024**4, "tb": 1024**4, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
 #: bounds of a trace (docs/input-limits.md): what a simulation can finish in seconds to minutes, where
@@ -62,6 +64,7 @@ class TraceRow:
     reduce_s: float | None = None
     job: str = ""
     startup_s: float | None = None
+    model: str = ""
 
 
 def write_trace(rows: Iterable[TraceRow], out) -> int:
@@ -163,6 +166,9 @@ def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: floa
             opt["startup_s"] = _field(path, lineno, cols, "startup_s", r["startup_s"], float,
                                       lambda v: 0 <= v <= MAX_TASK_S,
                                       f"expected seconds >= 0 and <= {MAX_TASK_S:.0f} (or empty)")
+        if r.get("model"):
+            opt["model"] = _field(path, lineno, cols, "model", r["model"], str, lambda v: v in JOB_MODELS,
+                                  "expected " + " or ".join(JOB_MODELS) + " (or empty)")
         rows.append(TraceRow(submit, cluster, app, size, maps, reduces, job=r.get("job", ""), **opt))
     if not rows:
         raise ConfigError(str(path), "no jobs in the trace")
@@ -193,7 +199,12 @@ def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: floa
             if r.get("tasks_known"):
                 known = _field(cpath, lineno, cols, "tasks_known", r["tasks_known"], int,
                                lambda v: 0 <= v <= MAX_TASKS, f"expected an integer 0..{MAX_TASKS} (or empty)")
-            specs[n] = WorkloadCluster(n, t, m, ds, preloaded=(t == 0 and ds == 0), tasks_known=known)
+            model = "mr"
+            if r.get("job_model"):
+                model = _field(cpath, lineno, cols, "job_model", r["job_model"], str, lambda v: v in JOB_MODELS,
+                               "expected " + " or ".join(JOB_MODELS) + " (or empty)")
+            specs[n] = WorkloadCluster(n, t, m, ds, preloaded=(t == 0 and ds == 0), tasks_known=known,
+                                       job_model=model)
     total_min = sum(s.min_core for s in specs.values())
     if min_core > capacity:  # the option's fault, not the trace's (the cluster file's are checked per line)
         raise FawkesError(f"--min-core {min_core} exceeds --capacity {capacity}")
