@@ -53,6 +53,31 @@ class MetricsConfig(BaseModel):
         return v
 
 
+class ApiConfig(BaseModel):
+    """The teams' HTTP API (``docs/api.md``): served by the same server as /metrics and the dashboard, on
+    ``metrics.bind`` and ``metrics.port``; every request needs a token (``fawkes token create``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    enabled: StrictBool = Field(default=False, description="serve the authenticated API under /api/v1/ "
+                                "(off: those paths answer 404)")
+    rate_per_min: int = Field(default=60, ge=1, le=100_000, strict=True,
+                              description="requests a token may make per minute (beyond: 429)")
+    burst: int = Field(default=20, ge=1, le=100_000, strict=True,
+                       description="requests a token may make at once before rate_per_min applies")
+    max_body_bytes: int = Field(default=65536, ge=64, le=16 << 20, strict=True,
+                                description="the largest request body, bytes (beyond: 413, unread)")
+    tls_cert: Path | None = Field(default=None, description="a PEM certificate (chain): serve https, /metrics and "
+                                  "the dashboard too (relative: to the config file; null: plain http, for "
+                                  "localhost or behind a TLS reverse proxy)")
+    tls_key: Path | None = Field(default=None, description="the certificate's PEM private key (with tls_cert)")
+
+    @model_validator(mode="after")
+    def _pair(self) -> ApiConfig:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        return self
+
+
 _MAX_KEEP_S = 100 * 365 * 86400.0  # fawkes.cli.params.MAX_KEEP_S
 
 
@@ -207,6 +232,8 @@ class CoordinatorConfig(BaseModel):
     sample_period: float = Field(default=5.0, ge=0.1, le=MAX_SECONDS, allow_inf_nan=False,
                                  description="seconds between two samples, at most period (set: over the preset's)")
     metrics: MetricsConfig = Field(default=MetricsConfig(), description="Prometheus /metrics and the dashboard")
+    api: ApiConfig = Field(default=ApiConfig(), description="the teams' authenticated HTTP API (docs/api.md; "
+                           "default: off)")
     log_format: Literal["text", "json"] = Field(default="text", description="the coordinator's log lines")
     cluster_options: dict[str, str] = Field(default_factory=dict, description="framework tunables for every "
                                             "cluster (the templates' DEFAULT_OPTIONS)")
@@ -349,6 +376,14 @@ def load_config(path: str | Path | None = None) -> CoordinatorConfig:
             raise ConfigError(str(p), f"{conf} is not a file", line=lines.get(("pool", "slurm_conf")),
                               field="pool.slurm_conf")
     _check_maps_only(p, cfg, lines)
+    tls = {k: base / v.expanduser() for k in ("tls_cert", "tls_key")
+           if (v := getattr(cfg.api, k)) is not None and not v.is_absolute()}
+    if tls:
+        updates["api"] = cfg.api.model_copy(update=tls)
+    for k in ("tls_cert", "tls_key"):
+        f = tls.get(k, getattr(cfg.api, k))
+        if f is not None and not f.is_file():
+            raise ConfigError(str(p), f"{f} is not a file", line=lines.get(("api", k)), field=f"api.{k}")
     if cfg.policy.endswith((".yaml", ".yml")) or "/" in cfg.policy:  # a preset file: relative to this file too
         updates["policy"] = str(base / Path(cfg.policy).expanduser())
     if cfg.state is not None:

@@ -179,6 +179,7 @@ policy: td-tc                                 # preset name (policies/) or a pre
 period: 60                                    # T, seconds
 sample_period: 5                              # seconds, <= period
 metrics: {bind: 127.0.0.1, port: 9464, dashboard: true}
+api: {enabled: false, rate_per_min: 60}       # teams' API under /api/v1/ (docs/api.md; tokens: fawkes token)
 log_format: text                              # text | json
 cluster_options: {}                           # framework tunables (templates' DEFAULT_OPTIONS)
 host_grace: 30                                # seconds without an SSH answer before a host is failed
