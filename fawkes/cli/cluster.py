@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from fawkes.cli.remote import cluster_path, remote, remote_options
 from fawkes.cli.status import emit_json, json_option, print_table, record, when
 from fawkes.config import open_store, state_option
 
@@ -27,11 +28,20 @@ def cluster() -> None:
 @click.option("--deadline", type=float, default=None, metavar="SECONDS",
               help="maxT: its deadline, seconds from now (admission_order utility, deadline_purge).")
 @state_option
+@remote_options
 @json_option
 def request(name: str, framework: str, min_core: int, input_path: str | None, expected: float | None,
-            deadline: float | None, state: str | None, as_json: bool) -> None:
+            deadline: float | None, state: str | None, url: str | None, token_file: str | None,
+            as_json: bool) -> None:
     """Queue a request for a new MR-cluster NAME (global queue; FIFO unless the preset sets another
     admission_order)."""
+    api = remote(url, token_file)
+    if api is not None:
+        out = api.call("POST", "/api/v1/clusters", {"name": name, "framework": framework, "min_core": min_core,
+                                                    "input": input_path, "expected_duration": expected,
+                                                    "deadline": deadline})
+        emit_json(out["cluster"]) if as_json else click.echo(out["message"])
+        return
     with open_store(state) as store:
         c = store.request_cluster(name, framework=framework, min_core=min_core, input_path=input_path,
                                   expected_duration_s=expected, deadline_s=deadline)
@@ -99,9 +109,15 @@ def show(name: str, state: str | None, as_json: bool) -> None:
 @cluster.command()
 @click.argument("name")
 @state_option
+@remote_options
 @json_option
-def release(name: str, state: str | None, as_json: bool) -> None:
+def release(name: str, state: str | None, url: str | None, token_file: str | None, as_json: bool) -> None:
     """Ask for cluster NAME to be released (a queued request is withdrawn at once)."""
+    api = remote(url, token_file)
+    if api is not None:
+        out = api.call("POST", f"/api/v1/clusters/{cluster_path(name)}/release")
+        emit_json(out["cluster"]) if as_json else click.echo(out["message"])
+        return
     with open_store(state) as store:
         c = store.request_release(name)
     if as_json:
