@@ -358,3 +358,16 @@ def test_the_api_is_off_unless_enabled(store):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_audit_rows_are_pruned_with_the_events(store):
+    from fawkes.config import RetentionConfig
+    from fawkes.coordinator.retention import prune
+    from fawkes.mechanism import Settings
+
+    store.record_audit(actor="user a", via="cli", action="token.create", target="t", result="ok")
+    store.clock.advance(31 * 86400)
+    store.record_audit(actor="user a", via="cli", action="token.revoke", target="t", result="ok")
+    report = prune(store, RetentionConfig(), Settings(), store.clock())
+    assert report.audit == 1 and "1 audit row(s)" in report.summary()
+    assert [r.action for r in store.audit()] == ["token.revoke"]
