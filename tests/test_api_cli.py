@@ -163,3 +163,21 @@ def test_tls_with_a_configured_certificate(state, tmp_path):
         server.shutdown()
         server.server_close()
         store.close()
+
+
+@pytest.mark.parametrize("api, msg", [
+    ("{enabled: true, tls_cert: missing.pem, tls_key: key.pem}", "api.tls_cert: "),
+    ("{enabled: true, tls_cert: cert.pem}", "tls_cert and tls_key go together"),
+    ("{enabled: 1}", "api.enabled"),
+    ("{enabled: true, rate_per_min: .nan}", "api.rate_per_min"),
+    ("{enabled: true, rate_per_min: -1}", "api.rate_per_min"),
+    ("{enabled: true, max_body_bytes: 1000000000000000000000000000000}", "api.max_body_bytes"),
+    ("{enabled: true, token: x}", "api.token"),
+])
+def test_bad_api_config_is_one_line(tmp_path, api, msg):
+    (tmp_path / "cert.pem").write_text("x")
+    (tmp_path / "key.pem").write_text("x")
+    (tmp_path / "config.yaml").write_text(f"api: {api}\n")
+    r = run_cli("config", "check", str(tmp_path / "config.yaml"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and msg in r.stderr, r.stderr
+    assert "config.yaml:1" in r.stderr
