@@ -181,3 +181,21 @@ def test_bad_api_config_is_one_line(tmp_path, api, msg):
     r = run_cli("config", "check", str(tmp_path / "config.yaml"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and msg in r.stderr, r.stderr
     assert "config.yaml:1" in r.stderr
+
+
+def test_direct_mutating_commands_are_audited_with_the_os_user(state):
+    import getpass
+
+    env = {"FAWKES_STATE": str(state)}
+    assert run_cli("cluster", "request", "etl", "--framework", "lab", "--min-core", "1", env=env).returncode == 0
+    bad = run_cli("cluster", "request", "etl2", "--framework", "lab", "--min-core", "0", env=env)
+    assert bad.returncode == 2
+    assert run_cli("host", "fail", "h2", "--reason", "disk", env=env).returncode == 0
+    assert run_cli("cluster", "release", "etl", env=env).returncode == 0
+    rows = json.loads(run_cli("audit", "--json", env=env).stdout)
+    assert [(r["actor"], r["via"], r["action"], r["target"], r["result"]) for r in rows] == [
+        (f"user {getpass.getuser()}", "cli", "cluster.request", "etl", "ok"),
+        (f"user {getpass.getuser()}", "cli", "host.fail", "h2", "ok"),
+        (f"user {getpass.getuser()}", "cli", "cluster.release", "etl", "ok")]
+    r = run_cli("audit", "--since", "5x", env=env)
+    assert r.returncode == 2 and "--since: must be an age" in r.stderr

@@ -1,5 +1,6 @@
 """``fawkes audit [--since]``: the audit trail (who, what, when, result) of mutating API requests and
-commands; and :func:`audited`, which records a command's own row."""
+commands; and :func:`audited`, which records a command's own row (``cluster request``/``release``,
+``submit``, ``jobs cancel``, ``host fail``/``restore``, ``down``, ``token create``/``revoke``)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def _since(text: str | None) -> float | None:
 @state_option
 @json_option
 def audit(since: str | None, limit: int, state: str | None, as_json: bool) -> None:
-    """The audit trail: every mutating API request and token command, oldest first."""
+    """The audit trail: every mutating API request and command, oldest first."""
     after = _since(since)
     with open_store(state) as store:
         rows = store.audit(since=after, limit=limit)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from fawkes.cli.audit import audited
 from fawkes.cli.remote import cluster_path, remote, remote_options
 from fawkes.cli.status import emit_json, json_option, print_table, record, when
 from fawkes.config import open_store, state_option
@@ -42,7 +43,7 @@ def request(name: str, framework: str, min_core: int, input_path: str | None, ex
                                                     "deadline": deadline})
         emit_json(out["cluster"]) if as_json else click.echo(out["message"])
         return
-    with open_store(state) as store:
+    with open_store(state) as store, audited(store, "cluster.request", name):
         c = store.request_cluster(name, framework=framework, min_core=min_core, input_path=input_path,
                                   expected_duration_s=expected, deadline_s=deadline)
         pos = len(store.queue())
@@ -118,7 +119,7 @@ def release(name: str, state: str | None, url: str | None, token_file: str | Non
         out = api.call("POST", f"/api/v1/clusters/{cluster_path(name)}/release")
         emit_json(out["cluster"]) if as_json else click.echo(out["message"])
         return
-    with open_store(state) as store:
+    with open_store(state) as store, audited(store, "cluster.release", name):
         c = store.request_release(name)
     if as_json:
         emit_json(record(c))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from fawkes.cli.params import count, seconds
+from fawkes.cli.audit import audited
 from fawkes.cli.remote import remote, remote_options
 from fawkes.cli.status import emit_json, json_option, print_table, record, when
 from fawkes.config import open_store, state_option
@@ -30,7 +31,7 @@ def submit(cluster: str, input_path: str | None, input_bytes: int | None, ref_ru
                                                 "input_bytes": input_bytes, "ref_runtime": ref_runtime})
         emit_json(out["job"]) if as_json else click.echo(out["job"]["id"])
         return
-    with open_store(state) as store:
+    with open_store(state) as store, audited(store, "job.submit", cluster):
         job = store.submit_job(cluster, list(app), input_path=input_path, input_bytes=input_bytes,
                                ref_runtime=ref_runtime)
     if as_json:
@@ -106,7 +107,7 @@ def cancel(job_ids: tuple[int, ...], state: str | None, url: str | None, token_f
             emit_json(got)
             return
     else:
-        with open_store(state) as store:
+        with open_store(state) as store, audited(store, "job.cancel", "jobs " + ",".join(map(str, job_ids))):
             done = store.cancel_jobs(job_ids)
     if as_json:
         emit_json([record(j) | {"outcome": outcome} for j, outcome in done])
