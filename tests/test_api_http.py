@@ -266,6 +266,8 @@ def test_a_bad_field_gets_one_400_naming_it_and_changes_nothing(api, path, body,
     (b"[1, 2]", "application/json", 400, "body: must be a JSON object"),
     (b'{"cluster": "etl", "cluster": "bi", "app": ["a"]}', "application/json", 400, "body: not JSON (duplicate"),
     (b"\xff\xfe", "application/json", 400, "body: not UTF-8"),
+    (b'{"cluster": "etl", "app": ["a"], "input": "/x\\ud800"}', "application/json", 400, "input: not valid Unicode"),
+    (b'{"cluster": "etl", "app": ["\\udfff"]}', "application/json", 400, "app: not valid Unicode"),
     (b'{"cluster": "etl", "app": ["a"]}', "text/plain", 415, "body: Content-Type"),
     (b"[" * 100_000, "application/json", 413, "body: 100000 bytes is more than the limit of 65536"),
 ])

@@ -49,6 +49,12 @@ def read_json(environ: Mapping[str, Any], limit: int) -> dict[str, Any]:
         raise ApiError(400, f"body: not JSON ({str(exc).splitlines()[0][:120]})") from None
     if not isinstance(data, dict):
         raise ApiError(400, f"body: must be a JSON object, got {type(data).__name__}")
+    for k, v in data.items():  # JSON's \ud800 escapes decode to lone surrogates, which no database stores
+        try:
+            json.dumps([k, v], ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError(400, f"{_show(k.encode('utf-8', 'replace').decode())}: not valid Unicode "
+                                "(a lone surrogate)") from None
     return data
 
 

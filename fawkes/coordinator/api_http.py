@@ -63,6 +63,10 @@ def allowed(token: ApiToken, scope: str, cluster: str | None) -> bool:
 
 
 def _store_status(exc: FawkesError) -> int:
+    from fawkes.store.lease import LeaseLost
+
+    if isinstance(exc, LeaseLost) or str(exc).startswith("state "):  # no longer the leader; the state busy or gone
+        return 503
     msg = str(exc)
     if "no such" in msg or "not found" in msg:
         return 404
@@ -125,7 +129,7 @@ class ApiApp:
             raise
         except FawkesError as exc:
             code = _store_status(exc)
-            self._audit(audit, target[0], "refused" if code == 409 else "invalid", code, str(exc))
+            self._audit(audit, target[0], {409: "refused", 503: "error"}.get(code, "invalid"), code, str(exc))
             raise ApiError(code, str(exc)) from None
         except Exception as exc:
             self._audit(audit, target[0], "error", 500, type(exc).__name__)
