@@ -205,6 +205,9 @@ class ClusterConfig(BaseModel):
         default=None, description="T_idle of this cluster: seconds or never (None: the config's, else the preset's)")
     save_to: str | None = Field(default=None, pattern=_SAVE_PATH, max_length=1024,
                                 description="where this cluster's output is saved when it leaves")
+    max_nodes: int | None = Field(default=None, ge=1, le=1_000_000, strict=True,
+                                  description="its ceiling: it never holds more nodes (null: none; a minimum above it "
+                                              "is never admitted)")
 
     @field_validator("idle_timeout_s", mode="before")
     @classmethod
@@ -214,6 +217,25 @@ class ClusterConfig(BaseModel):
         return None if v is None else idle_seconds(v)
 
     _save = field_validator("save_to")(lambda cls, v: _save_path(v))
+
+
+class TeamConfig(BaseModel):
+    """A team's quota over its MR-clusters (``teams:`` in the config; :mod:`fawkes.mechanism.ceilings`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    clusters: list[str] = Field(min_length=1, max_length=10_000, description="the team's MR-cluster names")
+    max_nodes: int = Field(ge=1, le=1_000_000, strict=True, description="nodes its clusters may hold together "
+                           "(their minima still hold; a request whose minimum would pass it waits)")
+
+    @field_validator("clusters")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        from fawkes.store.validate import NAME_RE
+
+        for k in v:
+            if not isinstance(k, str) or not NAME_RE.fullmatch(k):
+                raise ValueError(f"{str(k)[:40]!r} is not a cluster name")
+        return v
 
 
 class CoordinatorConfig(BaseModel):
@@ -264,6 +286,8 @@ class CoordinatorConfig(BaseModel):
                                             "<save_to>/<cluster>/<release id> (null: <the host's work dir>/saved)")
     clusters: dict[str, ClusterConfig] = Field(default_factory=dict, description="per MR-cluster by name, over "
                                                "idle_timeout_s and save_to")
+    teams: dict[str, TeamConfig] = Field(default_factory=dict, description="per team by name: a quota over its "
+                                         "clusters (docs/api.md, ceilings)")
     source: Path | None = Field(default=None, exclude=True)
 
     @field_validator("idle_timeout_s", mode="before")
@@ -274,6 +298,17 @@ class CoordinatorConfig(BaseModel):
         return None if v is None else idle_seconds(v)
 
     _save = field_validator("save_to")(lambda cls, v: _save_path(v))
+
+    @field_validator("teams", mode="before")
+    @classmethod
+    def _team_names(cls, v: object) -> object:
+        from fawkes.store.validate import NAME_RE
+
+        if isinstance(v, dict):
+            for k in v:
+                if not isinstance(k, str) or not NAME_RE.fullmatch(k):
+                    raise ValueError(f"{str(k)[:40]!r} is not a team name")
+        return v
 
     @field_validator("clusters", mode="before")
     @classmethod

@@ -108,6 +108,7 @@ def _downgrade_to_v1(store: Store) -> None:
         c.execute(text("DROP TABLE coordinator_lease"))
         c.execute(text("DROP TABLE api_tokens"))
         c.execute(text("DROP TABLE audit"))
+        c.execute(text("ALTER TABLE nodes DROP COLUMN protected"))
         c.execute(text("ALTER TABLE nodes DROP COLUMN running_tasks"))
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN expected_duration_s"))
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN deadline_s"))
@@ -214,6 +215,8 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
         assert migrated.authenticate(secret).id == token.id and secret not in str(migrated.list_tokens())
         migrated.record_audit(actor="user root", via="cli", action="cluster.release", target="a", result="ok")
         assert [(r.action, r.target, r.result) for r in migrated.audit()] == [("cluster.release", "a", "ok")]
+        assert migrated.get_node(node).protected is False  # v11: the old node is not protected
+        assert migrated.protect_node(host="h1").protected is True and migrated.get_node(node).protected is True
     finally:
         migrated.close()
 

@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "backup": "fawkes.cli.backup:backup",
     "token": "fawkes.cli.token:token",
     "audit": "fawkes.cli.audit:audit",
+    "node": "fawkes.cli.node:node",
 }
 
 

@@ -100,9 +100,9 @@ def show(name: str, state: str | None, as_json: bool) -> None:
               ("jobs", ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none")]
     print_table(f"cluster {c.name}", ["field", "value"], fields)
     if nodes:
-        print_table("nodes", ["id", "host", "role", "state", "since", "stored bytes", "tasks"],
-                    [(n.id, n.host, n.role, n.state, when(n.state_since), n.stored_bytes, n.running_tasks)
-                     for n in nodes])
+        print_table("nodes", ["id", "host", "role", "state", "since", "stored bytes", "tasks", "protected"],
+                    [(n.id, n.host, n.role, n.state, when(n.state_since), n.stored_bytes, n.running_tasks,
+                      "yes" if n.protected else "") for n in nodes])
     print_table("history", ["time", "from", "to", "detail"],
                 [(when(h.time), h.from_state, h.to_state, h.detail) for h in history])
 

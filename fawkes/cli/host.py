@@ -73,3 +73,18 @@ def fail(name: str, reason: str, state: str | None, as_json: bool) -> None:
         emit_json(record(h))
     else:
         click.echo(f"host {h.name}: free -> failed ({reason}); 'fawkes host restore {h.name}' brings it back")
+
+
+@host.command()
+@click.argument("name")
+@click.option("--off", is_flag=True, help="Let its node go again (no longer protected).")
+@state_option
+@json_option
+def protect(name: str, off: bool, state: str | None, as_json: bool) -> None:
+    """Keep the node on host NAME from being removed by a resize (it still counts for its cluster;
+    releasing the cluster still releases it).  --off undoes it."""
+    from fawkes.cli.node import report
+
+    with open_store(state) as store, audited(store, "host.unprotect" if off else "host.protect", name):
+        n = store.protect_node(host=name, protected=not off)
+    report(n, as_json)

@@ -113,7 +113,8 @@ def _v9_to_v10(conn: Connection) -> None:
 
 def _v10_to_v11(conn: Connection) -> None:
     """Version 11: ``api_tokens`` (teams' HTTP API tokens, only the SHA-256 of each secret) and ``audit``
-    (every mutating API request and command: who, what, when, result; issue 27)."""
+    (every mutating API request and command: who, what, when, result; issue 27); ``nodes.protected`` (an
+    admin keeps the node from being removed by a resize)."""
     pk = "SERIAL" if conn.dialect.name == "postgresql" else "INTEGER"
     conn.execute(text(f"CREATE TABLE api_tokens (id {pk} NOT NULL PRIMARY KEY, team VARCHAR(64) NOT NULL, "
                       "secret_sha256 VARCHAR(64) NOT NULL UNIQUE, scopes JSON NOT NULL, clusters JSON NOT NULL, "
@@ -123,6 +124,7 @@ def _v10_to_v11(conn: Connection) -> None:
                       "actor VARCHAR(300) NOT NULL, via VARCHAR(16) NOT NULL, action VARCHAR(64) NOT NULL, "
                       "target VARCHAR(300), result VARCHAR(16) NOT NULL, status INTEGER, detail TEXT NOT NULL)"))
     conn.execute(text("CREATE INDEX ix_audit_time ON audit (time)"))
+    conn.execute(text("ALTER TABLE nodes ADD COLUMN protected BOOLEAN NOT NULL DEFAULT false"))
 
 
 #: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)

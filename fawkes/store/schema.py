@@ -106,6 +106,7 @@ class Node(SQLModel, table=True):
     config_hash: str | None = Field(default=None, max_length=128)
     stored_bytes: int = Field(default=0, sa_type=BigInteger)
     running_tasks: int = 0  # tasks running on the node at the last sample (FP victim order; v3)
+    protected: bool = False  # an admin keeps it from being removed by a resize (v11)
 
 
 class NodeTransition(SQLModel, table=True):
