@@ -28,33 +28,46 @@ def active(settings: Settings) -> bool:
     return bool(settings.max_nodes_by_cluster or settings.team_quotas)
 
 
-def _caps(names: Sequence[str], minima: Mapping[str, int], caps: Mapping[str, int] | None,
-          settings: Settings) -> dict[str, int]:
-    out = dict(caps or {})
-    for n in names:
-        m = settings.max_nodes_of(n)
-        if m is not None:
-            out[n] = max(minima.get(n, 0), min(out.get(n, m), m))
-    return out
-
-
 def capped_targets(capacity: int, names: Sequence[str], weights: Mapping[str, float], minima: Mapping[str, int],
                    caps: Mapping[str, int] | None, settings: Settings) -> dict[str, int]:
-    """:func:`weighted_targets` under the ceilings (see the module)."""
+    """:func:`weighted_targets` under the ceilings (see the module); ``caps``: other caps (the demand cap)."""
     if not active(settings):
         return weighted_targets(capacity, names, weights, minima, caps)
-    cap = _caps(names, minima, caps, settings)
-    targets = weighted_targets(capacity, names, weights, minima, cap)
-    for _ in range(len(settings.team_quotas)):  # each pass fixes at least one team over its quota
-        over = [(team, [n for n in clusters if n in targets], q) for team, clusters, q in settings.team_quotas]
-        over = [(t, ns, q) for t, ns, q in over if ns and sum(targets[n] for n in ns) > max(q, sum(minima[n] for n in ns))]
+    demand = dict(caps or {})
+    ceil = {n: max(minima[n], m) for n in names if (m := settings.max_nodes_of(n)) is not None}
+    targets = _fill(capacity, names, weights, minima, demand, ceil)
+    for _ in range(len(settings.team_quotas)):  # each pass holds at least one more team to its quota
+        over = [(ns, q) for ns, q in ((tuple(n for n in cs if n in targets), q) for _, cs, q in settings.team_quotas)
+                if ns and sum(targets[n] for n in ns) > q]
         if not over:
             break
-        for _team, ns, q in over:
-            share = weighted_targets(q, ns, weights, minima, {n: cap[n] for n in ns if n in cap})
-            cap.update(share)
-        targets = weighted_targets(capacity, names, weights, minima, cap)
+        for ns, q in over:
+            share = weighted_targets(q, ns, weights, minima, _caps(ns, demand, ceil))
+            ceil.update({n: max(minima[n], share[n]) for n in ns})
+        targets = _fill(capacity, names, weights, minima, demand, ceil)
     return clamp(targets, minima, settings)
+
+
+def _caps(names: Sequence[str], demand: Mapping[str, int], ceil: Mapping[str, int]) -> dict[str, int]:
+    return {n: min(demand.get(n, ceil.get(n, 0)), ceil.get(n, demand.get(n, 0)))
+            for n in names if n in demand or n in ceil}
+
+
+def _fill(capacity: int, names: Sequence[str], weights: Mapping[str, float], minima: Mapping[str, int],
+          demand: Mapping[str, int], ceil: Mapping[str, int]) -> dict[str, int]:
+    """Water-filling with upper bounds: a cluster whose share reaches its ceiling is fixed there and
+    the rest re-divided among the others by their weights (``weighted_targets`` alone fixes a cluster
+    at its minimum before it sees another's cap, and would leave what the cap frees unshared)."""
+    fixed: dict[str, int] = {}
+    rest = list(names)
+    while True:
+        t = weighted_targets(capacity - sum(fixed.values()), rest, weights, minima, _caps(rest, demand, ceil))
+        at = [n for n in rest if n in ceil and t[n] >= ceil[n]]
+        if not at or len(at) == len(rest):
+            fixed.update(t)
+            return {n: fixed[n] for n in names}
+        fixed.update({n: ceil[n] for n in at})
+        rest = [n for n in rest if n not in fixed]
 
 
 def clamp(targets: Mapping[str, int], minima: Mapping[str, int], settings: Settings) -> dict[str, int]:
