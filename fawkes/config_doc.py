@@ -206,7 +206,9 @@ suspend: {cpu_percent: 1, memory_mb: 64, freeze: false}   # shrink_mode suspend:
 idle_timeout_s: 600                           # T_idle: seconds, or never (default: the preset's, else T)
 save_to: /srv/fawkes/saved                    # a leaving cluster's output: <save_to>/<cluster>/<id> on its master
 clusters:                                     # per MR-cluster, over the two above
-  etl: {idle_timeout_s: never, save_to: /shared/etl}
+  etl: {idle_timeout_s: never, save_to: /shared/etl, max_nodes: 12}   # max_nodes: its ceiling
+teams:                                        # a quota over a team's clusters (their minima still hold)
+  data: {clusters: [etl, bi], max_nodes: 16}
 opportunistic:                                # UBIS: lend measured slack (docs/mechanism.md); default: nothing lent
   clusters: {etl: accept, bi: refuse}         # per MR-cluster: accept | refuse
   default: refuse                             # the others
