@@ -79,6 +79,7 @@ def test_bad_token_input_is_one_line_and_writes_nothing(state, args, msg):
     r = run_cli("token", "create", "etl-team", *args, env={"FAWKES_STATE": str(state)})
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and msg in r.stderr, r.stderr
+    assert state.read_bytes() == before  # the state file as it was
     with Store(str(state)) as s:
         assert s.list_tokens() == [] and s.audit() == []
 
