@@ -297,7 +297,7 @@ class ClustersMixin(StoreBase):
                 held = dict(insert_many(s.connection(), Node.__table__, [
                     {"cluster_id": live[chunk[k][0]].id, "host": chunk[k][1], "holds_host": chunk[k][1],
                      "role": roles[k], "state": NodeState.REQUESTED, "requested_at": now, "state_since": now,
-                     "config_hash": None, "stored_bytes": 0, "running_tasks": 0} for k in take],
+                     "config_hash": None, "stored_bytes": 0, "running_tasks": 0, "protected": False} for k in take],
                     returning=("holds_host", "id")))
                 ids = [held[chunk[k][1]] for k in take]
                 insert_many(s.connection(), NodeTransition.__table__, [

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Text
+from sqlalchemy import JSON, BigInteger, Column, Index, Text, false
 from sqlmodel import Field, SQLModel
 
 
@@ -106,7 +106,8 @@ class Node(SQLModel, table=True):
     config_hash: str | None = Field(default=None, max_length=128)
     stored_bytes: int = Field(default=0, sa_type=BigInteger)
     running_tasks: int = 0  # tasks running on the node at the last sample (FP victim order; v3)
-    protected: bool = False  # an admin keeps it from being removed by a resize (v11)
+    protected: bool = Field(default=False, sa_column_kwargs={"server_default": false()})  # an admin keeps it from
+    # being removed by a resize (v11); a server default, as the batch inserts (insert_many) name only some columns
 
 
 class NodeTransition(SQLModel, table=True):
