@@ -53,6 +53,31 @@ class MetricsConfig(BaseModel):
         return v
 
 
+class ApiConfig(BaseModel):
+    """The teams' HTTP API (``docs/api.md``): served by the same server as /metrics and the dashboard, on
+    ``metrics.bind`` and ``metrics.port``; every request needs a token (``fawkes token create``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    enabled: StrictBool = Field(default=False, description="serve the authenticated API under /api/v1/ "
+                                "(off: those paths answer 404)")
+    rate_per_min: int = Field(default=60, ge=1, le=100_000, strict=True,
+                              description="requests a token may make per minute (beyond: 429)")
+    burst: int = Field(default=20, ge=1, le=100_000, strict=True,
+                       description="requests a token may make at once before rate_per_min applies")
+    max_body_bytes: int = Field(default=65536, ge=64, le=16 << 20, strict=True,
+                                description="the largest request body, bytes (beyond: 413, unread)")
+    tls_cert: Path | None = Field(default=None, description="a PEM certificate (chain): serve https, /metrics and "
+                                  "the dashboard too (relative: to the config file; null: plain http, for "
+                                  "localhost or behind a TLS reverse proxy)")
+    tls_key: Path | None = Field(default=None, description="the certificate's PEM private key (with tls_cert)")
+
+    @model_validator(mode="after")
+    def _pair(self) -> ApiConfig:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        return self
+
+
 _MAX_KEEP_S = 100 * 365 * 86400.0  # fawkes.cli.params.MAX_KEEP_S
 
 
@@ -180,6 +205,9 @@ class ClusterConfig(BaseModel):
         default=None, description="T_idle of this cluster: seconds or never (None: the config's, else the preset's)")
     save_to: str | None = Field(default=None, pattern=_SAVE_PATH, max_length=1024,
                                 description="where this cluster's output is saved when it leaves")
+    max_nodes: int | None = Field(default=None, ge=1, le=1_000_000, strict=True,
+                                  description="its ceiling: it never holds more nodes (null: none; a minimum above it "
+                                              "is never admitted)")
 
     @field_validator("idle_timeout_s", mode="before")
     @classmethod
@@ -189,6 +217,25 @@ class ClusterConfig(BaseModel):
         return None if v is None else idle_seconds(v)
 
     _save = field_validator("save_to")(lambda cls, v: _save_path(v))
+
+
+class TeamConfig(BaseModel):
+    """A team's quota over its MR-clusters (``teams:`` in the config; :mod:`fawkes.mechanism.ceilings`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    clusters: list[str] = Field(min_length=1, max_length=10_000, description="the team's MR-cluster names")
+    max_nodes: int = Field(ge=1, le=1_000_000, strict=True, description="nodes its clusters may hold together "
+                           "(their minima still hold; a request whose minimum would pass it waits)")
+
+    @field_validator("clusters")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        from fawkes.store.validate import NAME_RE
+
+        for k in v:
+            if not isinstance(k, str) or not NAME_RE.fullmatch(k):
+                raise ValueError(f"{str(k)[:40]!r} is not a cluster name")
+        return v
 
 
 class CoordinatorConfig(BaseModel):
@@ -207,6 +254,8 @@ class CoordinatorConfig(BaseModel):
     sample_period: float = Field(default=5.0, ge=0.1, le=MAX_SECONDS, allow_inf_nan=False,
                                  description="seconds between two samples, at most period (set: over the preset's)")
     metrics: MetricsConfig = Field(default=MetricsConfig(), description="Prometheus /metrics and the dashboard")
+    api: ApiConfig = Field(default=ApiConfig(), description="the teams' authenticated HTTP API (docs/api.md; "
+                           "default: off)")
     log_format: Literal["text", "json"] = Field(default="text", description="the coordinator's log lines")
     cluster_options: dict[str, str] = Field(default_factory=dict, description="framework tunables for every "
                                             "cluster (the templates' DEFAULT_OPTIONS)")
@@ -237,6 +286,8 @@ class CoordinatorConfig(BaseModel):
                                             "<save_to>/<cluster>/<release id> (null: <the host's work dir>/saved)")
     clusters: dict[str, ClusterConfig] = Field(default_factory=dict, description="per MR-cluster by name, over "
                                                "idle_timeout_s and save_to")
+    teams: dict[str, TeamConfig] = Field(default_factory=dict, description="per team by name: a quota over its "
+                                         "clusters (docs/api.md, ceilings)")
     source: Path | None = Field(default=None, exclude=True)
 
     @field_validator("idle_timeout_s", mode="before")
@@ -247,6 +298,17 @@ class CoordinatorConfig(BaseModel):
         return None if v is None else idle_seconds(v)
 
     _save = field_validator("save_to")(lambda cls, v: _save_path(v))
+
+    @field_validator("teams", mode="before")
+    @classmethod
+    def _team_names(cls, v: object) -> object:
+        from fawkes.store.validate import NAME_RE
+
+        if isinstance(v, dict):
+            for k in v:
+                if not isinstance(k, str) or not NAME_RE.fullmatch(k):
+                    raise ValueError(f"{str(k)[:40]!r} is not a team name")
+        return v
 
     @field_validator("clusters", mode="before")
     @classmethod
@@ -349,6 +411,14 @@ def load_config(path: str | Path | None = None) -> CoordinatorConfig:
             raise ConfigError(str(p), f"{conf} is not a file", line=lines.get(("pool", "slurm_conf")),
                               field="pool.slurm_conf")
     _check_maps_only(p, cfg, lines)
+    tls = {k: base / v.expanduser() for k in ("tls_cert", "tls_key")
+           if (v := getattr(cfg.api, k)) is not None and not v.is_absolute()}
+    if tls:
+        updates["api"] = cfg.api.model_copy(update=tls)
+    for k in ("tls_cert", "tls_key"):
+        f = tls.get(k, getattr(cfg.api, k))
+        if f is not None and not f.is_file():
+            raise ConfigError(str(p), f"{f} is not a file", line=lines.get(("api", k)), field=f"api.{k}")
     if cfg.policy.endswith((".yaml", ".yml")) or "/" in cfg.policy:  # a preset file: relative to this file too
         updates["policy"] = str(base / Path(cfg.policy).expanduser())
     if cfg.state is not None:

@@ -179,6 +179,7 @@ policy: td-tc                                 # preset name (policies/) or a pre
 period: 60                                    # T, seconds
 sample_period: 5                              # seconds, <= period
 metrics: {bind: 127.0.0.1, port: 9464, dashboard: true}
+api: {enabled: false, rate_per_min: 60}       # teams' API under /api/v1/ (docs/api.md; tokens: fawkes token)
 log_format: text                              # text | json
 cluster_options: {}                           # framework tunables (templates' DEFAULT_OPTIONS)
 host_grace: 30                                # seconds without an SSH answer before a host is failed
@@ -205,7 +206,9 @@ suspend: {cpu_percent: 1, memory_mb: 64, freeze: false}   # shrink_mode suspend:
 idle_timeout_s: 600                           # T_idle: seconds, or never (default: the preset's, else T)
 save_to: /srv/fawkes/saved                    # a leaving cluster's output: <save_to>/<cluster>/<id> on its master
 clusters:                                     # per MR-cluster, over the two above
-  etl: {idle_timeout_s: never, save_to: /shared/etl}
+  etl: {idle_timeout_s: never, save_to: /shared/etl, max_nodes: 12}   # max_nodes: its ceiling
+teams:                                        # a quota over a team's clusters (their minima still hold)
+  data: {clusters: [etl, bi], max_nodes: 16}
 opportunistic:                                # UBIS: lend measured slack (docs/mechanism.md); default: nothing lent
   clusters: {etl: accept, bi: refuse}         # per MR-cluster: accept | refuse
   default: refuse                             # the others

@@ -42,8 +42,16 @@ def _populated(url: str) -> None:
 def _to_v9(url: str) -> None:
     """The shape of version 9 (before ``mr_clusters.saved_output``), lease table included."""
     with Store(url) as s, s.engine.begin() as c:
-        c.execute(text("ALTER TABLE mr_clusters DROP COLUMN saved_output"))
-        c.execute(text("UPDATE schema_version SET version = 9"))
+        _v9_shape(c)
+
+
+def _v9_shape(c) -> None:
+    """Undo versions 11 (``api_tokens``, ``audit``, ``nodes.protected``) and 10 (``mr_clusters.saved_output``)."""
+    c.execute(text("DROP TABLE api_tokens"))
+    c.execute(text("DROP TABLE audit"))
+    c.execute(text("ALTER TABLE nodes DROP COLUMN protected"))
+    c.execute(text("ALTER TABLE mr_clusters DROP COLUMN saved_output"))
+    c.execute(text("UPDATE schema_version SET version = 9"))
 
 
 def _version(url: str) -> int:
@@ -123,8 +131,7 @@ def test_migrate_is_refused_under_a_held_lease_unless_current(store_url):
         with s.engine.begin() as c:
             c.execute(text("UPDATE coordinator_lease SET expires_at = 0"))
         with s.engine.begin() as c:  # back to 9 for the real test below
-            c.execute(text("ALTER TABLE mr_clusters DROP COLUMN saved_output"))
-            c.execute(text("UPDATE schema_version SET version = 9"))
+            _v9_shape(c)
     assert "migrated to schema version" in ok(fawkes("migrate", state=store_url))
     with Store(store_url) as s:  # current, lease taken again: migrate has nothing to do, not refused
         s.take_lease(OTHER, 3600, started_at=time.time(), force=True)

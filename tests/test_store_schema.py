@@ -106,6 +106,9 @@ def _downgrade_to_v1(store: Store) -> None:
         c.execute(text("ALTER TABLE jobs DROP COLUMN tasks_seen"))
         c.execute(text("DROP TABLE controller_memory"))
         c.execute(text("DROP TABLE coordinator_lease"))
+        c.execute(text("DROP TABLE api_tokens"))
+        c.execute(text("DROP TABLE audit"))
+        c.execute(text("ALTER TABLE nodes DROP COLUMN protected"))
         c.execute(text("ALTER TABLE nodes DROP COLUMN running_tasks"))
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN expected_duration_s"))
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN deadline_s"))
@@ -131,7 +134,7 @@ def _shape(engine) -> dict:
 
 def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
     """A real version-1 database with clusters, jobs, nodes and samples opens as the current version
-    (10), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
+    (11), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
     from sqlalchemy import Float, inspect
     from sqlmodel import SQLModel
 
@@ -156,7 +159,7 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
 
     migrated = Store(store_url, migrate=True)  # an explicit migration ('fawkes migrate')
     try:
-        assert migrated.schema_version == SCHEMA_VERSION == 10 == _version(migrated)
+        assert migrated.schema_version == SCHEMA_VERSION == 11 == _version(migrated)
         assert [(j.id, j.argv, j.state, j.app_id, j.cancel_requested_at) for j in migrated.list_jobs()] == [
             (queued, ["wc", "1"], "queued", None, None), (running, ["wc", "2"], "running", "app-1", None)]
         assert [m.pending_tasks for m in migrated.samples("a")] == [3]
@@ -207,6 +210,13 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
         migrated.record_saved_output("a", {"host": "h1", "path": "/w/saved/a/1"}, "output saved to h1:/w/saved/a/1")
         assert json.loads(migrated.get_cluster("a").saved_output) == {"host": "h1", "path": "/w/saved/a/1"}
         assert migrated.events(cluster="a")[-1].message == "output saved to h1:/w/saved/a/1"
+        # v11: API tokens (only the secret's hash kept) and the audit trail
+        token, secret = migrated.create_token("etl", ["submit"], ["a"], expires_s=60.0)
+        assert migrated.authenticate(secret).id == token.id and secret not in str(migrated.list_tokens())
+        migrated.record_audit(actor="user root", via="cli", action="cluster.release", target="a", result="ok")
+        assert [(r.action, r.target, r.result) for r in migrated.audit()] == [("cluster.release", "a", "ok")]
+        assert migrated.get_node(node).protected is False  # v11: the old node is not protected
+        assert migrated.protect_node(host="h1").protected is True and migrated.get_node(node).protected is True
     finally:
         migrated.close()
 

@@ -39,6 +39,9 @@ COMMANDS: dict[str, str] = {
     "config": "fawkes.cli.config:config",
     "migrate": "fawkes.cli.migrate:migrate",
     "backup": "fawkes.cli.backup:backup",
+    "token": "fawkes.cli.token:token",
+    "audit": "fawkes.cli.audit:audit",
+    "node": "fawkes.cli.node:node",
 }
 
 

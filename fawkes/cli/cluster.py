@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import click
 
+from fawkes.cli.audit import audited
+from fawkes.cli.remote import cluster_path, remote, remote_options
 from fawkes.cli.status import emit_json, json_option, print_table, record, when
 from fawkes.config import open_store, state_option
 
@@ -27,12 +29,21 @@ def cluster() -> None:
 @click.option("--deadline", type=float, default=None, metavar="SECONDS",
               help="maxT: its deadline, seconds from now (admission_order utility, deadline_purge).")
 @state_option
+@remote_options
 @json_option
 def request(name: str, framework: str, min_core: int, input_path: str | None, expected: float | None,
-            deadline: float | None, state: str | None, as_json: bool) -> None:
+            deadline: float | None, state: str | None, url: str | None, token_file: str | None,
+            as_json: bool) -> None:
     """Queue a request for a new MR-cluster NAME (global queue; FIFO unless the preset sets another
     admission_order)."""
-    with open_store(state) as store:
+    api = remote(url, token_file)
+    if api is not None:
+        out = api.call("POST", "/api/v1/clusters", {"name": name, "framework": framework, "min_core": min_core,
+                                                    "input": input_path, "expected_duration": expected,
+                                                    "deadline": deadline})
+        emit_json(out["cluster"]) if as_json else click.echo(out["message"])
+        return
+    with open_store(state) as store, audited(store, "cluster.request", name):
         c = store.request_cluster(name, framework=framework, min_core=min_core, input_path=input_path,
                                   expected_duration_s=expected, deadline_s=deadline)
         pos = len(store.queue())
@@ -89,9 +100,9 @@ def show(name: str, state: str | None, as_json: bool) -> None:
               ("jobs", ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none")]
     print_table(f"cluster {c.name}", ["field", "value"], fields)
     if nodes:
-        print_table("nodes", ["id", "host", "role", "state", "since", "stored bytes", "tasks"],
-                    [(n.id, n.host, n.role, n.state, when(n.state_since), n.stored_bytes, n.running_tasks)
-                     for n in nodes])
+        print_table("nodes", ["id", "host", "role", "state", "since", "stored bytes", "tasks", "protected"],
+                    [(n.id, n.host, n.role, n.state, when(n.state_since), n.stored_bytes, n.running_tasks,
+                      "yes" if n.protected else "") for n in nodes])
     print_table("history", ["time", "from", "to", "detail"],
                 [(when(h.time), h.from_state, h.to_state, h.detail) for h in history])
 
@@ -99,10 +110,16 @@ def show(name: str, state: str | None, as_json: bool) -> None:
 @cluster.command()
 @click.argument("name")
 @state_option
+@remote_options
 @json_option
-def release(name: str, state: str | None, as_json: bool) -> None:
+def release(name: str, state: str | None, url: str | None, token_file: str | None, as_json: bool) -> None:
     """Ask for cluster NAME to be released (a queued request is withdrawn at once)."""
-    with open_store(state) as store:
+    api = remote(url, token_file)
+    if api is not None:
+        out = api.call("POST", f"/api/v1/clusters/{cluster_path(name)}/release")
+        emit_json(out["cluster"]) if as_json else click.echo(out["message"])
+        return
+    with open_store(state) as store, audited(store, "cluster.release", name):
         c = store.request_release(name)
     if as_json:
         emit_json(record(c))

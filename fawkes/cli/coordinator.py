@@ -46,10 +46,13 @@ def run(config_path: str | None, inventory: str | None, duration: float | None, 
         if not no_metrics and not served:
             dashboard = cfg.metrics.dashboard and not no_dashboard
             _, _, port = serve(coord.store, coord.counters, cfg.metrics.bind, cfg.metrics.port, server=reserved,
-                               dashboard=dashboard, web_ui=coord.sampler.web_ui)
+                               dashboard=dashboard, web_ui=coord.sampler.web_ui, api=cfg.api)
             served.append(port)
-            click.echo(f"metrics: http://{cfg.metrics.bind}:{port}/metrics"
-                       + (f", dashboard: http://{cfg.metrics.bind}:{port}/" if dashboard else ""), err=True)
+            scheme = "https" if cfg.api.tls_cert is not None else "http"
+            click.echo(f"metrics: {scheme}://{cfg.metrics.bind}:{port}/metrics"
+                       + (f", dashboard: {scheme}://{cfg.metrics.bind}:{port}/" if dashboard else "")
+                       + (f", teams' API: {scheme}://{cfg.metrics.bind}:{port}/api/v1/" if cfg.api.enabled else ""),
+                       err=True)
 
     run_service(cfg, inventory_path=inventory, duration_s=duration, on_lead=on_lead)
 
@@ -66,9 +69,15 @@ def _reserve_port(cfg):
 
     import errno
 
+    import ssl
+
     bind, port = cfg.metrics.bind, cfg.metrics.port
+    tls = (str(cfg.api.tls_cert), str(cfg.api.tls_key)) if cfg.api.tls_cert is not None else None
     try:
-        server = reserve_server(bind, port)
+        server = reserve_server(bind, port, tls=tls)
+    except ssl.SSLError as exc:
+        raise ConfigError(str(cfg.source) if cfg.source else None,
+                          f"cannot use the certificate and key: {exc.reason or exc}", field="api.tls_cert") from None
     except OSError as exc:
         field = "metrics.port" if exc.errno in (errno.EADDRINUSE, errno.EACCES) else "metrics.bind"
         raise ConfigError(str(cfg.source) if cfg.source else None,
@@ -77,6 +86,11 @@ def _reserve_port(cfg):
         logging.getLogger("fawkes.coordinator").warning(
             "metrics.bind %s: /metrics and the dashboard are reachable from other machines, without "
             "authentication (bind 127.0.0.1 unless that is wanted)", bind)
+        if cfg.api.enabled and tls is None:
+            logging.getLogger("fawkes.coordinator").warning(
+                "metrics.bind %s: the teams' API is served without TLS to other machines: tokens cross the "
+                "network in clear (set api.tls_cert and api.tls_key, or bind 127.0.0.1 behind a TLS reverse "
+                "proxy: docs/api.md)", bind)
     return server
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from fawkes.cli.audit import audited
 from fawkes.cli.status import emit_json, json_option
 from fawkes.config import open_store, state_option
 
@@ -32,9 +33,10 @@ def down(yes: bool, state: str | None, as_json: bool) -> None:
                 raise FawkesError(f"down: would release {len(live)} cluster(s) ({names}); pass --yes to confirm")
             click.confirm(f"release {len(live)} cluster(s) ({names}), saving their outputs?", abort=True, err=True)
         withdrawn, requested = [], []
-        for c in live:
-            done = store.request_release(c.name)
-            (withdrawn if done.state == "released" else requested).append(c.name)
+        with audited(store, "down", names):
+            for c in live:
+                done = store.request_release(c.name)
+                (withdrawn if done.state == "released" else requested).append(c.name)
     if as_json:
         emit_json({"released": withdrawn, "requested": requested})
         return

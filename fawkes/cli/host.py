@@ -12,6 +12,7 @@ from __future__ import annotations
 import click
 
 from fawkes.cli.status import emit_json, json_option, print_table, record, when
+from fawkes.cli.audit import audited
 from fawkes.config import open_store, state_option
 from fawkes.store import HostState
 
@@ -51,7 +52,7 @@ def list_(host_state: str | None, state: str | None, as_json: bool) -> None:
 @json_option
 def restore(name: str, state: str | None, as_json: bool) -> None:
     """Return failed host NAME to the pool (refused while a node still holds it)."""
-    with open_store(state) as store:
+    with open_store(state) as store, audited(store, "host.restore", name):
         h = store.restore_host(name, "by the admin")
     if as_json:
         emit_json(record(h))
@@ -66,9 +67,24 @@ def restore(name: str, state: str | None, as_json: bool) -> None:
 @json_option
 def fail(name: str, reason: str, state: str | None, as_json: bool) -> None:
     """Take free host NAME out of service (marked failed; refused for a held host)."""
-    with open_store(state) as store:
+    with open_store(state) as store, audited(store, "host.fail", name):
         h = store.fail_host(name, reason)
     if as_json:
         emit_json(record(h))
     else:
         click.echo(f"host {h.name}: free -> failed ({reason}); 'fawkes host restore {h.name}' brings it back")
+
+
+@host.command()
+@click.argument("name")
+@click.option("--off", is_flag=True, help="Let its node go again (no longer protected).")
+@state_option
+@json_option
+def protect(name: str, off: bool, state: str | None, as_json: bool) -> None:
+    """Keep the node on host NAME from being removed by a resize (it still counts for its cluster;
+    releasing the cluster still releases it).  --off undoes it."""
+    from fawkes.cli.node import report
+
+    with open_store(state) as store, audited(store, "host.unprotect" if off else "host.protect", name):
+        n = store.protect_node(host=name, protected=not off)
+    report(n, as_json)

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fawkes.cli.params import count
+from fawkes.cli.remote import remote, remote_options
 from fawkes.config import open_store, state_option
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
@@ -68,10 +69,16 @@ def num(v: float | None, fmt: str = ".3f") -> str:
 
 @click.command()
 @state_option
+@remote_options
 @json_option
-def status(state: str | None, as_json: bool) -> None:
+def status(state: str | None, url: str | None, token_file: str | None, as_json: bool) -> None:
     """Clusters, nodes by role, weight, discrimination and queue lengths (latest decision), and a
-    forecast of when hosts free up (the expected-free-time table)."""
+    forecast of when hosts free up (the expected-free-time table; not through --url)."""
+    api = remote(url, token_file)
+    if api is not None:
+        st = api.call("GET", "/api/v1/status")
+        emit_json(st) if as_json else print_status(st)
+        return
     settings = _loop_settings()  # a bad config is refused before the store is opened
     with open_store(state) as store:
         st = store.status()
@@ -79,6 +86,12 @@ def status(state: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(st)
         return
+    print_status(st)
+    print_forecast(st["forecast"], time.time())
+
+
+def print_status(st: dict[str, Any]) -> None:
+    """The text of ``fawkes status`` without the forecast."""
     hosts = ", ".join(f"{n} {s}" for s, n in sorted(st["hosts"].items())) or "no hosts"
     if st["tick"] is None:
         head = "no decision yet"
@@ -97,7 +110,6 @@ def status(state: str | None, as_json: bool) -> None:
                      num(c["discrimination"]), c["queued_jobs"], c["running_jobs"]))
     print_table(None, ["cluster", "kind", "state", "min", "core", "TC", "TR", "draining", "suspended", "target", "weight",
                        "discrimination", "queued", "running"], rows)
-    print_forecast(st["forecast"], time.time())
 
 
 def _loop_settings():

@@ -116,6 +116,11 @@ def loop_policy(cfg) -> tuple[Settings, ResizeParams | None]:
     per = {name: c.idle_timeout_s for name, c in cfg.clusters.items() if c.idle_timeout_s is not None}
     if per:
         overrides["idle_timeout_by_cluster"] = tuple(sorted(per.items()))
+    ceilings = {name: c.max_nodes for name, c in cfg.clusters.items() if c.max_nodes is not None}
+    if ceilings:
+        overrides["max_nodes_by_cluster"] = tuple(sorted(ceilings.items()))
+    if cfg.teams:
+        overrides["team_quotas"] = tuple((t, tuple(q.clusters), q.max_nodes) for t, q in sorted(cfg.teams.items()))
     from fawkes.errors import ConfigError, FawkesError
 
     try:

@@ -8,9 +8,14 @@ Routes (``GET`` or ``HEAD``; any other method gets 405, any other path 404):
 * ``/api/state``: :func:`state` as JSON: clusters with their nodes by role and state, weights
   and discrimination of the recent ticks, each cluster's allocation over the window, the
   decisions with their reasons and plans, the latest jobs and events;
-* ``/metrics``: Prometheus (:mod:`fawkes.coordinator.metrics_http`).
+* ``/metrics``: Prometheus (:mod:`fawkes.coordinator.metrics_http`);
+* ``/api/v1/...``: the teams' authenticated API (:mod:`fawkes.coordinator.api_http`), only when the
+  config enables it (else those paths are as any other: 404, or 405 for a write).
 
-Everything is read through the store API; nothing here writes.
+Everything the dashboard shows is read through the store API; only the teams' API writes.
+A connection that sends nothing for :data:`REQUEST_TIMEOUT_S` is closed (a slow client holds its own
+thread that long at most); with a certificate (``api.tls_cert``) the server speaks TLS only, the
+handshake done in the connection's thread, never in the one that accepts.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ log = logging.getLogger("fawkes.coordinator.http")
 ASSETS = "dashboard_assets"
 STATIC = {"dashboard.js": "text/javascript; charset=utf-8", "dashboard.css": "text/css; charset=utf-8"}
 REFRESH_S = 3.0
+#: seconds a connection may stay silent (headers, body, TLS handshake) before it is closed
+REQUEST_TIMEOUT_S = 10.0
 
 
 def _num(x: Any, digits: int = 6) -> float | None:
@@ -119,15 +126,20 @@ def _decision(d) -> dict[str, Any]:
 
 
 class QuietHandler(WSGIRequestHandler):
-    """No access log on stderr (the coordinator's log is for the coordinator)."""
+    """No access log on stderr (the coordinator's log is for the coordinator); a silent client is
+    dropped after :data:`REQUEST_TIMEOUT_S`."""
+
+    timeout = REQUEST_TIMEOUT_S
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
 def make_app(store: Store, counters: dict[str, float], metrics_app: Callable | None = None, *,
-             dashboard: bool = True, web_ui: Mapping[str, str | None] | None = None) -> Callable:
-    """The WSGI application: the dashboard's routes and ``/metrics``."""
+             dashboard: bool = True, web_ui: Mapping[str, str | None] | None = None,
+             api: Callable | None = None) -> Callable:
+    """The WSGI application: the dashboard's routes and ``/metrics``; ``api``: the teams' API app
+    (:class:`fawkes.coordinator.api_http.ApiApp`) for ``/api/v1/`` (None: not served)."""
     env = Environment(loader=PackageLoader("fawkes.coordinator", ASSETS), autoescape=select_autoescape(["j2", "html"]))
     static = {name: (resources.files("fawkes.coordinator").joinpath(ASSETS, name).read_bytes(), ctype)
               for name, ctype in STATIC.items()}
@@ -140,6 +152,8 @@ def make_app(store: Store, counters: dict[str, float], metrics_app: Callable | N
     def app(environ, start_response):
         method = environ.get("REQUEST_METHOD", "GET")
         path = environ.get("PATH_INFO", "/")
+        if api is not None and path.startswith("/api/v1/"):
+            return api(environ, start_response)
         if method not in ("GET", "HEAD"):
             return reply(start_response, "405 Method Not Allowed", "text/plain; charset=utf-8",
                          f"{method} not allowed: this server is read-only (GET, HEAD)\n".encode(), method,
@@ -167,28 +181,53 @@ def make_app(store: Store, counters: dict[str, float], metrics_app: Callable | N
     return app
 
 
-def reserve_server(bind: str, port: int):
+def reserve_server(bind: str, port: int, *, tls: tuple[str, str] | None = None):
     """The HTTP server bound to ``bind:port`` (port 0: any free one), not serving yet: the
     coordinator takes its port before it writes anything (a port in use is refused first).
-    Raises OSError when the address cannot be bound."""
+    ``tls``: (certificate file, key file), PEM: the server speaks https only.
+    Raises OSError when the address cannot be bound or the certificate not loaded."""
+    context = None
+    if tls is not None:
+        import ssl
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(*tls)
 
     class Server(ThreadingWSGIServer):
         address_family = socket.getaddrinfo(bind, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+
+        def get_request(self):
+            conn, addr = super().get_request()
+            if context is not None:  # the handshake happens in the connection's own thread (finish_request)
+                conn = context.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+            return conn, addr
+
+        def finish_request(self, request, client_address):
+            if context is not None:
+                request.settimeout(REQUEST_TIMEOUT_S)
+                try:
+                    request.do_handshake()
+                except (OSError, ValueError):  # not TLS, too slow, gone: drop it quietly
+                    return
+            super().finish_request(request, client_address)
 
     return make_server(bind, port, None, Server, handler_class=QuietHandler)
 
 
 def start_server(store: Store, counters: dict, metrics_app: Callable | None, bind: str, port: int, *,
-                 dashboard: bool = True, server=None, web_ui: Mapping[str, str | None] | None = None):
+                 dashboard: bool = True, server=None, web_ui: Mapping[str, str | None] | None = None,
+                 api: Callable | None = None):
     """Serve :func:`make_app` on ``bind:port`` (port 0: any free one), or on the ``server`` of
     :func:`reserve_server`, from a daemon thread; return (server, thread, port).  Threaded, as
     prometheus_client's own server."""
     if server is None:
         server = reserve_server(bind, port)
-    server.set_app(make_app(store, counters, metrics_app, dashboard=dashboard, web_ui=web_ui))
+    server.set_app(make_app(store, counters, metrics_app, dashboard=dashboard, web_ui=web_ui, api=api))
     thread = threading.Thread(target=server.serve_forever, name="fawkes-http", daemon=True)
     thread.start()
     host = f"[{bind}]" if ":" in bind else bind
-    log.info("serving http://%s:%d/metrics%s", host, server.server_port,
-             f" and the dashboard at http://{host}:{server.server_port}/" if dashboard else "")
+    log.info("serving http://%s:%d/metrics%s%s", host, server.server_port,
+             f" and the dashboard at http://{host}:{server.server_port}/" if dashboard else "",
+             " and the teams' API under /api/v1/" if api is not None else "")
     return server, thread, server.server_port

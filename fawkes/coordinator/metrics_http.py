@@ -85,12 +85,19 @@ class StoreCollector:
 
 
 def serve(store: Store, counters: dict[str, float], bind: str = "127.0.0.1", port: int = 9464, *,
-          dashboard: bool = True, server=None, web_ui=None):
+          dashboard: bool = True, server=None, web_ui=None, api=None):
     """Start the HTTP server in a daemon thread: ``/metrics`` and, unless ``dashboard`` is false,
-    the read-only dashboard (:mod:`fawkes.coordinator.dashboard`).  Returns (server, thread, port)."""
+    the read-only dashboard (:mod:`fawkes.coordinator.dashboard`); with ``api`` (a
+    :class:`fawkes.config.ApiConfig` that is enabled) the teams' API (:mod:`fawkes.coordinator.api_http`).
+    Returns (server, thread, port)."""
     from fawkes.coordinator.dashboard import start_server
 
     registry = CollectorRegistry()
     registry.register(StoreCollector(store, counters))
+    api_app = None
+    if api is not None and api.enabled:
+        from fawkes.coordinator.api_http import ApiApp
+
+        api_app = ApiApp(store, api)
     return start_server(store, counters, make_wsgi_app(registry), bind, port, dashboard=dashboard, server=server,
-                        web_ui=web_ui)
+                        web_ui=web_ui, api=api_app)

@@ -3,8 +3,9 @@
 The coordinator runs :func:`prune` every ``retention.every_s``; ``fawkes prune`` runs it once
 (``--dry-run``: count only).  Samples are kept for ``retention.samples_s`` but never less than
 the window the mechanism reads (:func:`fawkes.coordinator.view.sample_window`: T, or T_idle if
-longer), so a prune can never change a decision.  Events are kept for ``retention.events_s``,
-decisions by count (the newest ``retention.decisions_keep``).  ``None`` keeps everything.
+longer), so a prune can never change a decision.  Events are kept for ``retention.events_s``, and
+audit rows as long, decisions by count (the newest ``retention.decisions_keep``).  ``None`` keeps
+everything.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class PruneReport:
     events_before: float | None
     decisions: int
     decisions_keep: int | None
+    audit: int = 0  # audit rows, kept as long as events (schema v11)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -36,7 +38,7 @@ class PruneReport:
     def summary(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
         return (f"retention {verb} {self.samples} sample(s), {self.events} event(s), "
-                f"{self.decisions} decision(s)")
+                f"{self.decisions} decision(s)" + (f", {self.audit} audit row(s)" if self.audit else ""))
 
 
 def prune(store: Store, retention, settings: Settings, now: float, *, dry_run: bool = False) -> PruneReport:
@@ -46,6 +48,7 @@ def prune(store: Store, retention, settings: Settings, now: float, *, dry_run: b
     events_before = None if retention.events_s is None else now - retention.events_s
     samples = 0 if samples_before is None else store.prune_samples(samples_before, dry_run=dry_run)
     events = 0 if events_before is None else store.prune_events(events_before, dry_run=dry_run)
+    audit = 0 if events_before is None else store.prune_audit(events_before, dry_run=dry_run)
     keep = retention.decisions_keep
     if keep is None:
         decisions = 0
@@ -54,4 +57,5 @@ def prune(store: Store, retention, settings: Settings, now: float, *, dry_run: b
     else:
         decisions = store.prune_decisions(keep)
     return PruneReport(dry_run=dry_run, samples=samples, samples_before=samples_before, samples_kept_s=kept_s,
-                       events=events, events_before=events_before, decisions=decisions, decisions_keep=keep)
+                       events=events, events_before=events_before, decisions=decisions, decisions_keep=keep,
+                       audit=audit)

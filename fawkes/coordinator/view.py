@@ -134,7 +134,8 @@ def _build_snapshot(store: Store, settings: Settings, now: float, signals: Signa
                 continue
             nodes.append(NodeView(n.host, _ROLES[n.role], running_tasks=n.running_tasks or 0,
                                   stored_bytes=n.stored_bytes or 0, added_at=n.requested_at,
-                                  draining=n.state == NodeState.DRAINING, usage=usage.get(n.id)))
+                                  draining=n.state == NodeState.DRAINING, usage=usage.get(n.id),
+                                  protected=bool(n.protected)))
             slots.append(max(1, int(n.host_cores or 1)))
         recent = inside.get(c.name) or before.get(c.name, [])
         views.append(ClusterView(

@@ -1,6 +1,8 @@
 """Admission (A-8, A-9, A-10 in docs/ambiguities.md): a global FIFO queue of MR-cluster requests.
 
-The head is admitted iff the minimum shares fit: Σ m_j (allocated clusters) + m_head ≤ C.
+The head is admitted iff the minimum shares fit: Σ m_j (allocated clusters) + m_head ≤ C, and its
+minimum fits its ceiling and its team's quota (:mod:`fawkes.mechanism.ceilings`; a request that does
+not waits without holding the others).
 What it needs beyond the free hosts is reclaimed from clusters above their minimum, in
 proportion to their current weights and capped at their surplus; the residue is shared
 again among the donors that still have surplus.
@@ -17,6 +19,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from fawkes.mechanism import ceilings
 from fawkes.mechanism.model import ClusterRequest, Snapshot
 from fawkes.mechanism.settings import Settings
 from fawkes.mechanism.targets import remainder_order
@@ -105,6 +108,11 @@ def admit(snap: Snapshot, weights: Mapping[str, float], settings: Settings, leav
     q = queue_order(snap, settings)
     reasons: list[str] = list(q.reasons)
     for req in q.requests:
+        over = ceilings.admissible(req.name, req.min_core, {c.name: c.min_core for c in allocated} | minima, settings)
+        if over is not None:  # its ceiling or its team's quota: it waits without holding other teams' requests
+            waiting.append(req.name)
+            reasons.append(f"{req.name} waits: {over}")
+            continue
         fits = committed + req.min_core <= snap.capacity
         if settings.skip_unfittable and req.name not in q.starving:
             if blocked:  # behind a starving request that waits

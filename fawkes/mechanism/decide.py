@@ -33,7 +33,7 @@ from fawkes.mechanism.model import ClusterState, ClusterView, Plan, Role, Snapsh
 from fawkes.mechanism.plan import plan_towards
 from fawkes.mechanism.policies import get_policy
 from fawkes.mechanism.settings import Settings
-from fawkes.mechanism.targets import weighted_targets
+from fawkes.mechanism.ceilings import binding, capped_targets, clamp
 
 
 @dataclass(frozen=True)
@@ -95,8 +95,9 @@ def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Dec
     sharing = _who_shares(snap, settings, m.weights, mem)
     urgent: list[str] = []  # B-7: latency clusters that want nodes open the gate whatever tau says
     if settings.latency_clusters and policy.resizes and not gate and not m.idle_pool:
-        urgent = classes.latency_wants(sharing.staying, weighted_targets(sharing.pool, sharing.names, m.weights,
-                                                                         sharing.minima), m.weights, settings)
+        urgent = classes.latency_wants(sharing.staying, capped_targets(sharing.pool, sharing.names, m.weights,
+                                                                       sharing.minima, None, settings),
+                                       m.weights, settings)
         gate = bool(urgent)
     if not policy.resizes:
         chosen = _Targets(dict(sharing.minima), f"policy {policy.name}: clusters stay at their minima",
@@ -111,6 +112,7 @@ def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Dec
         c3 = ceres.pipeline(targets, sharing.staying, sharing.pool, m.discrimination, settings,
                             chosen.shares if gate else None)
         targets = c3.targets
+    targets = clamp(targets, sharing.minima, settings)  # ceilings hold whatever chose the targets
 
     order = sorted(sharing.names, key=lambda n: m.discrimination.get(n, -math.inf))
     plan = plan_towards(snap, targets, settings, order, memory)
@@ -145,6 +147,7 @@ def admit_now(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> 
     for donor, k in adm.reclaim.items():
         targets[donor] = max(snap.cluster(donor).min_core, targets[donor] - k)
     targets |= adm.minima
+    targets = clamp(targets, {c.name: c.min_core for c in snap.allocated} | adm.minima, settings)
     return adm, plan_towards(snap, targets, settings, memory=memory)
 
 
@@ -154,6 +157,7 @@ def refill(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Pla
     for c in snap.allocated:
         t = memory.of(c.name, c.since).target
         targets[c.name] = t if t is not None else max(c.min_core, c.settled)
+    targets = clamp(targets, {c.name: c.min_core for c in snap.allocated}, settings)
     deficits = {n: t for n, t in targets.items() if snap.cluster(n).settled < t}
     if not deficits or not snap.free_hosts:
         return Plan(targets=targets)
@@ -249,7 +253,7 @@ def _rebalance(policy, urgent: list[str], m: _Measured, sharing: _Sharing, mem, 
     waiting, regrow = preemption.wait_to_regrow(targets, staying, mem, settings)
     if waiting:  # victims keep what they hold; the others share the rest
         rest = [n for n in names if n not in waiting]
-        targets = weighted_targets(pool - sum(waiting.values()), rest, w, minima | held, caps) | waiting
+        targets = capped_targets(pool - sum(waiting.values()), rest, w, minima | held, caps, settings) | waiting
         targets = {n: targets[n] for n in names}
     targets = _damp(targets, staying, mem, now, settings)
     shares = targets  # before the demand cap: CERES' reclaim never goes below them
@@ -272,14 +276,14 @@ def _defer_shrinks(sharing: _Sharing, w: dict[str, float], caps, mem,
     """The weighted targets with every shrink that has not had its ``shrink_after_ticks`` votes held
     back: (targets, the clusters held at what they hold, the shrink votes)."""
     staying, names, minima, pool = sharing.staying, sharing.names, sharing.minima, sharing.pool
-    targets = weighted_targets(pool, names, w, minima, caps)
+    targets = capped_targets(pool, names, w, minima, caps, settings)
     held, votes = _wait_to_shrink(targets, staying, mem, settings)
     while held:  # they keep what they hold this tick; the others share the rest
         if sum((minima | held)[n] for n in names) > pool:
             held, votes = {}, {}  # an admitted cluster's minimum comes first: no waiting this tick
-            targets = weighted_targets(pool, names, w, minima, caps)
+            targets = capped_targets(pool, names, w, minima, caps, settings)
             break
-        targets = weighted_targets(pool, names, w, minima | held, caps)
+        targets = capped_targets(pool, names, w, minima | held, caps, settings)
         # sharing the rest may leave a cluster that did not want to shrink below what it holds:
         # it starts voting too (no cluster shrinks on another one's votes); each pass holds one more
         more, more_votes = _wait_to_shrink(targets, [c for c in staying if c.name not in held], mem, settings)
@@ -320,6 +324,9 @@ def _explain(chosen: _Targets, c3, sharing: _Sharing, plan: Plan, targets: dict[
     if changes:
         reasons.append(changes)
     reasons += plan.placed  # placement: grows that wait for, or went off, a cluster's racks
+    reasons += plan.kept  # protected nodes that stayed
+    if binding(targets, settings):
+        reasons.append(binding(targets, settings))
     if chosen.votes:
         reasons.append(f"shrink deferred (shrink_after_ticks={settings.shrink_after_ticks}): " + ", ".join(
             f"{n} {v}/{settings.shrink_after_ticks}" for n, v in sorted(chosen.votes.items())))

@@ -111,6 +111,7 @@ class NodeView:
     added_at: float = 0.0  # when it joined the cluster (FP tie-break: newest first)
     draining: bool = False  # being removed: still counts for its cluster until released
     usage: NodeUsage | None = None  # max utilisation over a window (CERES C-1); None = not measured
+    protected: bool = False  # an admin keeps it (issue 27): never a shrink victim; it still counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +272,7 @@ class Plan:
     shrinks: tuple[Shrink, ...] = ()
     targets: dict[str, int] = field(default_factory=dict)
     placed: tuple[str, ...] = ()  # placement hard/soft: per cluster whose grows a rack decided, why (explain)
+    kept: tuple[str, ...] = ()  # per cluster whose shrink protected nodes held back, why (explain)
 
     @property
     def empty(self) -> bool:

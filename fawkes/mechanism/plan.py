@@ -22,13 +22,14 @@ from fawkes.mechanism.settings import Settings
 
 
 def shrink_victims(view: ClusterView, k: int, settings: Settings) -> list[NodeView]:
-    """Up to ``k`` nodes to remove from ``view``, in removal order; never core, never below the minimum."""
+    """Up to ``k`` nodes to remove from ``view``, in removal order; never core, never a protected node,
+    never below the minimum."""
     keep = max(view.min_core, view.count(Role.CORE))
     k = min(k, view.settled - keep)
     if k <= 0:
         return []
-    tr = [n for n in view.nodes if n.role is Role.TR and not n.draining]
-    tc = [n for n in view.nodes if n.role is Role.TC and not n.draining]
+    tr = [n for n in view.nodes if n.role is Role.TR and not n.draining and not n.protected]
+    tc = [n for n in view.nodes if n.role is Role.TC and not n.draining and not n.protected]
     if settings.fp_victim_order == "fewest_tasks":
         tr.sort(key=lambda n: (n.running_tasks, -n.added_at, n.id))
     else:
@@ -54,18 +55,25 @@ def plan_towards(
     views = {c.name: c for c in snap.clusters}
     shrinks: list[Shrink] = []
     deficits: dict[str, int] = {}
+    kept: list[str] = []
     for name, target in targets.items():
         view = views.get(name)
         settled = view.settled if view else 0
         if settled > target and view is not None:
-            for n in shrink_victims(view, settled - target, settings):
+            victims = shrink_victims(view, settled - target, settings)
+            for n in victims:
                 shrinks.append(Shrink(name, n.id, n.role, SHRINK_MODE[n.role]))
+            guarded = [n.id for n in view.nodes if n.protected and not n.draining and n.role is not Role.CORE]
+            if guarded and len(victims) < settled - target:
+                kept.append(f"{name}: protected node(s) {', '.join(sorted(guarded))} stayed "
+                            f"({settled - len(victims)} held, target {target})")
         elif settled < target:
             deficits[name] = target - settled
     grows: list[Grow] = []
     if settings.placement != "none" and snap.host_racks:
         grows, placed = _placed_grows(snap, deficits, settings, grow_order, memory or Memory(), shrinks)
-        return Plan(grows=tuple(grows), shrinks=tuple(shrinks), targets=dict(targets), placed=tuple(placed))
+        return Plan(grows=tuple(grows), shrinks=tuple(shrinks), targets=dict(targets), placed=tuple(placed),
+                    kept=tuple(kept))
     free = snap.free_hosts
     next_free = 0
     requested = {r.name: r.min_core for r in snap.queue}
@@ -84,7 +92,7 @@ def plan_towards(
             role = Role.CORE if i < cores_missing else settings.grow_type
             grows.append(Grow(name, free[next_free], role))
             next_free += 1
-    return Plan(grows=tuple(grows), shrinks=tuple(shrinks), targets=dict(targets))
+    return Plan(grows=tuple(grows), shrinks=tuple(shrinks), targets=dict(targets), kept=tuple(kept))
 
 
 def _placed_grows(snap: Snapshot, deficits: dict[str, int], settings: Settings, grow_order: Sequence[str] | None,

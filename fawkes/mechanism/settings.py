@@ -30,6 +30,17 @@ def idle_seconds(v) -> float | str:
     return float(v)
 
 
+def _check_name(what: str, v: object) -> None:
+    if not isinstance(v, str) or not v or len(v) > 64 or not v.isprintable() or v != v.strip():
+        raise ValueError(f"{str(v)[:40]!r} is not a {what} name")
+
+
+def _check_nodes(owner: str, v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1_000_000:
+        raise ValueError(f"{owner}: max_nodes must be an integer in 1..1000000, got {str(v)[:40]!r}")
+    return v
+
+
 def _as_seconds(v: float | str) -> float:
     return float("inf") if v == "never" else float(v)
 
@@ -108,6 +119,13 @@ class Settings(BaseModel):
         "(> 0, at most a year), 'never' (it stays until released), or None (= T)")
     idle_timeout_by_cluster: tuple[tuple[str, float | Literal["never"]], ...] = Field(
         (), description="T_idle per MR-cluster ({name: seconds or 'never'}), over idle_timeout_s for those clusters")
+
+    # --- ceilings (issue 27: a service several teams share); none by default
+    max_nodes_by_cluster: tuple[tuple[str, int], ...] = Field(
+        (), description="per MR-cluster ({name: nodes}): it never holds more (its minimum still holds if larger)")
+    team_quotas: tuple[tuple[str, tuple[str, ...], int], ...] = Field(
+        (), description="per team ({team: {clusters: [names], max_nodes: n}}): its clusters together never hold "
+        "more than n (their minima still hold); ceilings.py")
 
     # --- anti-flap (B.5 item 3); all off by default = the thesis' literal behaviour
     min_change_nodes: int = Field(0, ge=0, le=1_000_000, description="ignore target changes smaller than this many nodes")
@@ -221,6 +239,48 @@ class Settings(BaseModel):
                 raise ValueError(f"{name}: {exc}") from None
         return tuple(out)
 
+    @field_validator("max_nodes_by_cluster", mode="before")
+    @classmethod
+    def _ceilings(cls, v):
+        if isinstance(v, dict):
+            v = tuple(sorted(v.items(), key=lambda kv: str(kv[0])))
+        if not isinstance(v, (tuple, list)):
+            raise ValueError("a mapping of cluster name to a number of nodes")
+        out = []
+        for item in v:
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise ValueError("a mapping of cluster name to a number of nodes")
+            name, n = item
+            _check_name("cluster", name)
+            out.append((name, _check_nodes(name, n)))
+        if len({n for n, _ in out}) != len(out):
+            raise ValueError("a cluster is listed twice")
+        return tuple(out)
+
+    @field_validator("team_quotas", mode="before")
+    @classmethod
+    def _quotas(cls, v):
+        if isinstance(v, dict):
+            v = tuple((k, x.get("clusters"), x.get("max_nodes")) if isinstance(x, dict) else (k, None, None)
+                      for k, x in sorted(v.items(), key=lambda kv: str(kv[0])))
+        if not isinstance(v, (tuple, list)):
+            raise ValueError("a mapping of team name to {clusters: [...], max_nodes: n}")
+        out, seen = [], set()
+        for item in v:
+            if not isinstance(item, (tuple, list)) or len(item) != 3:
+                raise ValueError("a mapping of team name to {clusters: [...], max_nodes: n}")
+            team, clusters, n = item
+            _check_name("team", team)
+            if not isinstance(clusters, (tuple, list)) or not clusters:
+                raise ValueError(f"{team}: clusters must be a non-empty list of cluster names")
+            for c in clusters:
+                _check_name("cluster", c)
+            if team in seen:
+                raise ValueError(f"{team}: listed twice")
+            seen.add(team)
+            out.append((team, tuple(dict.fromkeys(clusters)), _check_nodes(team, n)))
+        return tuple(out)
+
     @field_validator("grow_type", mode="before")
     @classmethod
     def _role(cls, v):
@@ -250,6 +310,13 @@ class Settings(BaseModel):
         """The longest T_idle that can run out (the samples a snapshot must keep); T when none can."""
         ts = [self.idle_timeout, *(_as_seconds(t) for _, t in self.idle_timeout_by_cluster)]
         return max([t for t in ts if t != float("inf")] or [self.period_s])
+
+    def max_nodes_of(self, cluster: str) -> int | None:
+        """The ceiling of MR-cluster ``cluster`` (None: none)."""
+        for name, n in self.max_nodes_by_cluster:
+            if name == cluster:
+                return n
+        return None
 
     @property
     def admission_deadline(self) -> float:

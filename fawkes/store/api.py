@@ -24,6 +24,8 @@ recent released one.  Nodes and jobs are addressed by their integer ids.
 :class:`~fawkes.store.samples.SamplesMixin`   samples, decisions, controller memory
 :class:`~fawkes.store.events.EventsMixin`     events, ``status``
 :class:`~fawkes.store.lease.LeaseMixin`       the coordinator lease, the fence on writes
+:class:`~fawkes.store.tokens.TokensMixin`     teams' API tokens (hashed)
+:class:`~fawkes.store.audit.AuditMixin`       the audit trail
 ========================================  ==============================================
 """
 
@@ -38,6 +40,7 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import make_url
 
 from fawkes.errors import FawkesError
+from fawkes.store.audit import AuditMixin
 from fawkes.store.base import first_line
 from fawkes.store.clusters import ClustersMixin
 from fawkes.store.db import make_engine, normalize_url, write_engine
@@ -47,9 +50,10 @@ from fawkes.store.jobs import JobsMixin
 from fawkes.store.lease import LeaseMixin
 from fawkes.store.migrations import ensure_schema
 from fawkes.store.samples import SamplesMixin
+from fawkes.store.tokens import TokensMixin
 
 
-class Store(HostsMixin, ClustersMixin, JobsMixin, SamplesMixin, EventsMixin, LeaseMixin):
+class Store(HostsMixin, ClustersMixin, JobsMixin, SamplesMixin, EventsMixin, LeaseMixin, TokensMixin, AuditMixin):
     """The coordinator state at ``url`` (SQLite file or PostgreSQL); a fresh one is created at the current
     schema, an older one migrated only on request (see ``__init__``)."""
 

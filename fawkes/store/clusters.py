@@ -46,6 +46,7 @@ class NodeRow(NamedTuple):
     host_state: str  # the host's HostState
     host_cores: int
     running_at: float | None = None  # when it last became RUNNING (started, or resumed: shrink_mode suspend)
+    protected: bool | int = False  # an admin keeps it (v11; 0/1 on SQLite)
 
 
 _CLUSTER_STAMP = {ClusterState.DEPLOYING: "admitted_at", ClusterState.ACTIVE: "active_at",
@@ -296,7 +297,7 @@ class ClustersMixin(StoreBase):
                 held = dict(insert_many(s.connection(), Node.__table__, [
                     {"cluster_id": live[chunk[k][0]].id, "host": chunk[k][1], "holds_host": chunk[k][1],
                      "role": roles[k], "state": NodeState.REQUESTED, "requested_at": now, "state_since": now,
-                     "config_hash": None, "stored_bytes": 0, "running_tasks": 0} for k in take],
+                     "config_hash": None, "stored_bytes": 0, "running_tasks": 0, "protected": False} for k in take],
                     returning=("holds_host", "id")))
                 ids = [held[chunk[k][1]] for k in take]
                 insert_many(s.connection(), NodeTransition.__table__, [
@@ -452,7 +453,8 @@ class ClustersMixin(StoreBase):
         older ones)."""
         q = (select(MRCluster.live_name.label("cluster"), Node.id, Node.host, Node.holds_host, Node.role, Node.state,
                     Node.requested_at, Node.released_at, Node.running_tasks, Node.stored_bytes,
-                    Host.state.label("host_state"), Host.cores.label("host_cores"), Node.running_at)
+                    Host.state.label("host_state"), Host.cores.label("host_cores"), Node.running_at,
+                    Node.protected)
              .join(MRCluster, Node.cluster_id == MRCluster.id).join(Host, Node.host == Host.name)
              .where(col(MRCluster.live_name).is_not(None))
              .order_by(Node.id))  # grouped below: each cluster's nodes oldest first, no sort on SQLite
@@ -465,6 +467,33 @@ class ClustersMixin(StoreBase):
             for r in fetch_tuples(s.connection(), q):  # numbers and strings: nothing to convert
                 out.setdefault(r[0], []).append(make(r[1:]))
         return out
+
+    def protect_node(self, node_id: int | None = None, *, host: str | None = None, protected: bool = True) -> Node:
+        """Keep a node from being removed by a resize (``protected``), or let it go again: the node
+        ``node_id``, or the live node holding ``host``.  It still counts for its cluster; releasing the
+        whole cluster still releases it (issue 27)."""
+        if (node_id is None) == (host is None):
+            raise ValueError("protect_node: a node id or a host")
+        if node_id is not None:
+            validate.positive_int("node", node_id)
+        else:
+            validate.host("host", host)
+        with self.session(write=True) as s:
+            n = s.get(Node, node_id) if node_id is not None else s.exec(
+                select(Node).where(Node.holds_host == host)).first()
+            if n is None or n.holds_host is None:
+                what = f"node {node_id}" if node_id is not None else f"host {host}"
+                raise FawkesError(f"{what}: " + ("no such node" if n is None and node_id is not None else
+                                                 "holds no live node" if n is None else "already released"))
+            if n.protected != protected:
+                n.protected = protected
+                s.add(n)
+                c = s.get(MRCluster, n.cluster_id)
+                self._event(s, "node", f"node {n.id} on {n.host} " + ("protected: no resize removes it" if protected
+                                                                      else "no longer protected"),
+                            cluster=c.name if c else None, node=n.host)
+            s.flush()
+            return n
 
     def live_node_ids(self, clusters: Iterable[str]) -> dict[tuple[str, str], int]:
         """``(cluster, host) -> node id`` of the nodes holding a host in the live ``clusters``

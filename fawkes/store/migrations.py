@@ -111,9 +111,25 @@ def _v9_to_v10(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE mr_clusters ADD COLUMN saved_output VARCHAR"))
 
 
+def _v10_to_v11(conn: Connection) -> None:
+    """Version 11: ``api_tokens`` (teams' HTTP API tokens, only the SHA-256 of each secret) and ``audit``
+    (every mutating API request and command: who, what, when, result; issue 27); ``nodes.protected`` (an
+    admin keeps the node from being removed by a resize)."""
+    pk = "SERIAL" if conn.dialect.name == "postgresql" else "INTEGER"
+    conn.execute(text(f"CREATE TABLE api_tokens (id {pk} NOT NULL PRIMARY KEY, team VARCHAR(64) NOT NULL, "
+                      "secret_sha256 VARCHAR(64) NOT NULL UNIQUE, scopes JSON NOT NULL, clusters JSON NOT NULL, "
+                      "created_at FLOAT NOT NULL, expires_at FLOAT, revoked_at FLOAT, last_used_at FLOAT)"))
+    conn.execute(text("CREATE INDEX ix_api_tokens_team ON api_tokens (team)"))
+    conn.execute(text(f"CREATE TABLE audit (id {pk} NOT NULL PRIMARY KEY, time FLOAT NOT NULL, "
+                      "actor VARCHAR(300) NOT NULL, via VARCHAR(16) NOT NULL, action VARCHAR(64) NOT NULL, "
+                      "target VARCHAR(300), result VARCHAR(16) NOT NULL, status INTEGER, detail TEXT NOT NULL)"))
+    conn.execute(text("CREATE INDEX ix_audit_time ON audit (time)"))
+    conn.execute(text("ALTER TABLE nodes ADD COLUMN protected BOOLEAN NOT NULL DEFAULT false"))
+
+
 #: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)
 MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6, _v6_to_v7, _v7_to_v8,
-                               _v8_to_v9, _v9_to_v10]
+                               _v8_to_v9, _v9_to_v10, _v10_to_v11]
 CURRENT = 1 + len(MIGRATIONS)
 
 _PG_LOCK_KEY = 0x46415753  # "FAWS": advisory lock id for schema changes

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Text
+from sqlalchemy import JSON, BigInteger, Column, Index, Text, false
 from sqlmodel import Field, SQLModel
 
 
@@ -106,6 +106,8 @@ class Node(SQLModel, table=True):
     config_hash: str | None = Field(default=None, max_length=128)
     stored_bytes: int = Field(default=0, sa_type=BigInteger)
     running_tasks: int = 0  # tasks running on the node at the last sample (FP victim order; v3)
+    protected: bool = Field(default=False, sa_column_kwargs={"server_default": false()})  # an admin keeps it from
+    # being removed by a resize (v11); a server default, as the batch inserts (insert_many) name only some columns
 
 
 class NodeTransition(SQLModel, table=True):
@@ -227,5 +229,37 @@ class Event(SQLModel, table=True):
     message: str = Field(sa_column=Column(Text, nullable=False))
 
 
+class ApiToken(SQLModel, table=True):
+    """A team's token for the HTTP API (v11): only the SHA-256 of its secret is kept (the secret is shown
+    once, by ``fawkes token create``).  ``scopes``: what it may do (submit, cancel, status, request,
+    release, admin); ``clusters``: the MR-cluster names it may act on (admin: every one)."""
+
+    __tablename__ = "api_tokens"
+    id: int | None = Field(default=None, primary_key=True)
+    team: str = Field(max_length=64, index=True)
+    secret_sha256: str = Field(max_length=64, unique=True)
+    scopes: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    clusters: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created_at: float
+    expires_at: float | None = None  # None: never
+    revoked_at: float | None = None
+    last_used_at: float | None = None
+
+
+class AuditRecord(SQLModel, table=True):
+    """One mutating request or command (v11): who (a token's team, or an OS user), what, when, result."""
+
+    __tablename__ = "audit"
+    id: int | None = Field(default=None, primary_key=True)
+    time: float = Field(index=True)
+    actor: str = Field(max_length=300)  # "team etl (token 3)" or "user alice"
+    via: str = Field(max_length=16)  # api | cli
+    action: str = Field(max_length=64)  # cluster.request, job.submit, job.cancel, token.create, ...
+    target: str | None = Field(default=None, max_length=300)
+    result: str = Field(max_length=16)  # ok | refused | invalid | error
+    status: int | None = None  # the HTTP status of an API request
+    detail: str = Field(default="", sa_column=Column(Text, nullable=False))
+
+
 TABLES = [SchemaVersion, Host, Framework, MRCluster, ClusterTransition, Node, NodeTransition,
-          Job, Sample, DecisionRecord, ControllerMemory, CoordinatorLease, Event]
+          Job, Sample, DecisionRecord, ControllerMemory, CoordinatorLease, Event, ApiToken, AuditRecord]

@@ -15,7 +15,7 @@ HOST_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,251}[A-Za-z0-9])?$")
 
 def name(field: str, value: object) -> str:
     """Return ``value`` if it is a safe identifier (letter first; letters, digits, ``_``, ``-``; <= 63)."""
-    if not isinstance(value, str) or not NAME_RE.match(value):
+    if not isinstance(value, str) or not NAME_RE.fullmatch(value):
         raise FawkesError(
             f"{field}: invalid name {value!r} (a letter, then up to 62 letters, digits, '_' or '-')"
         )
@@ -23,7 +23,7 @@ def name(field: str, value: object) -> str:
 
 
 def host(field: str, value: object) -> str:
-    if not isinstance(value, str) or not HOST_RE.match(value):
+    if not isinstance(value, str) or not HOST_RE.fullmatch(value):
         raise FawkesError(f"{field}: invalid host name {value!r}")
     return value
 
