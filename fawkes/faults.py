@@ -18,13 +18,13 @@ POINTS = (
     "node-requested",      # intent.apply: grow intent written (nodes REQUESTED)
     "drain-requested",     # intent.apply: shrink intent written (nodes DRAINING)
     "node-provisioning",   # reconcile._grow: nodes PROVISIONING, nothing started yet
-    "daemons-started",     # spark_hdfs.add_nodes: configs written and daemons started, not yet registered
+    "daemons-started",     # hdfs.HdfsStorage.add_nodes: configs written and daemons started, not yet registered
     "node-running",        # reconcile._grow: nodes recorded RUNNING
-    "worker-decommissioned",  # spark_hdfs._decommission: Spark workers told to decommission (SIGPWR)
-    "exclude-written",     # spark_hdfs._set_exclude: exclude file written, refreshNodes not yet run
-    "exclude-refreshed",   # spark_hdfs._set_exclude: the NameNode re-read the exclude file
-    "datanode-stopped",    # spark_hdfs._decommission: decommissioned worker and DataNode stopped
-    "node-wiped",          # spark_hdfs.remove_nodes: removed nodes' directories wiped, not yet released
+    "worker-decommissioned",  # hdfs.HdfsStorage._decommission: the leaving workers told (Spark: SIGPWR)
+    "exclude-written",     # hdfs.HdfsStorage._set_exclude: exclude file written, refreshNodes not yet run
+    "exclude-refreshed",   # hdfs.HdfsStorage._set_exclude: the NameNode re-read the exclude file
+    "datanode-stopped",    # hdfs.HdfsStorage._decommission: decommissioned worker and DataNode stopped
+    "node-wiped",          # control.ControlScriptDriver._gone: removed nodes' directories wiped, not yet released
     "node-released",       # reconcile._shrink: the node recorded RELEASED (host free again)
     "output-saved",        # reconcile._save_and_release: where the output went is recorded, teardown not yet run
     "job-dispatched",      # dispatch: the job recorded DISPATCHED, not yet launched

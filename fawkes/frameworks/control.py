@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePosixPath
 
+from fawkes import faults
 from fawkes.errors import FawkesError
 from fawkes.frameworks.base import FrameworkDriver, OpResult, SavedOutput
 from fawkes.frameworks.render import CONTROL_SCRIPT
@@ -109,6 +110,23 @@ class ControlScriptDriver(FrameworkDriver):
                 raise FawkesError(f"{n.name} is a core node of {cluster.name}: core nodes are never removed "
                                   "while the cluster is active (tear the cluster down instead)")
         return present
+
+    def _gone(self, cluster: ClusterSpec, gone: Sequence[str], still_registered, what: str, t0: float,
+              phases: dict[str, float]) -> OpResult:
+        """``remove_nodes``' last step: wait (60 s at most) until ``still_registered()`` is false (the
+        stopped workers have left their master), wipe the nodes' cluster directories, and return the
+        cluster without them."""
+        t = time.monotonic()
+        self._wait(cluster, what, lambda: not still_registered(), 60, t0)
+        self._ctl_each(cluster, {h: [("wipe",)] for h in gone}, "wiping removed nodes", if_present=True)
+        faults.point("node-wiped")
+        phases["cleanup"] = time.monotonic() - t
+        phases["total"] = time.monotonic() - t0
+        new = cluster
+        for h in gone:
+            new = new.without(h)
+        self.emit(new, "shrink", f"removed {', '.join(gone)} in {phases['total']:.1f}s", t0=t0)
+        return OpResult(new, phases, tuple(gone))
 
     def _ctl_if_present(self, cluster: ClusterSpec, node: NodeSpec, *args: str) -> Script:
         """The control script's action, or nothing on a host that no longer holds the cluster's

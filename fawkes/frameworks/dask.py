@@ -194,17 +194,8 @@ class DaskDriver(SharedStorage, ControlScriptDriver):
             self.emit(cluster, "fp", f"killing the workers on {', '.join(gone)}", t0=t0)
             self._ctl_each(cluster, {h: [("kill", "worker")] for h in gone}, "killing workers (FP)", if_present=True)
             phases["fp_stop"] = time.monotonic() - t0
-        t = time.monotonic()
-        self._wait(cluster, "removed workers to leave the scheduler",
-                   lambda: not (set(gone) & set(self.workers_by_name(cluster))), 60, t0)
-        self._ctl_each(cluster, {h: [("wipe",)] for h in gone}, "wiping removed nodes", if_present=True)
-        phases["cleanup"] = time.monotonic() - t
-        phases["total"] = time.monotonic() - t0
-        new = cluster
-        for h in gone:
-            new = new.without(h)
-        self.emit(new, "shrink", f"removed {', '.join(gone)} in {phases['total']:.1f}s", t0=t0)
-        return OpResult(new, phases, tuple(gone))
+        return self._gone(cluster, gone, lambda: set(gone) & set(self.workers_by_name(cluster)),
+                          "removed workers to leave the scheduler", t0, phases)
 
     # ================================================================== input / output
     # ================================================================== reconfigure

@@ -412,21 +412,9 @@ class HdfsStorage:
         if dp:
             self._decommission(cluster, dp, timeout, cancel, t0, phases, drain_s)
         gone = [n.name for n in fp + dp]
-        t = time.monotonic()
-
-        def not_alive():
-            return not ({cluster.node(h).address for h in gone} & self.workers_alive(cluster))
-
-        self._wait(cluster, f"removed {self.worker}s to leave the {self.compute_master}", not_alive, 60, t0)
-        self._ctl_each(cluster, {h: [("wipe",)] for h in gone}, "wiping removed nodes", if_present=True)
-        faults.point("node-wiped")
-        phases["cleanup"] = time.monotonic() - t
-        phases["total"] = time.monotonic() - t0
-        new = cluster
-        for h in gone:
-            new = new.without(h)
-        self.emit(new, "shrink", f"removed {', '.join(gone)} in {phases['total']:.1f}s", t0=t0)
-        return OpResult(new, phases, tuple(gone))
+        addrs = {cluster.node(h).address for h in gone}
+        return self._gone(cluster, gone, lambda: addrs & self.workers_alive(cluster),
+                          f"removed {self.worker}s to leave the {self.compute_master}", t0, phases)
 
     def _decommission(self, cluster: ClusterSpec, dp: list[NodeSpec], timeout: float,
                       cancel: threading.Event | None, t0: float, phases: dict[str, float],
