@@ -58,6 +58,7 @@ from fawkes.frameworks.render import CONTROL_SCRIPT, ports_for  # noqa: E402
 from fawkes.frameworks.hdfs import FSSHELL  # noqa: E402
 from fawkes.inventory import load_inventory  # noqa: E402
 from fawkes.mechanism import Role  # noqa: E402
+from fawkes.simfleet import invariants  # noqa: E402
 from fawkes.ssh.shell import Script  # noqa: E402
 from fawkes.store import Store  # noqa: E402
 from fawkes.store.lifecycle import JobState, NodeState  # noqa: E402
@@ -286,26 +287,8 @@ class Campaign:
             self.violation(point, msg)
 
     def ownership(self) -> list[str]:
-        bad = []
-        holders: dict[str, list[str]] = collections.defaultdict(list)
-        names = {c.id: c.name for c in self.store.list_clusters()}
-        for n in self.store.list_nodes():
-            holders[n.host].append(names[n.cluster_id])
-        for h in self.store.list_hosts():
-            held = holders.get(h.name, [])
-            if len(held) > 1:
-                bad.append(f"host {h.name} held by {' and '.join(held)}")
-            if h.state == "allocated" and not held:
-                bad.append(f"host {h.name} leaked: allocated, held by no live node")
-            if h.state == "free" and held:
-                bad.append(f"host {h.name} free in the store but held by {held[0]}")
-        for host, running in self.daemons().items():
-            if len(running) > 1:
-                bad.append(f"host {host} runs daemons of {' and '.join(sorted(running))}")
-            for c in running:
-                if c not in holders.get(host, []):
-                    bad.append(f"host {host} leaked: daemons of {c} run there, no live node of {c} holds it")
-        return bad
+        """No host held twice, none leaked (in the store, and by the daemons running on the hosts)."""
+        return invariants.ownership(self.store, {"daemons": self.daemons()})
 
     def daemons(self) -> dict[str, set[str]]:
         """Per host, the clusters whose daemons (pid files under clusters/<c>/pids) really run there."""
@@ -320,16 +303,8 @@ class Campaign:
         return out
 
     def core_nodes(self) -> list[str]:
-        bad = []
-        for c in self.store.list_clusters():
-            until = c.saving_at if c.saving_at is not None else float("inf")
-            for n in self.store.list_nodes(c.name, live=False):
-                if Role(n.role) is not Role.CORE:
-                    continue
-                for t in self.store.node_history(n.id):
-                    if t.to_state in (NodeState.DRAINING, NodeState.RELEASED) and t.time < until:
-                        bad.append(f"core node {n.host} of {c.name} {t.to_state} while the cluster was active")
-        return bad
+        """No core node drained or released while its cluster was active."""
+        return invariants.core_nodes(self.store, {})
 
     def jobs_lost(self) -> list[str]:
         """Jobs failed or cancelled (each reported once, at the first check that sees it), or gone."""
