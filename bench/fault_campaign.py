@@ -65,6 +65,7 @@ from fawkes.store.lifecycle import JobState, NodeState  # noqa: E402
 
 APP = REPO / "fawkes" / "apps" / "wordcount.py"
 CLUSTERS = ("a", "b", "c")
+IDLE_RELEASED, IDLE_TIMEOUT_S = "c", 20  # the cluster the coordinator releases itself at the end
 LAB_OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1",
                "replication": "2", "executor_memory": "512m"}
 PRESET = ("policy: TD\ngrow_type: transient-core\nperiod_s: 10\nsample_period_s: 2\ntau: 0.5\n"
@@ -135,15 +136,19 @@ class Campaign:
 
     def __init__(self, inventory: Path, node_dir: Path, framework: tuple[str, str], work: Path, *,
                  seed: int = 1, point_timeout: float = 150.0, lines: int = 400, log=print, lab=None,
-                 state_url: str | None = None, pg=None, host_grace: float = 30.0):
+                 state_url: str | None = None, pg=None, host_grace: float = 30.0, stream_seed: int | None = None):
         self.inventory_path, self.node_dir, self.work = inventory, node_dir, work
         self.spark_home, self.hdfs_jars = framework
         self.seed, self.point_timeout, self.lines, self.log = seed, point_timeout, lines, log
         self.lab, self.pg, self.host_grace = lab, pg, host_grace  # lab: for host faults; pg: a PgServer
         self.rng = random.Random(seed * 7919 + 1)
+        # the job stream (which cluster gets each burst, the input texts) from stream_seed when given, so
+        # that the kills can vary while the load stays the same; by default both come from seed
+        self.stream_rng = self.rng if stream_seed is None else random.Random(stream_seed * 7919 + 1)
+        stream_seed = seed if stream_seed is None else stream_seed
         self.url = state_url or f"sqlite:///{work / 'state.db'}"
         self.coord = CoordinatorProc(work / "coordinator.json", work / "coordinator.log")
-        self.texts = {c: words(lines, seed * 10 + i) for i, c in enumerate(CLUSTERS)}
+        self.texts = {c: words(lines, stream_seed * 10 + i) for i, c in enumerate(CLUSTERS)}
         self.rows: dict[str, Row] = collections.defaultdict(Row)
         self.violations: list[str] = []
         self.checksums: dict[tuple[str, str], str] = {}
@@ -157,6 +162,7 @@ class Campaign:
         self.moves: dict[str, dict[str, int]] = {}  # per cluster: nodes grown and removed by DP (finish)
         self.evidence_n = 0
         self.saved_checked = 0  # job outputs checked in the released clusters' saved copies
+        self.idle_released = False  # the last cluster left by its idle timeout (finish)
         self.evidence_dirs: list[str] = []  # where each unhealthy fsck's evidence was kept
 
     # ------------------------------------------------------------------ setup
@@ -203,7 +209,7 @@ class Campaign:
         """Fewer than 2 jobs unfinished: a burst of 2 word counts to the next cluster (seeded order)."""
         if len(self.unfinished()) >= 2:
             return
-        c = CLUSTERS[self.rng.randrange(len(CLUSTERS))] if self.burst % 3 == 2 else CLUSTERS[self.burst % 3]
+        c = CLUSTERS[self.stream_rng.randrange(len(CLUSTERS))] if self.burst % 3 == 2 else CLUSTERS[self.burst % 3]
         self.burst += 1
         for _ in range(2):
             j = self.store.submit_job(c, [str(APP), "{input}", "{output}", "4", "0"], input_path="/input")
@@ -583,12 +589,18 @@ class Campaign:
                 self.violation("final", f"{c}: {n} jobs, but {apps[c]} Spark applications on its master")
             elif apps[c] < n:
                 self.log(f"  note: {c}: {n} jobs, {apps[c]} applications listed (its master was restarted)")
-        # the release: the coordinator is killed once between a recorded save and its teardown, then
-        # restarted; every cluster's saved output must check against its manifest and count exactly
+        # the release, by both paths: the admin releases all clusters but the last, which the coordinator
+        # releases itself once it has been idle for its own idle_timeout_s (the config's clusters: section);
+        # the coordinator is killed once between a recorded save and its teardown, then restarted; every
+        # cluster's saved output must check against its manifest and count exactly
         if self.coord.stop() != 0:
             self.violation("final", "coordinator stop before the release failed")
+        cfg = json.loads(self.coord.config.read_text())
+        cfg["clusters"] = {IDLE_RELEASED: {"idle_timeout_s": IDLE_TIMEOUT_S}}
+        self.coord.config.write_text(json.dumps(cfg))
         for c in CLUSTERS:
-            self.store.request_release(c)
+            if c != IDLE_RELEASED:
+                self.store.request_release(c)
         self.coord.start("output-saved")
         t0 = time.monotonic()
         while self.coord.alive() and time.monotonic() - t0 < self.point_timeout:
@@ -603,6 +615,10 @@ class Campaign:
         self.wait("released", lambda: all(self.store.get_cluster(c).state == "released" for c in CLUSTERS), 600,
                   poll=2.0)
         self.check_saved()
+        self.idle_released = any(t.to_state == "saving" and t.detail == "inactive for T_idle"
+                                 for t in self.store.cluster_history(IDLE_RELEASED))
+        if not self.idle_released:
+            self.violation("final", f"{IDLE_RELEASED}: released, but not by its idle timeout")
         rc = self.coord.stop()
         left = {h: cs for h, cs in self.daemons().items() if cs}
         if rc != 0:
