@@ -7,24 +7,21 @@
 // The lines of INPUT are spread over PARTITIONS tasks that split them into words; each of those tasks first
 // sleeps SLEEP_PER_PARTITION_S seconds, so the job lasts long enough to grow and shrink the cluster while it
 // runs, and a cluster that grows gives its waiting tasks the new slots (batch mode schedules each task once a
-// slot is free).  The counts are written by 4 tasks as "word<TAB>count" lines
-// into part files directly under OUTPUT.
+// slot is free).  The counts are written by 4 tasks as "word<TAB>count" lines into part files part-NNNNN
+// directly under OUTPUT, one per task, the same file again when a task runs again (RerunSafeFileSink).
 package fawkes.apps;
 
 import org.apache.flink.api.common.RuntimeExecutionMode;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.functions.RichFlatMapFunction;
-import org.apache.flink.api.common.serialization.SimpleStringEncoder;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.tuple.Tuple2;
-import org.apache.flink.connector.file.sink.FileSink;
 import org.apache.flink.connector.file.src.FileSource;
 import org.apache.flink.connector.file.src.reader.TextLineInputFormat;
 import org.apache.flink.core.fs.Path;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
-import org.apache.flink.streaming.api.functions.sink.filesystem.bucketassigners.BasePathBucketAssigner;
 import org.apache.flink.util.Collector;
 
 public class FlinkWordCount {
@@ -54,8 +51,7 @@ public class FlinkWordCount {
         DataStream<String> counts = words.keyBy(t -> t.f0)
                 .reduce((a, b) -> new Tuple2<>(a.f0, a.f1 + b.f1)).setParallelism(reducers)
                 .map(t -> t.f0 + "\t" + t.f1).returns(Types.STRING).setParallelism(reducers);
-        counts.sinkTo(FileSink.forRowFormat(new Path(args[1]), new SimpleStringEncoder<String>("UTF-8"))
-                .withBucketAssigner(new BasePathBucketAssigner<>()).build()).setParallelism(reducers);
+        counts.sinkTo(new RerunSafeFileSink(args[1])).setParallelism(reducers);
         env.execute();
     }
 
