@@ -193,6 +193,7 @@ class Dispatcher:
 
     def _poll(self, spec, job) -> None:
         d = self.job_dir(spec, job.id)
+        pattern = driver_class(spec.framework.kind).job_id_pattern
         script = Script(
             "if ! cd {d} 2>/dev/null; then echo missing; exit 0; fi; "
             "if [ -e rc ]; then echo rc $(cat rc); elif [ -e cancelled ]; then echo cancelled; "
@@ -200,8 +201,8 @@ class Dispatcher:
             # the driver may have written rc and exited between the two tests: read rc again before
             # calling it vanished (a job that succeeded was recorded failed so: the fault campaign)
             "elif [ -e rc ]; then echo rc $(cat rc); else echo vanished; fi; "
-            "grep -o {pattern} log 2>/dev/null | head -1",
-            d=d, pattern=driver_class(spec.framework.kind).job_id_pattern,
+            + ("grep -o {pattern} log 2>/dev/null | head -1" if pattern else "true"),
+            d=d, **({"pattern": pattern} if pattern else {}),
         )
         res = self.fleet.ex.run([spec.master.name], script, timeout=20)[spec.master.name]
         if not res.ok:
@@ -220,8 +221,10 @@ class Dispatcher:
         if status == "cancelled":  # killed by a cancel whose store update was lost (coordinator crash)
             self.store.transition_job(job.id, JobState.CANCELLED, "cancelled (found stopped on the master)")
             return
-        if status == "running" or status == "rc":
-            if state is JobState.DISPATCHED and (app or status == "rc"):
+        if status in ("running", "rc"):
+            # started: the framework has given the job its id, or (a kind whose jobs have none, e.g. a
+            # script that connects to the cluster) its driver process runs, or it has ended
+            if state is JobState.DISPATCHED and (app or status == "rc" or not pattern):
                 self.store.transition_job(job.id, JobState.RUNNING, "application started", app_id=app)
                 state = JobState.RUNNING
         if status == "rc":

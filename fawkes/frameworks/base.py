@@ -200,7 +200,8 @@ class FrameworkDriver(ABC):
     #: how messages name the kind's file system (the one that decommissions a node's storage)
     storage_name: ClassVar[str] = "the file system"
     #: a ``grep -o`` basic regular expression finding the framework's id of a job in its driver's log
-    #: (stored as the job's ``app_id``: the key of :attr:`FrameworkSample.tasks_by_job`); empty: none
+    #: (stored as the job's ``app_id``: the key of :attr:`FrameworkSample.tasks_by_job`); empty: none, the job
+    #: is RUNNING once its driver process runs
     job_id_pattern: ClassVar[str] = ""
     #: the installation paths ``fawkes framework add`` takes for this kind (besides --java-home), as
     #: FrameworkPaths field names (``spark_home`` -> ``--spark-home``); any other path given is refused
