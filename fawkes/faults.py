@@ -18,7 +18,7 @@ POINTS = (
     "node-requested",      # intent.apply: grow intent written (nodes REQUESTED)
     "drain-requested",     # intent.apply: shrink intent written (nodes DRAINING)
     "node-provisioning",   # reconcile._grow: nodes PROVISIONING, nothing started yet
-    "daemons-started",     # hdfs.HdfsStorage.add_nodes: configs written and daemons started, not yet registered
+    "daemons-started",     # add_nodes (hdfs.HdfsStorage, dask): configs written and daemons started, not yet registered
     "node-running",        # reconcile._grow: nodes recorded RUNNING
     "worker-decommissioned",  # hdfs.HdfsStorage._decommission: the leaving workers told (Spark: SIGPWR)
     "exclude-written",     # hdfs.HdfsStorage._set_exclude: exclude file written, refreshNodes not yet run

@@ -28,6 +28,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
+from fawkes import faults
 from fawkes.errors import FawkesError
 from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import Health, JobLaunch, NodeFacts, OpResult, SuspendHooks, WorkerLaunch
@@ -161,6 +162,7 @@ class DaskDriver(SharedStorage, ControlScriptDriver):
         self._run({n.name: Script("{w} && {s}", w=self._write_script(self._config_files(rendered[n.name])),
                                   s=self._ctl(new, n, "start", "worker")) for n in nodes},
                   "writing configs and starting workers", 120)
+        faults.point("daemons-started")
         phases = {"start": time.monotonic() - t0}
         t = time.monotonic()
         self._wait_workers(new, nodes, timeout, t0)
