@@ -11,7 +11,9 @@ it runs; the job is seen running through ``metrics`` and new nodes registered th
 3. deploy on one core node; load an input; start a real job through :meth:`job_command`, run over
    SSH on the master as the dispatcher runs it;
 4. while the job runs, grow by one node of each non-core role the kind offers (the job gets
-   executors there), then shrink each by its role's removal mode (transient: FP; transient-core: DP);
+   executors there), then shrink each by its role's removal mode (transient-core: DP; transient: graceful
+   where the kind offers it, else FP), a transient node's worker first suspended and resumed where the
+   kind offers suspend;
 5. the job's output, saved through :meth:`save_output` (size-checked, with a manifest), holds the
    exact word counts;
 6. teardown leaves no process of the cluster on any host and no directory.
@@ -21,8 +23,7 @@ it runs; the job is seen running through ``metrics`` and new nodes registered th
    ``node-wiped``), restarted each time: no host held twice or leaked, every node up, the job's output saved
    exact at the release, nothing left.
 
-Not yet in the kit (issue 23): graceful and suspend removals (dask's graceful: tests/test_dask_kind.py;
-suspend: tests/test_suspend_lab.py).
+The suspended node's lending to another cluster is the coordinator's (tests/test_suspend_lab.py).
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ from pathlib import Path
 
 import pytest
 
+from fawkes.coordinator.suspend import resume_worker, suspend_worker
 from fawkes.errors import FawkesError
 from fawkes.frameworks import dists
 from fawkes.frameworks.base import driver_class
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths
 from fawkes.mechanism.model import Role, ShrinkMode
+from fawkes.ssh.cgroups import Footprint
 from fawkes.ssh.shell import Script
 from tests.conftest import cluster_dirs_marker, own_lab, pids_with_cmdline
 from tests.test_spark_hdfs_lab import node, wait_for
@@ -52,7 +55,15 @@ APPS = Path(__file__).resolve().parent.parent / "fawkes" / "apps"
 #: jar of fawkes/apps/flink compiled by `fawkes framework dists`
 APP = {"dask": lambda: APPS / "dask_wordcount.py", "flink-hdfs": lambda: dists.ensure_lab_dists().flink_apps}
 OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1", "replication": "1"}
-REMOVAL = {Role.TR: ShrinkMode.FP, Role.TC: ShrinkMode.DP}
+
+
+def removal(cls, role: Role) -> ShrinkMode:
+    """How the kit removes a node of ``role``: transient-core by DP; transient gracefully (a DP of a TR node:
+    its running tasks may finish, bounded) where the kind offers it, else by FP.  FP of a transient node
+    under a job is the kit's coordinator test's (every kind's default shrink mode)."""
+    if role is Role.TC:
+        return ShrinkMode.DP
+    return ShrinkMode.DP if "graceful" in cls.removal_modes else ShrinkMode.FP
 
 
 def framework(kind: str, shared: Path) -> FrameworkPaths:
@@ -143,11 +154,16 @@ def kit(lab, tmp_path: Path, kind: str, hosts: tuple[int, ...]) -> None:
         result: dict = {}
         try:
             # 3. deploy, load, a real job started as the dispatcher starts it
+            t_deploy = time.monotonic()
             drv.deploy(cluster, timeout=240)
+            t_deploy = time.monotonic() - t_deploy
             assert drv.health(cluster).ok, drv.health(cluster).problems
             drv.load_input(cluster, str(src), "/input")
             app = APP[kind]() if kind in APP else APPS / "wordcount.py"
-            job = Job(1, [str(app), "{input}", "{output}", "24", "1.5"], "/input")
+            # 24 tasks of at least 1.5 s on the core node's slot: longer on a loaded machine, where the grow
+            # takes as long as the deployment did, so that the job still runs when the new nodes join
+            sleep = max(1.5, round(1.5 * t_deploy / 24, 1))
+            job = Job(1, [str(app), "{input}", "{output}", "24", f"{sleep:g}"], "/input")
             launch = drv.job_command(cluster, job, output="/output/1", driver_memory="512m", python=sys.executable)
             env = [f"{k}={v}" for k, v in launch.env.items()]
             run = Script("cd {d} && env {e} {argv} > {log} 2>&1", d=str(tmp_path), e=env, argv=list(launch.argv),
@@ -162,7 +178,13 @@ def kit(lab, tmp_path: Path, kind: str, hosts: tuple[int, ...]) -> None:
                      lambda: all(f.up for f in drv.observe(grown, [n.name for n in extra]).values()), 60)
             assert t.is_alive(), "the job ended before the grow: make it longer"
             for n in extra:
-                grown = drv.remove_nodes(grown, [n.name], REMOVAL[n.role], timeout=180).cluster
+                if n.role is Role.TR and "suspend" in cls.removal_modes:
+                    # suspend: the worker's process tree held at 1 % CPU in a cgroup of its own, then resumed,
+                    # through the kind's suspend hooks (what the coordinator's suspender runs)
+                    s = suspend_worker(ex, n.name, cls.suspend_hooks(name, n.root).pid, name, Footprint(1.0))
+                    assert s.root > 0 and s.pids and s.pids <= s.tree, s
+                    assert s.root in resume_worker(ex, n.name, name)
+                grown = drv.remove_nodes(grown, [n.name], removal(cls, n.role), timeout=180, drain_s=30).cluster
             assert grown.nodes == cluster.nodes
             t.join(600)
             r = result[core.name]
