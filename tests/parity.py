@@ -87,11 +87,21 @@ def same_snapshot(live, sim, settings: Settings) -> None:
              f"{p}.allocation integral")
 
 
+#: the framework record of each kind a replay registers its clusters under (:func:`replay`'s ``kinds``)
+KIND_PATHS = {"spark-hdfs": {"spark_home": "/opt/spark", "hdfs_jars": "/opt/hdfs"},
+              "flink-hdfs": {"flink_home": "/opt/flink", "hdfs_jars": "/opt/hdfs"},
+              "spark": {"spark_home": "/opt/spark", "shared_dir": "/shared"},
+              "dask": {"shared_dir": "/shared"}}
+
+
 def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capacity: int, slots: int,
-           runner=None, host_racks: dict[str, str] | None = None) -> int:
+           runner=None, host_racks: dict[str, str] | None = None, kinds=None) -> int:
     """Feed ``rec`` to a Control on ``store`` (``runner``: a chapter-2 policy's parameters); raise
-    :class:`Mismatch` at the first difference.  Returns the number of steps compared."""
-    store.register_framework("sim", "spark-hdfs", spark_home="/opt/spark", hdfs_jars="/opt/hdfs")
+    :class:`Mismatch` at the first difference.  Returns the number of steps compared.  ``kinds``: the
+    framework kind of each cluster by name (a mixed pool; default: every cluster spark-hdfs)."""
+    kind_of = kinds or (lambda name: "spark-hdfs")
+    for kind in KIND_PATHS:
+        store.register_framework(f"sim-{kind}", kind, **KIND_PATHS[kind])
     racks = host_racks or {}
     store.sync_hosts([{"name": f"h{i:05d}", "address": "127.0.0.1", "cores": slots,
                        "rack": racks.get(f"h{i:05d}")} for i in range(capacity)])
@@ -106,7 +116,7 @@ def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capaci
         try:
             if ev.kind == "static":
                 min_core, nodes = ev.data
-                store.request_cluster(ev.cluster, framework="sim", min_core=min_core)
+                store.request_cluster(ev.cluster, framework=f"sim-{kind_of(ev.cluster)}", min_core=min_core)
                 store.transition_cluster(ev.cluster, ClusterState.DEPLOYING, "replay: static")
                 for host, role in nodes:
                     store.allocate_node(ev.cluster, host, role)
@@ -114,7 +124,8 @@ def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capaci
                 store.transition_cluster(ev.cluster, ClusterState.ACTIVE, "replay: static")
             elif ev.kind == "request":
                 min_core, expected, deadline = ev.data
-                store.request_cluster(ev.cluster, framework="sim", min_core=min_core, expected_duration_s=expected,
+                store.request_cluster(ev.cluster, framework=f"sim-{kind_of(ev.cluster)}", min_core=min_core,
+                                      expected_duration_s=expected,
                                       deadline_s=deadline)
             elif ev.kind == "state":
                 _follow_state(store, ev.cluster, ev.data)

@@ -70,7 +70,7 @@ def fail_a_host(sim: Simulator, t: float) -> None:
 
 def run_both(wl: Workload, settings: Settings | None, url: str, runner: ResizeParams | None = None,
              failures: tuple[float, ...] = (), rec: Recorder | None = None,
-             host_racks: dict[str, str] | None = None, make=Simulator) -> tuple[Simulator, int]:
+             host_racks: dict[str, str] | None = None, make=Simulator, kinds=None) -> tuple[Simulator, int]:
     rec = Recorder() if rec is None else rec
     sim = make(wl, settings, recorder=rec, check_invariants=True, ch2=runner, host_racks=host_racks)
     for t in failures:
@@ -82,7 +82,8 @@ def run_both(wl: Workload, settings: Settings | None, url: str, runner: ResizePa
     clock = Clock()
     store = Store(url, clock=clock)
     try:
-        steps = replay(rec, store, clock, settings, wl.capacity, wl.cost.slots_per_node, runner, host_racks)
+        steps = replay(rec, store, clock, settings, wl.capacity, wl.cost.slots_per_node, runner, host_racks,
+                       kinds=kinds)
     finally:
         store.close()
     assert steps == rec.steps
@@ -92,6 +93,27 @@ def run_both(wl: Workload, settings: Settings | None, url: str, runner: ResizePa
 FAWKES = [p for p in policy_names()]
 PRESETS = [n for n in preset_names() if read_preset(n).settings is not None]
 RUNNER_PRESETS = [n for n in preset_names() if read_preset(n).resize is not None]
+
+
+@pytest.mark.parametrize("policy", ["TD", "PU"])
+def test_a_mixed_pool_decides_alike_in_both_drivers(policy, tmp_path):
+    """Spark, Flink, Spark-on-shared-storage and Dask MR-clusters on one pool (issue 24): the coordinator's
+    loop knows no kind, so a pool whose clusters are of four kinds decides as the simulator does; TR growth
+    (Dask and Spark on shared storage have no TC nodes), policies every kind can feed (tasks, slots)."""
+    from fawkes.frameworks.base import driver_class
+
+    order = ["spark-hdfs", "flink-hdfs", "spark", "dask"]
+    wl = workload(7)
+    kinds = {c.name: order[i % len(order)] for i, c in enumerate(wl.clusters)}
+    assert len(set(kinds.values())) == min(len(order), len(wl.clusters)) >= 3
+    from fawkes.mechanism.policies import get_policy
+
+    # the coordinator's check_kinds accepts it: every kind feeds what the policy weighs and has TR nodes
+    assert all(set(group) & set(driver_class(k).signals) and Role.TR in driver_class(k).roles
+               for k in kinds.values() for group in get_policy(policy).needs), policy
+    s = Settings(policy=policy, period_s=60, sample_period_s=10, tau=1.0, grow_type=Role.TR)
+    sim, steps = run_both(wl, s, f"sqlite:///{tmp_path / 'state.db'}", kinds=kinds.get)
+    assert steps > 0 and sim.stats.reconfigurations > 0
 
 
 @pytest.mark.parametrize("policy", FAWKES)
