@@ -48,8 +48,8 @@ SERIAL_MODULES = {"test_watchdog.py", "test_usage.py", "test_usage_live.py", "te
 #: kit's 10 hosts, the mixed pool), the lab's own tests, and a share of those on the session lab, chosen so
 #: that the two processes take about as long
 FOREGROUND_LAB_MODULES = {"test_conformance_lab.py", "test_mixed_pool_lab.py", "test_placement_lab.py",
-                          "test_ubis_lab.py", "test_lab.py", "test_slurm_lab.py", "test_graceful_shrink_lab.py",
-                          "test_suspend_lab.py", "test_dp_safety_lab.py"}
+                          "test_lab.py", "test_slurm_lab.py",
+                          "test_suspend_lab.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects

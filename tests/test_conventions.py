@@ -28,8 +28,6 @@ ALLOWED = {
     ("conftest.py", "unavailable"): "the helper itself",
     ("test_bad_input_cli.py", "test_an_empty_postgres_database_is_no_state"):
         "its SQLite parameter is no case: the missing file is tested above it",
-    ("test_ubis_lab.py", "<module>"):
-        "an opt-in long lab run (FAWKES_UBIS_LAB=1), left out of CI's time budget on purpose",
 }
 
 _SKIPS = {"pytest.skip", "pytest.importorskip", "pytest.mark.skip", "pytest.mark.skipif"}
