@@ -254,6 +254,19 @@ class Lender:
         self.last_use = out
         return out
 
+    def cpu_use(self) -> dict[str, float]:
+        """UBIS U-7: host -> its mean CPU fraction over its monitor's samples of the last ``WINDOW_S``
+        seconds, the signal PU reads with ``pu_signal: measured`` (:meth:`fawkes.coordinator.sampler.Sampler.use_host_cpu`).
+        Hosts lent now are left out: their reading holds the borrower's worker, not only the owner's use."""
+        now = time.monotonic()
+        lent = set(self.sessions)
+        out = {}
+        for h, xs in list(self.samples.items()):
+            recent = [x[1] for x in xs if x[0] > now - WINDOW_S]
+            if recent and h not in lent:
+                out[h] = sum(recent) / len(recent)
+        return out
+
     # ------------------------------------------------------------------ the pass
     def step(self) -> opp.LendPlan | None:
         if not self.cfg.enabled:

@@ -67,6 +67,11 @@ class Settings(BaseModel):
     lam: float = Field(0.5, ge=0, le=1, description="RU lambda, closed interval (A-2, A-32)")
     a: float = Field(2.0, gt=1, le=1e6, description="JT/TT base a > 1 (eq. 3.6)")
     ru_mix: Literal["weights", "raw"] = Field("weights", description="A-2: mix normalised PU/DU weights, or raw usages then normalise")
+    pu_signal: Literal["slots", "measured"] = Field(
+        "slots", description="A-15 / UBIS U-7: what PU (and RU's PU part) reads as a cluster's busy share: the slots "
+        "its framework reports occupied (slots), or the CPU its nodes are measured to use, the per-node "
+        "utilisation telemetry (measured: configured slots x the mean measured CPU fraction of its nodes; a "
+        "cluster none of whose nodes is measured keeps its occupied slots)")
     count_running_in_demand: bool = Field(True, description="A-13: TD counts running tasks of unfinished jobs")
     demand_jobs: Literal["unfinished", "queued"] = Field("unfinished", description="A-13: JD/DD/JS job set")
     dd_remaining_fraction: bool = Field(False, description="A-14: scale DD input bytes by the fraction of tasks left")
