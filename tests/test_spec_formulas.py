@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SPEC = REPO.parent / "shared" / "spec" / "fawkes-spec.md"  # docs cite it as ../shared/spec/fawkes-spec.md
 MARK = re.compile(r"Implements eq\. \((\d+\.\d+)\)")
-ROW = re.compile(r"^\| eq\. \((\d+\.\d+)\) \| [^|]+ \| `([\w.]+)` \|$", re.M)
+ROW = re.compile(r"^\| eq\. \((\d+\.\d+)\) \| [^|]+ \| `([\w.]+)` \|$", re.MULTILINE)
 
 
 def table() -> dict[str, str]:
