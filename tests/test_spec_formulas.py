@@ -77,3 +77,45 @@ def test_each_equation_has_exactly_one_implementing_function_the_one_the_table_n
             obj = getattr(getattr(importlib.import_module(mod), cls), attr)
         assert callable(obj)
 
+
+
+#: a code of the spec's registers: the thesis' ambiguities (A-nn) and the seeds' proposals (B-, C-, U-, P-n)
+CODE = re.compile(r"\b[ABCUP]-\d+[a-z]?\b")
+MIN_WORDS = 5
+
+
+def cited_texts(path: Path):
+    """(where, text) of every docstring, setting description and comment of ``path`` that cites a code."""
+    import io
+    import tokenize
+
+    src = path.read_text()
+    for node in ast.walk(ast.parse(src, str(path))):
+        text = None
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            text = ast.get_docstring(node)
+        elif isinstance(node, ast.keyword) and node.arg == "description" and isinstance(node.value, ast.Constant):
+            text = node.value.value
+        if isinstance(text, str) and CODE.search(text):
+            yield f"{path.name}:{getattr(node, 'lineno', 1)}", text
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type == tokenize.COMMENT and CODE.search(tok.string):
+            yield f"{path.name}:{tok.start[0]}", tok.string
+
+
+def own_words(text: str) -> int:
+    return len(re.findall(r"[A-Za-z]{3,}", CODE.sub("", text)))
+
+
+def test_every_spec_code_in_the_mechanism_comes_with_the_rule_in_words():
+    """A code (A-9, B-7, ...) is a pointer to docs/ambiguities.md or the seeds' spec; the text around it
+    says what the rule is (issue 28 item 5): at least five words of its own."""
+    bare = [(w, t) for p in sorted((REPO / "fawkes" / "mechanism").rglob("*.py"))
+            for w, t in cited_texts(p) if own_words(t) < MIN_WORDS]
+    assert bare == []
+
+
+def test_a_bare_code_is_found():
+    assert own_words('description="A-17"') < MIN_WORDS
+    assert own_words("# --- inactivity (A-12)") < MIN_WORDS
+    assert own_words("Nodes held, decommissioning ones included (A-19).") >= MIN_WORDS
