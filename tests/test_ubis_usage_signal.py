@@ -100,6 +100,13 @@ def test_a_good_pu_signal_loads_from_a_preset(tmp_path):
 
 # --- the simulator's telemetry -------------------------------------------------------------------------
 
+@pytest.mark.parametrize("value", [2, -0.1, math.nan, math.inf, 10**30, "x", "0.5 x"])
+def test_a_bad_task_cpu_fraction_is_refused_naming_the_field(value):
+    for field in ("map_cpu", "red_cpu"):
+        with pytest.raises(ValueError, match=f"apps.wc.{field}"):
+            cost_model(((f"apps.wc.{field}", value),))
+
+
 def test_tasks_that_use_their_whole_slot_measure_as_their_slots():
     """With every application's tasks at 1.0 of a slot, the measured signal is the slot signal: the
     same runs, decision for decision."""
