@@ -196,3 +196,37 @@ def test_sim_u7_directions_on_seeds_1_to_5():
     assert rows["PU"]["pu_saturated"] == 1.0 and rows["PU[measured]"]["pu_saturated"] < 1.0
     for statement, holds in r["expect"]:
         assert holds, statement
+
+
+# --- the live sampler end to end: a real store, a kind's neutral sample, the measured CPU ----------------
+
+def test_the_sampler_records_pu_from_the_measured_cpu_of_the_running_nodes(tmp_path):
+    from fawkes.frameworks.sample import FrameworkSample
+    from fawkes.mechanism import ClusterState, Role
+    from fawkes.store import Store
+    from fawkes.store.lifecycle import NodeState
+
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}")
+    try:
+        store.register_framework("spark", "spark")
+        store.sync_hosts([{"name": h, "cores": 2} for h in ("h1", "h2", "h3")])
+        store.request_cluster("etl", framework="spark", min_core=1)
+        store.transition_cluster("etl", ClusterState.DEPLOYING)
+        store.transition_cluster("etl", ClusterState.ACTIVE)
+        ids = store.allocate_nodes([("etl", h, Role.CORE if h == "h1" else Role.TR, "") for h in ("h1", "h2", "h3")])
+        for i in ids[:2]:  # h3's node is still starting: not RUNNING, not measured
+            store.transition_node(i, NodeState.PROVISIONING)
+            store.transition_node(i, NodeState.RUNNING)
+        fs = FrameworkSample(time=0.0, slots=12.0, busy_slots=12.0)  # every slot occupied
+        driver = SimpleNamespace(web_ui=lambda spec: None, metrics=lambda spec, jobs: fs)
+        fleet = SimpleNamespace(spec=lambda name, states=None: (None, driver))
+        clock = iter(range(100, 200)).__next__
+        for settings, host_cpu, want in ((SLOTS, None, 12.0), (MEASURED, {"h1": 0.5, "h2": 0.25, "h3": 1.0}, 4.5),
+                                         (MEASURED, {}, 12.0)):
+            s = Sampler(store, fleet, None, settings, clock=lambda: float(clock()))
+            if host_cpu is not None:
+                s.use_host_cpu(lambda h=host_cpu: h)
+            s.sample("etl")
+            assert store.samples("etl")[-1].busy_slots == pytest.approx(want)
+    finally:
+        store.close()
