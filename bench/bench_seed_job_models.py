@@ -3,6 +3,7 @@
 
     python bench/bench_seed_job_models.py --job-model spark [--out FILE]
     python bench/bench_seed_job_models.py --checks SIM-U3 --out FILE      # any other check, seed 1
+    python bench/bench_seed_job_models.py --checks SIM-U7 --out FILE      # UBIS U-7, seeds 1-5
 
 Runs each check on the seeds its test uses (tests/test_bigc.py, tests/test_ceres.py: 1-3; SIM-B4:
 1) and writes its rows, note and directions with bench/results_meta.py's command, commit, date and
@@ -23,7 +24,7 @@ from bench.results_meta import meta  # noqa: E402
 from fawkes.seeds.seed_checks import run_check  # noqa: E402
 
 SEEDS = {"SIM-B1": [1, 2, 3], "SIM-B2": [1, 2, 3], "SIM-B3": [1, 2, 3], "SIM-B4": [1], "SIM-C1": [1, 2, 3],
-         "SIM-C2": [1, 2, 3]}
+         "SIM-C2": [1, 2, 3], "SIM-U7": [1, 2, 3, 4, 5]}
 
 
 def main() -> int:

@@ -159,3 +159,13 @@ def test_every_result_file_the_docs_cite_exists_and_parses():
                 json.loads(text)
             except ValueError as exc:
                 pytest.fail(f"{path}: not JSON: {exc}")
+
+
+def test_one_meaning_per_class_name():
+    """No two classes of fawkes/ share a name (issue 28 item 5): a reader who meets ``Node`` knows which."""
+    where: dict[str, list[str]] = {}
+    for path in sorted((TESTS.parent / "fawkes").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(str(path.relative_to(TESTS.parent)))
+    assert {k: v for k, v in where.items() if len(v) > 1} == {}

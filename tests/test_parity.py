@@ -178,6 +178,17 @@ def test_preemption_settings_decide_alike_in_both_drivers(extra, tmp_path):
         assert any("tau bypassed" in ev.data[1].reason for ev in steps if ev.kind == "tick")
 
 
+# --- UBIS U-7 (pu_signal: measured): the simulator's telemetry reaches the sample through sample_cluster's
+# node_cpu, the stored sample is what the coordinator weighs; both drivers decide alike, and the signal was read
+@pytest.mark.parametrize("policy", ["PU", "RU"])
+def test_measured_pu_decides_alike_in_both_drivers(policy, tmp_path):
+    s = Settings(policy=policy, period_s=60.0, sample_period_s=10.0, tau=1.0, pu_signal="measured")
+    rec = Recorder()
+    run_both(workload(5, clusters=3, jobs=16), s, f"sqlite:///{tmp_path / 'state.db'}", rec=rec)
+    smp = [ev.data for ev in rec.events if ev.kind == "sample" and ev.data.running_tasks]
+    assert smp and any(m.busy_slots < min(m.running_tasks, m.configured_slots) for m in smp)
+
+
 # --- CERES (issue 11, mechanism/ceres.py): neither the store nor the base simulator carries the usage
 # windows or progress samples yet, so both drivers see none: with CERES on they must still decide alike,
 # and as without it (the settings act on the signals only)

@@ -639,7 +639,7 @@ def launch(argv: list[str], nice: int, groups: list[str], log: str, pidfile: str
 
 
 # ------------------------------------------------------------------------------------------ coordinator
-class Coordinator:
+class CoordinatorLink:
     """Whether the coordinator is still there: stdin open and talking, heartbeat file fresh."""
 
     def __init__(self, args):
@@ -790,7 +790,7 @@ def follow(args, cpu, mem, report, mounted) -> int:
     running instead of an interpreter started per measurement (that costs a small lab host more than
     a tenth of its CPU quota at one a second)."""
     try:
-        coord = Coordinator(args)
+        coord = CoordinatorLink(args)
     except BadInput as exc:
         sys.stderr.write(f"watchdog: {exc}\n")
         return EXIT_BAD
@@ -855,7 +855,7 @@ def main(argv: list[str] | None = None) -> int:
             raise BadInput("--worker-cpus/--worker-shares/--worker-memory-mb apply to a worker the watchdog starts")
         cpu = CpuMeter(_scope(args.cpu_cgroup, "cpu"))
         mem = MemMeter(_scope(args.mem_cgroup, "memory"))
-        coord = Coordinator(args)
+        coord = CoordinatorLink(args)
         if cmd:
             groups = make_worker_groups(args)
             guard = launch(cmd, args.nice, groups, args.worker_log, args.worker_pidfile)

@@ -77,7 +77,7 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
              grow, seeds, first_seed, sets, costs, cost_file, scale, workers, check, as_json, plot_file, quiet,
              list_, job_model) -> None:
     """Simulate EXPERIMENT (ch2, A, B, C, D, E) or a --trace with the FAWKES mechanism; or run a
-    supporting seed's check (SIM-P1, SIM-P2, SIM-P3, SIM-U1 .. SIM-U4, SIM-B1, SIM-B2, SIM-C1, SIM-C2:
+    supporting seed's check (SIM-P1, SIM-P2, SIM-P3, SIM-U1 .. SIM-U4, SIM-U7, SIM-B1, SIM-B2, SIM-C1, SIM-C2:
     docs/reproduction.md; --list names them all).
 
     Prints per-cluster mean slowdowns (against each job alone on a static 10-core-node

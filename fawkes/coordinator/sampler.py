@@ -19,6 +19,16 @@ progress (completed tasks / tasks seen, from the driver's stages, which the samp
 is kept over its last three samples.  Both stay in memory and reach the snapshot as
 :class:`~fawkes.coordinator.view.Signals` (:meth:`Sampler.signals`).  With both off nothing of
 this runs.
+
+UBIS U-7 (``pu_signal: measured``): PU reads the CPU the cluster's nodes are measured to use instead of
+the slots its framework reports occupied.  The readings are the per-node utilisation the coordinator
+already collects: with lending on (config ``opportunistic:``), the UBIS agent's monitors
+(:meth:`fawkes.coordinator.ubis.Lender.cpu_use`, handed over by :meth:`Sampler.use_host_cpu`; a lent
+host is left out, its reading holds its borrower's worker); otherwise the same per-node windows as
+CERES' C-1 (:class:`~fawkes.coordinator.usage.NodeWindows`, the CPU between a node's last two
+readings).  They reach the sample through the neutral ``node_cpu`` of
+:func:`~fawkes.mechanism.sampling.sample_cluster`, as in the simulator; a node not measured is left out
+of the mean, and a cluster with none keeps its occupied slots.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from fawkes.coordinator.dispatch import Dispatcher
 from fawkes.coordinator.fleet import Fleet
@@ -57,7 +67,10 @@ class Sampler:
         self.grace_s = grace_s
         self.unreachable_since: dict[str, float] = {}
         # CERES' signals, in memory (docs/mechanism.md, CERES): only when their setting is on
-        self.windows = NodeWindows(settings.usage_window_s) if settings.swollen_threshold is not None else None
+        self.measure_pu = settings.pu_signal == "measured"
+        self.windows = NodeWindows(settings.usage_window_s) \
+            if settings.swollen_threshold is not None or self.measure_pu else None
+        self.host_cpu: Callable[[], Mapping[str, float]] | None = None  # U-7: the UBIS agent's readings
         self.track_progress = settings.straggler_factor is not None
         self.progress: dict[str, dict[int, deque]] = {}  # cluster -> job id -> last three (time, fraction)
         self.job_info: dict[int, tuple[float | None, float | None]] = {}  # job id -> (reference runtime, start)
@@ -81,6 +94,26 @@ class Sampler:
         if self.track_progress:
             for name in [n for n in self.progress if n not in live]:
                 del self.progress[name]
+
+    def use_host_cpu(self, fn: Callable[[], Mapping[str, float]]) -> None:
+        """U-7 reads the CPU of each host from ``fn`` (host -> fraction: the UBIS agent's monitors); the
+        sampler's own windows then run only for CERES' C-1 (one collector per host, not two)."""
+        self.host_cpu = fn
+        if self.settings.swollen_threshold is None:
+            self.windows = None
+
+    def node_cpu(self, nodes) -> list[float]:
+        """U-7: the measured CPU fraction of each of ``nodes`` (the store's running nodes of one cluster)
+        that has a reading, from the UBIS agent's monitors if handed over, else from the windows."""
+        if self.host_cpu is not None:
+            try:
+                by_host = self.host_cpu()
+            except Exception as exc:  # noqa: BLE001 - a failing collector means unmeasured, not a dead sampler
+                log.warning("usage: %s", exc)
+                return []
+            return [by_host[n.host] for n in nodes if n.host in by_host]
+        by_node = self.windows.cpu_now() if self.windows is not None else {}
+        return [by_node[n.id] for n in nodes if n.id in by_node]
 
     def read_usage(self) -> None:
         """CERES C-1: one reading of every RUNNING node's host (those the liveness check just
@@ -155,12 +188,15 @@ class Sampler:
             base = self.store.note_stored_baseline(name, used)
         written = fs.written_bytes if fs.written_bytes is not None else \
             max(0.0, used - (used if base is None else base))
+        node_cpu = self.node_cpu([n for n in self.store.list_nodes(name) if n.state == NodeState.RUNNING]) \
+            if self.measure_pu else ()
         m = sample_cluster(
             now, facts, self.settings,
             busy_slots=fs.busy_slots, configured_slots=fs.slots,
             output_bytes=written,
             storage_capacity=fs.storage_capacity, completed_jobs=len(finished),
             completed_tasks=sum(c.completed for c in fs.tasks_by_job.values()), loading=loading,
+            node_cpu=node_cpu,
         )
         self.store.record_sample(name, m)
         if fs.stored_by_node:

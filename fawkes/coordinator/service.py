@@ -298,6 +298,8 @@ def run_service(cfg, *, inventory_path=None, duration_s: float | None = None,
 
                 coord.lender = Lender(coord.store, coord.fleet, coord.control, cfg.opportunistic, coord.settings,
                                       clock=coord.clock)
+                if coord.settings.pu_signal == "measured":  # U-7: PU reads the UBIS agent's per-host CPU
+                    coord.sampler.use_host_cpu(coord.lender.cpu_use)
             if on_lead is not None:
                 on_lead(coord)
             left = coord.run(duration_s=None if end is None else max(0.0, end - time.time()), leadership=lead)

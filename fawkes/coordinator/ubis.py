@@ -67,7 +67,7 @@ def agent_path(root: str) -> str:
 
 
 @dataclass
-class Session:
+class AgentSession:
     """One opportunistic worker: the SSH session running its watchdog agent."""
 
     host: str
@@ -91,7 +91,7 @@ class Session:
             except Exception:  # noqa: BLE001 - the channel died with the host or the connection
                 return False
 
-    def run(self, on_event: Callable[["Session", dict], None]) -> None:
+    def run(self, on_event: Callable[["AgentSession", dict], None]) -> None:
         """Read the agent's lines, send a heartbeat every second, until the session ends."""
         buf = b""
         next_beat = time.monotonic()
@@ -161,13 +161,13 @@ class Lender:
         self.store, self.fleet, self.control, self.cfg, self.settings = store, fleet, control, cfg, settings
         self.clock = clock
         self.cooldown_s = cooldown_s
-        self.sessions: dict[str, Session] = {}  # host -> its opportunistic worker
+        self.sessions: dict[str, AgentSession] = {}  # host -> its opportunistic worker
         self.cool: dict[str, float] = {}  # host -> lendable again after (monotonic)
         self.slack_s: dict[str, float] = {}  # borrower -> node-seconds of opportunistic workers
         self.preemptions = 0
         self.promotions = 0
         self.last_use: dict[str, dict] = {}
-        self.monitors: dict[str, Session] = {}  # host -> the agent sampling its use (--sample --follow)
+        self.monitors: dict[str, AgentSession] = {}  # host -> the agent sampling its use (--sample --follow)
         self.samples: dict[str, list[tuple[float, float, float, float]]] = {}  # host -> (monotonic, cpu, mem, cpus)
         self._agent_on: set[str] = set()
         # whether an opportunistic worker can be confined to map tasks (every kind's capability)
@@ -201,7 +201,7 @@ class Lender:
             raise FawkesError(f"{host}: cannot start the agent's session: {exc}") from None
         return client, chan
 
-    def _on_sample(self, s: Session, ev: dict) -> None:
+    def _on_sample(self, s: AgentSession, ev: dict) -> None:
         if ev.get("event") == "sample":
             try:
                 rec = (time.monotonic(), float(ev["cpu"]), float(ev["mem"]), float(ev["cpus"]))
@@ -235,7 +235,7 @@ class Lender:
             except FawkesError as exc:
                 log.warning("ubis: %s", exc)
                 continue
-            m = Session(h, "", "", 0.0, client, chan, time.monotonic())
+            m = AgentSession(h, "", "", 0.0, client, chan, time.monotonic())
             self.monitors[h] = m
             threading.Thread(target=m.run, args=(self._on_sample,), name=f"ubis-monitor-{h}", daemon=True).start()
 
@@ -252,6 +252,19 @@ class Lender:
             if recent:
                 out[h] = {"cpu": max(x[1] for x in recent), "mem": max(x[2] for x in recent), "cpus": recent[-1][3]}
         self.last_use = out
+        return out
+
+    def cpu_use(self) -> dict[str, float]:
+        """UBIS U-7: host -> its mean CPU fraction over its monitor's samples of the last ``WINDOW_S``
+        seconds, the signal PU reads with ``pu_signal: measured`` (:meth:`fawkes.coordinator.sampler.Sampler.use_host_cpu`).
+        Hosts lent now are left out: their reading holds the borrower's worker, not only the owner's use."""
+        now = time.monotonic()
+        lent = set(self.sessions)
+        out = {}
+        for h, xs in list(self.samples.items()):
+            recent = [x[1] for x in xs if x[0] > now - WINDOW_S]
+            if recent and h not in lent:
+                out[h] = sum(recent) / len(recent)
         return out
 
     # ------------------------------------------------------------------ the pass
@@ -294,7 +307,7 @@ class Lender:
         return plan
 
     # ------------------------------------------------------------------ carrying it out
-    def _lend(self, g: opp.Grant) -> Session:
+    def _lend(self, g: opp.Grant) -> AgentSession:
         spec, driver = self.fleet.spec(g.cluster)
         node = self.fleet.node_spec(g.host, Role.TR)
         # the borrower's configs on the host, as for a TR node, and how its worker runs in the foreground
@@ -312,7 +325,7 @@ class Lender:
             sh=str(c.cpu_shares), wlog=str(logs / "opportunistic-worker.out"),
             pidf=w.pidfile, status=str(logs / "opportunistic-watchdog.json"), worker=list(w.argv))
         client, chan = self._open(g.host, cmd)  # a connection of its own: the session stays open
-        s = Session(g.host, g.cluster, g.owner, g.cpus, client, chan, time.monotonic())
+        s = AgentSession(g.host, g.cluster, g.owner, g.cpus, client, chan, time.monotonic())
         with self._lock:
             self.sessions[g.host] = s
         threading.Thread(target=s.run, args=(self._on_event,), name=f"ubis-{g.host}", daemon=True).start()
@@ -322,7 +335,7 @@ class Lender:
         log.info("ubis: %s of %s lent to %s (cap %.3f cores)", g.host, g.owner, g.cluster, g.cpus)
         return s
 
-    def _on_event(self, s: Session, ev: dict) -> None:
+    def _on_event(self, s: AgentSession, ev: dict) -> None:
         kind = ev.get("event")
         if kind == "stopped" and ev.get("reason") == "load":
             self.preemptions += 1

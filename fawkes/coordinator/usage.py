@@ -324,6 +324,12 @@ class UsageWindow:
         while self.samples and self.samples[0][0] < keep:
             self.samples.popleft()
 
+    def cpu_now(self) -> float | None:
+        """The CPU fraction between the last two readings (UBIS U-7's PU signal), None before two."""
+        if not self.samples or self.samples[-1][1] is None:
+            return None
+        return min(1.0, self.samples[-1][1])
+
     def usage(self) -> NodeUsage | None:
         """Maxima over the window and how long it covers; None before two readings."""
         cpu = [c for _, c, _ in self.samples if c is not None]
@@ -396,6 +402,11 @@ class NodeWindows:
     def usage(self) -> dict[int, NodeUsage]:
         """Node id -> its :class:`NodeUsage` (nodes with fewer than two readings left out: unknown)."""
         return {nid: u for nid, (_, w) in self.windows.items() if (u := w.usage()) is not None}
+
+    def cpu_now(self) -> dict[int, float]:
+        """Node id -> its CPU fraction between its last two readings (UBIS U-7: PU from telemetry);
+        nodes with fewer than two readings left out (unknown)."""
+        return {nid: c for nid, (_, w) in self.windows.items() if (c := w.cpu_now()) is not None}
 
 
 def collect(executor, hosts, *, timeout: float = 20.0) -> dict[str, Reading | FawkesError]:

@@ -45,7 +45,7 @@ from fawkes.mechanism.plan import shrink_victims
 from fawkes.mechanism.settings import Settings
 
 
-# --- C-1: swollen allocations -----------------------------------------------------------------
+# --- C-1: nodes whose use stays far below what they hold are taken first --------------------------
 
 def node_swollen(node: NodeView, threshold: float, window_s: float = 0.0) -> bool:
     """Measured over at least ``window_s``, and its maximum use over that window is below
@@ -136,7 +136,7 @@ def reclaim_first(targets: Mapping[str, int], views: Sequence[ClusterView], pool
     return out, reclaimed
 
 
-# --- C-2: stragglers --------------------------------------------------------------------------
+# --- C-2: a job far slower than its peers grows its cluster ---------------------------------------
 
 @dataclass(frozen=True)
 class Estimate:

@@ -183,7 +183,7 @@ def _measure(snap: Snapshot, settings: Settings, policy, mem) -> _Measured:
     allocated = snap.allocated
     start = snap.now - settings.period_s
     y, w = policy.weights({c.name: c.samples for c in allocated}, settings)
-    if settings.latency_clusters:  # B-7: the classes' shares (classes.py)
+    if settings.latency_clusters:  # B-7: the latency and best-effort classes' shares of the pool (classes.py)
         w = classes.class_weights(w, settings)
     d = {
         c.name: interval_discrimination(

@@ -12,6 +12,12 @@ from collections.abc import Iterable, Sequence
 from fawkes.mechanism.settings import Settings
 
 
+def temporal_discrimination(held: float, entitled: float) -> float:
+    """Implements eq. (3.1): d_i(t) = c_i(t) − w_i(t), the share of the resources a cluster holds now less
+    the share its weight entitles it to (positive: it holds more than its share)."""
+    return held - entitled
+
+
 def held_integral(allocation: Sequence[tuple[float, int]], start: float, end: float) -> tuple[float, float]:
     """(∫ nodes dt over [start, end], seconds covered).
 
@@ -39,7 +45,10 @@ def interval_discrimination(
     settings: Settings,
     cumulative: float = 0.0,
 ) -> float:
-    """D_i(start, end) = ∫ (c_i − w_i) dt, with w_i constant over the interval (A-5)."""
+    """Implements eq. (3.2): a cluster's discrimination over the interval, its temporal discrimination
+    (eq. 3.1) integrated: D_i(start, end) = ∫ (c_i − w_i) dt, with w_i constant over the interval and c_i
+    integrated exactly (A-5: c_i a fraction of C, so D is in fraction-seconds, or in node-seconds;
+    ``cumulative`` carries the earlier intervals')."""
     integral, span = held_integral(allocation, start, end)
     if settings.discrimination_units == "node_seconds":
         d = integral - span * weight * capacity
@@ -51,7 +60,8 @@ def interval_discrimination(
 
 
 def global_factor(ds: Iterable[float], settings: Settings) -> float:
-    """Eq. 3.3: E[D²] over the active clusters (A-4), or the true variance if configured."""
+    """Implements eq. (3.3): the global discrimination factor Var(D) = E[D²] − E[D]² read as E[D²], the
+    mean of the squared discriminations of the active clusters (A-4), or the true variance if configured."""
     values = list(ds)
     if not values:
         return 0.0

@@ -30,13 +30,13 @@ class ResizeParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, strict=True)
 
     policy: RunnerPolicy = "GS"
-    offer_period_s: float = Field(30.0, ge=1, le=MAX_SECONDS)  # GS 30 s; GG/GGD 120 s
+    offer_period_s: float = Field(30.0, ge=1, le=MAX_SECONDS)  # how often the pool offers nodes; GS 30 s, GG/GGD 120 s
     k_grow: float = Field(1.5, gt=0)  # GS: grow when K_r > k_grow
     k_shrink: float = Field(0.25, ge=0)  # GS: shrink when K_r < k_shrink
-    delta_plus: int = Field(5, ge=1, le=1_000_000)  # GS offer size
+    delta_plus: int = Field(5, ge=1, le=1_000_000)  # GS: how many nodes the pool offers a cluster that should grow
     delta_minus: int = Field(2, ge=1, le=1_000_000)
     offer_size: int = Field(2, ge=1, le=1_000_000)  # GG/GGD offer size
-    kr_definition: Literal["demand_over_capacity", "running_over_free"] = "demand_over_capacity"
+    kr_definition: Literal["demand_over_capacity", "running_over_free"] = "demand_over_capacity"  # K_r: (running + pending tasks) / slots, or running over free
 
     @classmethod
     def for_policy(cls, policy: str, **kw) -> "ResizeParams":

@@ -123,18 +123,18 @@ class ClusterMetrics:
     """
 
     time: float
-    unfinished_jobs: int = 0  # JD: submitted and not finished (A-13)
-    unfinished_input_bytes: float = 0.0  # DD (A-14)
+    unfinished_jobs: int = 0  # JD: jobs submitted to the cluster and not finished (A-13)
+    unfinished_input_bytes: float = 0.0  # DD: the input bytes of the unfinished jobs (A-14)
     pending_tasks: int = 0  # TD: tasks of unfinished jobs not started
-    running_tasks: int = 0  # TD (counted when count_running_in_demand, A-13)
-    busy_slots: float = 0.0  # PU (A-15)
+    running_tasks: int = 0  # TD: running tasks of unfinished jobs (counted when count_running_in_demand, A-13)
+    busy_slots: float = 0.0  # PU: slots occupied, or measured CPU x slots with pu_signal measured (A-15, U-7)
     configured_slots: float = 0.0  # PU
     output_bytes: float = 0.0  # DU: HDFS bytes written since deployment (A-16)
     storage_capacity: float = 0.0  # DU: configured HDFS capacity of current DataNodes
     mean_job_slowdown: float = 0.0  # JS: mean (t - submit)/ref over unfinished jobs (A-17)
-    completed_jobs: int = 0  # JT: since deployment (A-3)
+    completed_jobs: int = 0  # JT: jobs the cluster completed since its deployment (A-3)
     completed_tasks: int = 0  # TT: since deployment
-    loading: bool = False  # LOADING clusters weigh y = 0 (A-37)
+    loading: bool = False  # a cluster still loading its input weighs y = 0 under every policy (A-37)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fawkes.mechanism.discrimination import temporal_discrimination
 from fawkes.mechanism.model import ClusterState, Snapshot
 
 Accept = Literal["accept", "refuse", "maps_only"]
@@ -191,7 +192,7 @@ def slack_discrimination(lent: Mapping[str, int], eligible: Sequence[str]) -> di
     for n in names:
         w = 1.0 / len(eligible) if n in eligible else 0.0
         c = lent.get(n, 0) / total if total else 0.0
-        out[n] = c - w
+        out[n] = temporal_discrimination(c, w)
     return out
 
 

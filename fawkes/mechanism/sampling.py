@@ -1,12 +1,14 @@
 """Turn what a sampler observes of one MR-cluster into a :class:`ClusterMetrics` sample.
 
-The readings of "jobs waiting in the queue" (A-13, A-14, A-17) are applied here, once,
-for both the simulator and the coordinator.
+The readings of "jobs waiting in the queue" (A-13, A-14, A-17) and of PU's busy share (A-15,
+UBIS U-7: occupied slots, or the nodes' measured CPU) are applied here, once, for both the
+simulator and the coordinator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 
 from fawkes.mechanism.model import ClusterMetrics, JobFacts
 from fawkes.mechanism.settings import Settings
@@ -24,8 +26,17 @@ def sample_cluster(
     completed_jobs: int = 0,
     completed_tasks: int = 0,
     loading: bool = False,
+    node_cpu: Sequence[float] = (),
 ) -> ClusterMetrics:
-    """One sample at ``now`` from the cluster's unfinished ``jobs`` and usage counters."""
+    """One sample at ``now`` from the cluster's unfinished ``jobs`` and usage counters.
+
+    ``node_cpu``: the measured CPU use of each of the cluster's measured nodes, a fraction of what
+    the node holds (UBIS U-7: the per-node utilisation telemetry).  With ``settings.pu_signal ==
+    "measured"`` and at least one node measured, PU's busy slots are :func:`measured_busy_slots`
+    instead of the framework's occupied slots; otherwise (or with no reading) ``node_cpu`` is not read.
+    """
+    if settings.pu_signal == "measured" and (measured := measured_busy_slots(configured_slots, node_cpu)) is not None:
+        busy_slots = measured
     n_jobs = pending = running = 0
     input_bytes = 0.0
     slowdown_sum = 0.0
@@ -67,3 +78,13 @@ def sample_cluster(
         completed_tasks=completed_tasks,
         loading=loading,
     )
+
+
+def measured_busy_slots(configured_slots: float, node_cpu: Sequence[float]) -> float | None:
+    """UBIS U-7, PU from telemetry: the configured slots times the mean measured CPU fraction of the
+    measured nodes, each fraction clamped to [0, 1] (a reading over the quota is a full node; a
+    non-finite one is not a reading and is left out).  None when no node has a reading."""
+    xs = [min(1.0, max(0.0, x)) for x in node_cpu if math.isfinite(x)]
+    if not xs:
+        return None
+    return max(0.0, configured_slots) * (sum(xs) / len(xs))

@@ -52,41 +52,80 @@ class Settings(BaseModel):
     # no value can make a run hang (a period of 1e-9) or overflow (1e300): the limits are stated here
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, strict=True)
 
-    # --- the control loop (A-1, A-40, A-14 table)
+    # --- the control loop: sampling, weights, the tau gate (A-1, A-40, A-14 table)
     policy: str = Field("TD", description="weighting policy: JD DD TD PU DU RU JS JT TT EQ None")
     period_s: float = Field(60.0, ge=1, le=MAX_SECONDS, description="T: weights and discrimination period, seconds")
-    sample_period_s: float = Field(5.0, ge=0.1, le=MAX_SECONDS, description="sampling period (A-1), at most T")
+    sample_period_s: float = Field(
+        5.0, ge=0.1, le=MAX_SECONDS, description="seconds between two samples of a cluster; the weights average the "
+        "samples of the last T (A-1); at most T")
     tau: float = Field(10.0, ge=0, allow_inf_nan=True, description="discrimination threshold; .inf disables resizing")
-    sample_mean: Literal["arithmetic", "ewma"] = Field("arithmetic", description="A-1")
+    sample_mean: Literal["arithmetic", "ewma"] = Field(
+        "arithmetic", description="how the samples of the last T are averaged into a cluster's mean sample: the plain "
+        "mean, or an exponentially weighted one that favours the newest (A-1)")
     ewma_alpha: float = Field(0.5, gt=0, le=1, description="weight of the newest sample with sample_mean=ewma")
     all_zero: Literal["hold", "equal"] = Field(
         "hold", description="A-1: when no allocated cluster shows demand (every mean sample zero), hold every "
         "allocation (the thesis' workload-A timeline, S-3.5) or rebalance by the equal weights 1/n")
 
     # --- policy parameters
-    lam: float = Field(0.5, ge=0, le=1, description="RU lambda, closed interval (A-2, A-32)")
+    lam: float = Field(
+        0.5, ge=0, le=1, description="RU's lambda: the weight of the PU part, 1 - lambda that of the DU part; 0 and 1 "
+        "allowed, the thesis runs lambda 0 as DU (A-2, A-32)")
     a: float = Field(2.0, gt=1, le=1e6, description="JT/TT base a > 1 (eq. 3.6)")
-    ru_mix: Literal["weights", "raw"] = Field("weights", description="A-2: mix normalised PU/DU weights, or raw usages then normalise")
-    count_running_in_demand: bool = Field(True, description="A-13: TD counts running tasks of unfinished jobs")
-    demand_jobs: Literal["unfinished", "queued"] = Field("unfinished", description="A-13: JD/DD/JS job set")
-    dd_remaining_fraction: bool = Field(False, description="A-14: scale DD input bytes by the fraction of tasks left")
-    js_elapsed_from: Literal["submit", "start"] = Field("submit", description="A-17")
-    throughput_window: Literal["cumulative", "interval"] = Field("cumulative", description="A-3: JT/TT phi window")
+    ru_mix: Literal["weights", "raw"] = Field(
+        "weights", description="how RU mixes: the normalised PU and DU weights (weights), or the raw usages, then "
+        "normalise the mix (raw) (A-2)")
+    pu_signal: Literal["slots", "measured"] = Field(
+        "slots", description="A-15 / UBIS U-7: what PU (and RU's PU part) reads as a cluster's busy share: the slots "
+        "its framework reports occupied (slots), or the CPU its nodes are measured to use, the per-node "
+        "utilisation telemetry (measured: configured slots x the mean measured CPU fraction of its nodes; a "
+        "cluster none of whose nodes is measured keeps its occupied slots)")
+    count_running_in_demand: bool = Field(
+        True, description="whether TD's demand counts the running tasks of unfinished jobs besides their pending ones "
+        "(A-13)")
+    demand_jobs: Literal["unfinished", "queued"] = Field(
+        "unfinished", description="which jobs JD, DD and JS count as waiting in the queue: every unfinished job, or "
+        "only those not started yet (A-13)")
+    dd_remaining_fraction: bool = Field(
+        False, description="whether DD counts only the part of a job's input its tasks have not yet taken, by the "
+        "fraction of its tasks left (A-14)")
+    js_elapsed_from: Literal["submit", "start"] = Field(
+        "submit", description="from when JS counts a waiting job's elapsed time: its submission or its first task's "
+        "start (A-17)")
+    throughput_window: Literal["cumulative", "interval"] = Field(
+        "cumulative", description="JT/TT's throughput phi: completed over completed plus unfinished since deployment "
+        "(cumulative), or completed in the interval over waiting now (interval) (A-3)")
 
-    # --- discrimination (A-4, A-5, A-6)
-    discrimination_units: Literal["fraction_seconds", "node_seconds"] = Field("fraction_seconds", description="A-5")
-    discrimination_window: Literal["interval", "cumulative"] = Field("interval", description="A-5")
-    global_factor: Literal["mean_square", "variance"] = Field("mean_square", description="A-4/A-6: E[D^2] or Var(D)")
-    eq_gated: bool = Field(False, description="A-39: EQ applied every tick (False) or behind the tau gate")
+    # --- discrimination: how far each cluster is from its entitled share (A-4, A-5, A-6)
+    discrimination_units: Literal["fraction_seconds", "node_seconds"] = Field(
+        "fraction_seconds", description="the unit of discrimination D: held share of the pool less entitled share, "
+        "times seconds (fraction_seconds), or held nodes less entitled nodes, times seconds (A-5)")
+    discrimination_window: Literal["interval", "cumulative"] = Field(
+        "interval", description="the span of D each tick weighs: the last T only (interval), or since the cluster's "
+        "deployment (cumulative) (A-5)")
+    global_factor: Literal["mean_square", "variance"] = Field(
+        "mean_square", description="the global discrimination factor G compared with tau: the mean of the squared "
+        "discriminations E[D^2] (mean_square), or their variance Var(D) (A-4, A-6)")
+    eq_gated: bool = Field(
+        False, description="whether EQ rebalances every tick (False) or only when G exceeds tau, as the other policies "
+        "(A-39)")
 
-    # --- growing and shrinking (A-7, A-18, A-19)
+    # --- growing and shrinking: node types and which nodes go first (A-7, A-18, A-19)
     grow_type: Role = Field(Role.TC, description="node type used to grow (L1466): transient or transient-core")
-    fp_victim_order: Literal["fewest_tasks", "newest"] = Field("fewest_tasks", description="A-18")
+    fp_victim_order: Literal["fewest_tasks", "newest"] = Field(
+        "fewest_tasks", description="which transient nodes an FP shrink removes first: those running the fewest tasks, "
+        "then the newest (fewest_tasks), or the newest (A-18)")
 
-    # --- admission (A-8, A-9, A-10)
-    admission_reclaim: Literal["weights", "surplus"] = Field("weights", description="A-8: reclaim in proportion to weights or to surplus")
-    backfill: bool = Field(False, description="A-10: strict FIFO (False) or admit later requests that fit")
-    admission_deadline_s: float | None = Field(None, ge=0, le=MAX_SECONDS, description="A-9: deadline for admission (None = T)")
+    # --- admission of new clusters into the pool: reclaim, order, deadline (A-8, A-9, A-10)
+    admission_reclaim: Literal["weights", "surplus"] = Field(
+        "weights", description="when admission takes nodes for a new cluster's minimum, how the others give them: in "
+        "proportion to their weights or to their surplus over their minima (A-8)")
+    backfill: bool = Field(
+        False, description="whether a request that does not fit yet holds back the ones behind it: strict FIFO "
+        "(False), or later requests that fit are admitted first (A-10)")
+    admission_deadline_s: float | None = Field(
+        None, ge=0, le=MAX_SECONDS, description="how long after its arrival a request that fits must be admitted: "
+        "admission runs at once on arrival, this is its deadline (None = T) (A-9)")
 
     # --- admission disciplines (issue 12, the YARN placement project's P-2/P-3); defaults = FIFO as above
     admission_order: Literal["fifo", "sjf", "utility"] = Field(
@@ -112,8 +151,11 @@ class Settings(BaseModel):
         "its preferred racks (1.14: measured on the lab, racks joined at 100 Mbit/s, bench/bench_locality.py; the YARN "
         "placement project's jobs had 1.095-1.16; docs/mechanism.md)")
 
-    # --- inactivity (A-12)
-    inactivity: Literal["decoupled", "weight_zero"] = Field("decoupled", description="A-12")
+    # --- inactivity: when a cluster with nothing to do leaves (A-12)
+    inactivity: Literal["decoupled", "weight_zero"] = Field(
+        "decoupled", description="when a cluster is inactive and leaves: after T_idle with no queued job, no running "
+        "task and not loading, whatever its weight (decoupled), or when every sample of the last T_idle weighs zero "
+        "under the policy (weight_zero) (A-12)")
     idle_timeout_s: float | Literal["never"] | None = Field(
         None, description="T_idle: an ACTIVE cluster idle this long saves its output and leaves; seconds "
         "(> 0, at most a year), 'never' (it stays until released), or None (= T)")
@@ -128,9 +170,12 @@ class Settings(BaseModel):
         "more than n (their minima still hold); ceilings.py")
 
     # --- anti-flap (B.5 item 3); all off by default = the thesis' literal behaviour
-    min_change_nodes: int = Field(0, ge=0, le=1_000_000, description="ignore target changes smaller than this many nodes")
-    cooldown_s: float = Field(0.0, ge=0, le=MAX_SECONDS, description="per cluster and direction, no resize again within this time")
-    cap_to_demand: bool = Field(False, description="cap a target at ceil(demand tasks / slots per node), at least the minimum")
+    min_change_nodes: int = Field(
+        0, ge=0, le=1_000_000, description="ignore target changes smaller than this many nodes")
+    cooldown_s: float = Field(
+        0.0, ge=0, le=MAX_SECONDS, description="per cluster and direction, no resize again within this time")
+    cap_to_demand: bool = Field(
+        False, description="cap a target at ceil(demand tasks / slots per node), at least the minimum")
     # fast up, slow down as dask's Adaptive (its wait_count) and the Kubernetes autoscaler (unneeded time)
     shrink_after_ticks: int = Field(
         1, ge=1, le=10_000, description="shrink a cluster only when this many consecutive rebalancing ticks want it smaller "

@@ -1,6 +1,6 @@
 """The supporting seeds' simulation checks as named experiments of ``fawkes simulate``:
 SIM-P1..P3 (the YARN placement project, :mod:`fawkes.seeds.racks`), SIM-U1..U4 (UBIS,
-:mod:`fawkes.seeds.slack`), SIM-B1..B4 (BIG-C, :mod:`fawkes.seeds.bigc`) and SIM-C1,
+:mod:`fawkes.seeds.slack`), SIM-U7 (UBIS U-7, ours: :mod:`fawkes.seeds.usage_signal`), SIM-B1..B4 (BIG-C, :mod:`fawkes.seeds.bigc`) and SIM-C1,
 SIM-C2 (CERES, :mod:`fawkes.seeds.ceres`).  Each returns rows of figures beside the paper's, and ``expect``: the
 direction the spec expects, as a list of (statement, holds) pairs (``tests/test_seed_checks.py``
 asserts them).
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from statistics import mean
 from typing import Any
 
-from fawkes.seeds import bigc, ceres, racks, slack
+from fawkes.seeds import bigc, ceres, racks, slack, usage_signal
 
 Result = dict[str, Any]
 
@@ -104,6 +104,7 @@ def sim_u4(seeds: list[int]) -> Result:
 CHECKS: dict[str, Callable[[list[int]], Result]] = {
     "SIM-P1": sim_p1, "SIM-P2": sim_p2, "SIM-P3": sim_p3,
     "SIM-U1": sim_u1, "SIM-U2": sim_u2, "SIM-U3": sim_u3, "SIM-U4": sim_u4,
+    **usage_signal.CHECKS,
     **bigc.CHECKS,
     **ceres.CHECKS,
 }

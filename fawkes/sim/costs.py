@@ -43,24 +43,28 @@ class AppProfile(BaseModel):
     beta_in: float = Field(0.0, ge=0, description="I/O share that depends on input-holding (core) nodes")
     beta_out: float = Field(0.0, ge=0, description="I/O share that depends on DataNodes (core + TC)")
     selectivity: float = Field(1e-4, ge=0, description="output bytes / input bytes")
+    # UBIS U-7's telemetry: what a running task uses of its slot's CPU, as a node agent would measure it
+    # (docs/simulation.md, "Measured use"); 1.0 = a task uses its whole slot (measured PU = slot PU)
+    map_cpu: float = Field(1.0, ge=0, le=1, description="CPU a running map uses, a fraction of its slot")
+    red_cpu: float = Field(1.0, ge=0, le=1, description="CPU a running reduce uses (copy included), a fraction of its slot")
 
 
 #: Table 3.1 applications (+ grep for Table 5.2); aliases resolve in :func:`app_profile`
 APPS: dict[str, AppProfile] = {
     "wordcount": AppProfile(name="wordcount", map_s_per_block=40, red_fixed_s=20, red_s_per_block=2,
-                            red_max_s=60, selectivity=5.5 / (200 * 1024)),
+                            red_max_s=60, selectivity=5.5 / (200 * 1024), map_cpu=0.9, red_cpu=0.3),
     "sort": AppProfile(name="sort", map_s_per_block=20, red_fixed_s=10, red_s_per_block=5,
-                       beta_in=0.23, beta_out=0.17, selectivity=1.0),
+                       beta_in=0.23, beta_out=0.17, selectivity=1.0, map_cpu=0.5, red_cpu=0.15),
     "pagerank": AppProfile(name="pagerank", map_s_per_block=45, red_fixed_s=20, red_s_per_block=2,
-                           red_max_s=60, selectivity=1.5 / (50 * 1024)),
+                           red_max_s=60, selectivity=1.5 / (50 * 1024), map_cpu=0.5, red_cpu=0.3),
     "kmeans": AppProfile(name="kmeans", map_s_per_block=35, red_fixed_s=10, red_s_per_block=4,
-                         beta_in=0.1, beta_out=0.1, selectivity=72 / 70),
+                         beta_in=0.1, beta_out=0.1, selectivity=72 / 70, map_cpu=0.5, red_cpu=0.3),
     "trackerovertime": AppProfile(name="trackerovertime", map_s_per_block=35, red_fixed_s=20,
-                                  red_s_per_block=1, red_max_s=40, selectivity=3.9 / (100 * 1024)),
+                                  red_s_per_block=1, red_max_s=40, selectivity=3.9 / (100 * 1024), map_cpu=0.5, red_cpu=0.3),
     "activehashes": AppProfile(name="activehashes", map_s_per_block=30, red_fixed_s=15, red_s_per_block=3,
-                               red_max_s=60, beta_in=0.1, beta_out=0.1, selectivity=1e-6),
+                               red_max_s=60, beta_in=0.1, beta_out=0.1, selectivity=1e-6, map_cpu=0.5, red_cpu=0.3),
     "grep": AppProfile(name="grep", map_s_per_block=20, red_fixed_s=10, red_s_per_block=1, red_max_s=40,
-                       selectivity=1e-3),
+                       selectivity=1e-3, map_cpu=0.4, red_cpu=0.2),
 }
 ALIASES = {"wt": "wordcount", "wc": "wordcount", "st": "sort", "pr": "pagerank", "km": "kmeans",
            "tt": "trackerovertime", "ah": "activehashes", "gr": "grep"}

@@ -640,7 +640,25 @@ class Simulator:
         return sample_cluster(now, facts, s, busy_slots=float(c.running_tasks),
                               configured_slots=float(c.configured_slots()), output_bytes=c.output_bytes,
                               storage_capacity=c.storage_capacity(), completed_jobs=c.completed_jobs,
-                              completed_tasks=c.completed_tasks, loading=c.state is not ClusterState.ACTIVE)
+                              completed_tasks=c.completed_tasks, loading=c.state is not ClusterState.ACTIVE,
+                              node_cpu=self.node_cpu(c) if s.pu_signal == "measured" else ())
+
+    def node_cpu(self, c: SimCluster) -> list[float]:
+        """UBIS U-7's telemetry, simulated: each configured node's (ready, not draining) measured CPU, the
+        sum over its running tasks of what each uses of its slot (its application's ``map_cpu`` or
+        ``red_cpu``; 1.0 for an application the cost model does not know) over the node's slots."""
+        apps = self.cost.apps
+        per = c.slots_per_node
+        out = []
+        for n in c.nodes.values():
+            if not n.ready or n.draining:
+                continue
+            used = 0.0
+            for t in n.tasks:
+                p = apps.get(t.job.spec.app)
+                used += 1.0 if p is None else (p.map_cpu if t.is_map else p.red_cpu)
+            out.append(used / per)
+        return out
 
     def snapshot(self, now: float, fresh: bool = True) -> Snapshot:
         period = self.settings.period_s if self.settings else 60.0

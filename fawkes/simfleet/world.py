@@ -43,8 +43,8 @@ _ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 @dataclass
-class Node:
-    """One cluster's daemons on one host."""
+class Daemons:
+    """One cluster's daemons on one host (the store's row of that node: :class:`fawkes.store.schema.Node`)."""
 
     cluster: str
     role: str  # core | transient-core | transient
@@ -56,7 +56,10 @@ class Node:
 
 
 @dataclass
-class Job:
+class LaunchedJob:
+    """One job a simulated driver runs: launched by the dispatcher's argv, its tasks progressing with
+    the host's cores (the store's row of the same job is :class:`fawkes.store.schema.Job`)."""
+
     cluster: str
     job_id: int
     pid: int
@@ -88,7 +91,9 @@ class Job:
 
 
 @dataclass
-class Host:
+class SimHost:
+    """One simulated host: its cores, and whether it is up (the store's row: :class:`fawkes.store.schema.Host`)."""
+
     name: str
     cores: int
     up: bool = True
@@ -108,11 +113,11 @@ class World:
         self.rng = random.Random(seed)
         self.clock = clock
         self.lock = threading.RLock()
-        self.hosts = {n: Host(n, cores) for n in names}
-        self.nodes: dict[str, dict[str, Node]] = defaultdict(dict)  # host -> cluster -> node
+        self.hosts = {n: SimHost(n, cores) for n in names}
+        self.nodes: dict[str, dict[str, Daemons]] = defaultdict(dict)  # host -> cluster -> node
         self.members: dict[str, set[str]] = defaultdict(set)  # cluster -> hosts with its nodes
-        self.files: dict[tuple[str, str], Job] = {}  # (host, job dir) -> job
-        self.jobs_of: dict[str, list[Job]] = defaultdict(list)  # cluster -> its jobs not yet ended
+        self.files: dict[tuple[str, str], LaunchedJob] = {}  # (host, job dir) -> job
+        self.jobs_of: dict[str, list[LaunchedJob]] = defaultdict(list)  # cluster -> its jobs not yet ended
         self.written: Counter = Counter()  # cluster -> output bytes of its finished jobs
         self.outputs: Counter = Counter()  # cluster -> finished jobs with output
         self.start_failure = start_failure
@@ -172,7 +177,7 @@ class World:
             self.failed_hosts.append({"time": at, "host": h.name, "clusters": sorted(self.nodes[h.name])})
 
     # ------------------------------------------------------------------ the cluster's slots and jobs
-    def _registered(self, n: Node, host: str, t: float) -> bool:
+    def _registered(self, n: Daemons, host: str, t: float) -> bool:
         h = self.hosts[host]
         return n.ok and n.ready_at <= t and (h.up or (h.failed_at is not None and t < h.failed_at))
 
@@ -218,7 +223,7 @@ class World:
                 self.outputs[cluster] += 1
         self.jobs_of[cluster] = [j for j in self.jobs_of[cluster] if j.active()]
 
-    def job_counts(self, j: Job, now: float) -> tuple[int, int, int]:
+    def job_counts(self, j: LaunchedJob, now: float) -> tuple[int, int, int]:
         """(pending, running, completed) tasks of a started job, its share of the slots now."""
         done = int(j.completed)
         if j.done_at is not None:
@@ -236,7 +241,7 @@ class World:
         if not h.up:
             raise FawkesError(f"{host}: simulated host down (failed)")
 
-    def start(self, cluster: str, host: str, role: str, master: bool, mean_s: float) -> Node:
+    def start(self, cluster: str, host: str, role: str, master: bool, mean_s: float) -> Daemons:
         """Start ``cluster``'s daemons on ``host`` (idempotent: a running start is kept)."""
         with self.lock:
             now = self.now()
@@ -247,7 +252,7 @@ class World:
                 return old
             self.advance(cluster, now)
             ok = self.rng.random() >= self.start_failure
-            n = Node(cluster, role, master, now, now + self.draw(mean_s), ok)
+            n = Daemons(cluster, role, master, now, now + self.draw(mean_s), ok)
             self.nodes[host][cluster] = n
             self.members[cluster].add(host)
             self.counts["starts"] += 1
@@ -261,7 +266,7 @@ class World:
             if n is not None and not n.ok:
                 self._drop(cluster, host)
 
-    def _drop(self, cluster: str, host: str) -> Node | None:
+    def _drop(self, cluster: str, host: str) -> Daemons | None:
         n = self.nodes[host].pop(cluster, None)
         self.members[cluster].discard(host)
         if not self.members[cluster]:
@@ -305,7 +310,7 @@ class World:
             for key in [k for k, j in self.files.items() if k[0] == host and j.cluster == cluster]:
                 del self.files[key]
 
-    def node(self, cluster: str, host: str) -> tuple[Node | None, bool | None]:
+    def node(self, cluster: str, host: str) -> tuple[Daemons | None, bool | None]:
         """(the node, whether the host answers)."""
         with self.lock:
             self._fail_hosts(self.now())
@@ -334,7 +339,7 @@ class World:
             return ""
         cluster, job_id = _job_of(d)
         self.pids += 1
-        j = Job(cluster, job_id, self.pids, now, last=now)
+        j = LaunchedJob(cluster, job_id, self.pids, now, last=now)
         self.launches[f"{cluster}/{job_id}"] += 1
         self.counts["launches"] += 1
         argv = _argv(inner)
@@ -422,7 +427,7 @@ def _argv(inner: str) -> list[str]:
     return words
 
 
-def _parse_job(argv: list[str], j: Job) -> str:
+def _parse_job(argv: list[str], j: LaunchedJob) -> str:
     """Fill ``j`` from ``fawkes-simulated-job KEY=VALUE...``; a problem ('' when none)."""
     if not argv or argv[0] != SIM_PROGRAM:
         return "not found"

@@ -61,7 +61,8 @@ def mean_of(values: Sequence[float], s: "Settings") -> float:
 
 
 def normalise(y: Mapping[str, float]) -> dict[str, float]:
-    """Eq. 3.4: w_i = ȳ_i / Σ ȳ_j over the given clusters; all zero gives equal weights."""
+    """Implements eq. (3.4): w_i = ȳ_i / Σ ȳ_j, each cluster's mean sample over the sum of them, over the
+    given clusters; all zero gives equal weights 1/n (A-1)."""
     if not y:
         return {}
     total = sum(y.values())

@@ -18,6 +18,13 @@ class JS(Policy):
         return 0.0 if m.loading else m.mean_job_slowdown
 
 
+def throughput_weight(phi: float, a: float) -> float:
+    """Implements eq. (3.6): p_i = a^(−φ_i), a cluster's throughput weight before normalisation, from 1/a
+    at φ_i = 1 (as many done as there were to do) to 1 at φ_i = 0 (nothing done): the less throughput,
+    the larger the share; a > 1 (``settings.a``, 2 in the thesis)."""
+    return a ** (-phi)
+
+
 class _Throughput(Policy):
     """y = a^(−φ), φ = completed / (completed + unfinished) ∈ [0, 1]; y = 0 with nothing unfinished."""
 
@@ -29,8 +36,7 @@ class _Throughput(Policy):
     def y(self, completed: float, unfinished: float, s) -> float:
         if unfinished <= 0:
             return 0.0
-        phi = completed / (completed + unfinished)
-        return s.a ** (-phi)
+        return throughput_weight(completed / (completed + unfinished), s.a)
 
     def sample(self, m: ClusterMetrics, s) -> float:
         if m.loading:
@@ -53,7 +59,7 @@ class _Throughput(Policy):
                 if m.loading or waiting <= 0:
                     vals.append(0.0)
                 else:
-                    vals.append(s.a ** (-min(1.0, (done - base) / waiting)))
+                    vals.append(throughput_weight(min(1.0, (done - base) / waiting), s.a))
             y[name] = mean_of(vals, s)
         return y, normalise(y)
 

@@ -47,6 +47,8 @@ class RU(Policy):
         return s.lam * pu + (1.0 - s.lam) * du
 
     def weights(self, samples: Samples, s):
+        """Implements eq. (3.5): w_i = λ·u_i^P + (1 − λ)·u_i^D, the convex mix of the normalised PU and DU
+        weights (A-2; ``ru_mix: raw`` mixes the raw usages and normalises them instead)."""
         if s.ru_mix == "raw":
             return super().weights(samples, s)
         yp, wp = get_policy("PU").weights(samples, s)
