@@ -88,6 +88,14 @@ def schedule(kills: int, seed: int, random_share: float) -> list[tuple[str, floa
     return [(RANDOM, round(rng.uniform(3.0, 45.0), 1)) if rng.random() < random_share else (NAMED, 0.0)
             for _ in range(kills)]
 
+def running_clusters(ex, node_dir, hosts, timeout: float = 30) -> dict[str, set[str]]:
+    """Per host that answers, the clusters whose daemons (pid files under clusters/<c>/pids) really run there."""
+    script = Script("for f in {d}/clusters/*/pids/*.pid; do [ -f \"$f\" ] || continue; p=$(cat \"$f\"); "
+                    "c=${{f%/pids/*}}; [ -n \"$p\" ] && grep -qF \"$c/\" /proc/$p/cmdline 2>/dev/null "
+                    "&& echo \"${{c##*/}}\"; done; true", d=str(node_dir))
+    return {h: set(r.stdout.split()) for h, r in ex.run(list(hosts), script, timeout=timeout).items() if r.ok}
+
+
 class CoordinatorProc:
     """The coordinator as a subprocess (its own session), optionally armed with a fault point."""
 
@@ -297,16 +305,7 @@ class Campaign:
         return invariants.ownership(self.store, {"daemons": self.daemons()})
 
     def daemons(self) -> dict[str, set[str]]:
-        """Per host, the clusters whose daemons (pid files under clusters/<c>/pids) really run there."""
-        script = Script("for f in {d}/clusters/*/pids/*.pid; do [ -f \"$f\" ] || continue; p=$(cat \"$f\"); "
-                        "c=${{f%/pids/*}}; [ -n \"$p\" ] && grep -qF \"$c/\" /proc/$p/cmdline 2>/dev/null "
-                        "&& echo \"${{c##*/}}\"; done; true", d=str(self.node_dir))
-        hosts = [h.name for h in self.store.list_hosts()]
-        out = {}
-        for h, r in self.fleet.ex.run(hosts, script, timeout=30).items():
-            if r.ok:
-                out[h] = set(r.stdout.split())
-        return out
+        return running_clusters(self.fleet.ex, self.node_dir, [h.name for h in self.store.list_hosts()])
 
     def core_nodes(self) -> list[str]:
         """No core node drained or released while its cluster was active."""

@@ -97,19 +97,25 @@ def kit_lab(tmp_path_factory):
     lab.down()
 
 
-def test_every_live_kind_passes_the_conformance_kit(kit_lab, tmp_path):
-    """The kit of every live kind, the kinds at once on disjoint hosts; a failure names its kind."""
+def every_kind(lab, tmp_path: Path, part) -> None:
+    """``part(lab, tmp_path / kind, kind, hosts)`` for every live kind at once, each on its hosts; the
+    failures, each naming its kind, in one assertion."""
     import concurrent.futures
     import traceback
 
     with concurrent.futures.ThreadPoolExecutor(len(HOSTS)) as pool:
-        futs = {k: pool.submit(kit, kit_lab, tmp_path / k, k, idx) for k, idx in HOSTS.items()}
+        futs = {k: pool.submit(part, lab, tmp_path / k, k, idx) for k, idx in HOSTS.items()}
     failed = {}
     for k, f in futs.items():
         exc = f.exception()
         if exc is not None:
             failed[k] = "".join(traceback.format_exception(exc))[-3000:]
     assert not failed, "\n\n".join(f"kind {k}:\n{tb}" for k, tb in failed.items())
+
+
+def test_every_live_kind_passes_the_conformance_kit(kit_lab, tmp_path):
+    """The kit of every live kind, the kinds at once on disjoint hosts; a failure names its kind."""
+    every_kind(kit_lab, tmp_path, kit)
 
 
 def kit(lab, tmp_path: Path, kind: str, hosts: tuple[int, ...]) -> None:
@@ -232,17 +238,7 @@ def test_every_live_kind_survives_the_coordinator_killed_mid_grow_and_mid_drain(
     of a grow and in the middle of a DP/FP removal under a running job, each time restarted: no host held
     twice or leaked, in the state or by the daemons running on the hosts; every node up; the job's output,
     saved at the release, exact; nothing left on any host.  The kinds at once; a failure names its kind."""
-    import concurrent.futures
-    import traceback
-
-    with concurrent.futures.ThreadPoolExecutor(len(HOSTS)) as pool:
-        futs = {k: pool.submit(crash, kit_lab, tmp_path / k, k, idx) for k, idx in HOSTS.items()}
-    failed = {}
-    for k, f in futs.items():
-        exc = f.exception()
-        if exc is not None:
-            failed[k] = "".join(traceback.format_exception(exc))[-3000:]
-    assert not failed, "\n\n".join(f"kind {k}:\n{tb}" for k, tb in failed.items())
+    every_kind(kit_lab, tmp_path, crash)
 
 
 def crash(lab, tmp_path: Path, kind: str, hosts: tuple[int, ...]) -> None:
@@ -250,7 +246,7 @@ def crash(lab, tmp_path: Path, kind: str, hosts: tuple[int, ...]) -> None:
 
     import yaml
 
-    from bench.fault_campaign import CoordinatorProc
+    from bench.fault_campaign import CoordinatorProc, running_clusters
     from fawkes.coordinator.fleet import Fleet
     from fawkes.inventory import load_inventory
     from fawkes.simfleet import invariants
@@ -304,15 +300,9 @@ def crash(lab, tmp_path: Path, kind: str, hosts: tuple[int, ...]) -> None:
             time.sleep(1)
         raise AssertionError(f"{kind}: timed out after {timeout:g}s waiting for {what}: {log.read_text()[-1500:]}")
 
-    def daemons() -> dict[str, set[str]]:
-        """Per host of the kind, the clusters whose daemons (pid files) really run there."""
-        script = Script("for f in {d}/clusters/*/pids/*.pid; do [ -f \"$f\" ] || continue; p=$(cat \"$f\"); "
-                        "c=${{f%/pids/*}}; [ -n \"$p\" ] && grep -qF \"$c/\" /proc/$p/cmdline 2>/dev/null "
-                        "&& echo \"${{c##*/}}\"; done; true", d=str(lab.node_dir))
-        return {h: set(r.stdout.split()) for h, r in fleet.ex.run(sorted(mine), script, timeout=60).items() if r.ok}
-
     def sound(when: str) -> None:
-        bad = invariants.ownership(store, {"daemons": daemons()}) + invariants.core_nodes(store, {})
+        ran = running_clusters(fleet.ex, lab.node_dir, sorted(mine), timeout=60)
+        bad = invariants.ownership(store, {"daemons": ran}) + invariants.core_nodes(store, {})
         assert not bad, f"{kind}, {when}: {bad}"
 
     def settled(n: int):
