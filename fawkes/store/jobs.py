@@ -113,6 +113,9 @@ class JobsMixin(StoreBase):
             if detail:
                 values["detail"] = detail
             self._cas(s, update(Job).where(Job.id == job_id, Job.state == old).values(**values), f"job {job_id}")
+            if to is JobState.FAILED:  # the operator's log (and notify: job_failed)
+                self._event(s, "job", f"job {job_id} failed" + (f": {detail}" if detail else ""), level="warning",
+                            cluster=s.get(MRCluster, j.cluster_id).name)
             s.refresh(j)
             return j
 
