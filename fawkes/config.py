@@ -283,6 +283,56 @@ class WebhookConfig(BaseModel):
         return self
 
 
+class ScheduleConfig(BaseModel):
+    """A scheduled minimum (``schedules:``; ``docs/mechanism.md``, scheduled minima): from each time
+    ``cron`` fires, for ``for``, the cluster's minimum is at least ``min_core`` nodes (overlapping
+    schedules: the largest); ``fawkes plan --at TIME`` shows it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    cluster: str = Field(description="the MR-cluster's name")
+    cron: str = Field(max_length=200, description="when it starts: five crontab fields, minute hour day month "
+                      "day-of-week (APScheduler's CronTrigger; day of week: * or names such as mon-fri)")
+    min_core: int = Field(ge=1, le=1_000_000, strict=True, description="the cluster's minimum while it lasts, "
+                          "nodes (above its own minimum: grown as the policy's grow type, never core nodes)")
+    duration_s: float = Field(alias="for", description="how long it lasts: seconds, or 3h, 90m, 1d12h, 45s "
+                              "(at most 366 days)")
+    timezone: str = Field(default="UTC", description="the time zone cron is read in (an IANA name)")
+
+    @field_validator("cluster")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        from fawkes.store.validate import NAME_RE
+
+        if not NAME_RE.fullmatch(v):
+            raise ValueError(f"{v[:40]!r} is not a cluster name")
+        return v
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        from fawkes.mechanism.schedules import check_cron
+
+        return check_cron(v)
+
+    @field_validator("duration_s", mode="before")
+    @classmethod
+    def _duration(cls, v: object) -> float:
+        from fawkes.mechanism.schedules import duration_seconds
+
+        return duration_seconds(v)
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        from fawkes.mechanism.schedules import check_timezone
+
+        return check_timezone(v)
+
+    def as_setting(self) -> tuple[str, str, int, float, str]:
+        """The ``Settings.schedules`` item of this schedule."""
+        return (self.cluster, self.cron, self.min_core, self.duration_s, self.timezone)
+
+
 class CoordinatorConfig(BaseModel):
     """The validated coordinator config; ``source`` is the file it came from (None: defaults)."""
 
@@ -333,6 +383,9 @@ class CoordinatorConfig(BaseModel):
                                                "idle_timeout_s and save_to")
     teams: dict[str, TeamConfig] = Field(default_factory=dict, description="per team by name: a quota over its "
                                          "clusters (docs/api.md, ceilings)")
+    schedules: list[ScheduleConfig] = Field(default_factory=list, max_length=1000, description="scheduled "
+                                            "minima: a cluster's minimum raised on a cron schedule for a while "
+                                            "(docs/mechanism.md; default: none)")
     notify: list[WebhookConfig] = Field(default_factory=list, max_length=32, description="webhooks on chosen "
                                         "events (docs/notifications.md; default: none)")
     source: Path | None = Field(default=None, exclude=True)
@@ -458,6 +511,7 @@ def load_config(path: str | Path | None = None) -> CoordinatorConfig:
             raise ConfigError(str(p), f"{conf} is not a file", line=lines.get(("pool", "slurm_conf")),
                               field="pool.slurm_conf")
     _check_maps_only(p, cfg, lines)
+    _check_schedules(p, cfg, lines)
     tls = {k: base / v.expanduser() for k in ("tls_cert", "tls_key")
            if (v := getattr(cfg.api, k)) is not None and not v.is_absolute()}
     if tls:
@@ -475,6 +529,22 @@ def load_config(path: str | Path | None = None) -> CoordinatorConfig:
             updates["state"] = str(base / Path(cfg.state).expanduser())
         normalize_url(updates.get("state", cfg.state), source=f"{p}:{lines.get(('state',))}")
     return cfg.model_copy(update=updates)
+
+
+def _check_schedules(p: Path, cfg: CoordinatorConfig, lines: dict) -> None:
+    """A scheduled minimum above the cluster's ``max_nodes`` or its team's quota could never hold:
+    refused, naming ``schedules[i].min_core``."""
+    for i, s in enumerate(cfg.schedules):
+        c = cfg.clusters.get(s.cluster)
+        why = None
+        if c is not None and c.max_nodes is not None and s.min_core > c.max_nodes:
+            why = f"{s.min_core} > clusters.{s.cluster}.max_nodes ({c.max_nodes})"
+        for team, q in sorted(cfg.teams.items()):
+            if why is None and s.cluster in q.clusters and s.min_core > q.max_nodes:
+                why = f"{s.min_core} > team {team}'s quota teams.{team}.max_nodes ({q.max_nodes})"
+        if why is not None:
+            raise ConfigError(str(p), why, line=lines.get(("schedules", i, "min_core")),
+                              field=f"schedules[{i}].min_core")
 
 
 def _notify_secrets(p: Path, cfg: CoordinatorConfig, lines: dict, base: Path) -> list[WebhookConfig]:

@@ -169,6 +169,13 @@ class ClusterView:
     slots_per_node: int = 8  # used only by the optional demand cap (B.5)
     since: float = 0.0  # when this incarnation was requested (keys the controller's memory)
     progress: tuple[JobProgress, ...] = ()  # running jobs' progress samples (CERES C-2); () = not measured
+    # its own minimum of core nodes when a schedule raised ``min_core`` (schedules.py); None: min_core is its own
+    core_min: int | None = None
+
+    @property
+    def core_minimum(self) -> int:
+        """The core nodes it must have: its own minimum (a scheduled minimum above it grows TC/TR nodes)."""
+        return self.min_core if self.core_min is None else self.core_min
 
     @property
     def held(self) -> int:
