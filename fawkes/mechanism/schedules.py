@@ -49,7 +49,7 @@ def duration_seconds(v: object) -> float:
     """A schedule's ``for``: seconds (a finite number > 0) or ``3h``, ``90m``, ``1d12h``, ``45s``;
     at most :data:`MAX_DURATION_S`.  Raises ValueError."""
     if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-        raise ValueError(f"seconds or a duration such as 3h, 90m, 1d12h, not {type(v).__name__}")
+        raise ValueError(f"seconds or a duration such as 3h, 90m, 1d12h, not {type(v).__name__}")  # noqa: TRY004
     if isinstance(v, str):
         m = _DURATION.match(v.strip()) if len(v) <= 40 else None
         if m is None or not any(m.groups()):
@@ -86,7 +86,7 @@ def check_cron(cron: object, tz: str = "UTC") -> str:
     least once.  The day of week must be ``*`` or day names (``mon-fri``, ``sat,sun``): numbers mean
     other days to APScheduler (0 = Monday) than to cron (0 = Sunday).  Raises ValueError."""
     if not isinstance(cron, str):
-        raise ValueError(f"a crontab string such as '0 1 * * *', not {type(cron).__name__}")
+        raise ValueError(f"a crontab string such as '0 1 * * *', not {type(cron).__name__}")  # noqa: TRY004
     if len(cron) > MAX_CRON:
         raise ValueError(f"longer than {MAX_CRON} characters")
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in cron):
