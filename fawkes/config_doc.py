@@ -166,7 +166,7 @@ def reference_markdown() -> str:
         for name, f in model.model_fields.items():
             if f.exclude:
                 continue
-            name = f.alias or name  # noqa: PLW2901 -- the key as written in the file ("for")
+            name = f.alias or name  # the key as written in the file ("for")
             key = f"{prefix}.{name}" if prefix else name
             out.append(f"| `{key}` | {_type_name(f.annotation)} | {_default(f)} | {_cell(_bounds(f, model))} | "
                        f"{_cell(f.description or '')} |")

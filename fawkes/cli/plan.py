@@ -32,7 +32,11 @@ def parse_at(text: str, now: float) -> float:
         if ahead > _MAX_AHEAD_S:
             raise FawkesError(f"--at: {text[:40]!r} is more than 10 years ahead")
         return now + ahead
-    return parse_when("--at", text, now)
+    try:
+        return parse_when("--at", text, now)
+    except FawkesError:
+        raise FawkesError(f"--at: expected +SPAN ahead (+3h, +2d), an ISO date/time (2026-11-28T01:30Z, UTC unless "
+                          f"given), epoch seconds, or a span back (12h), not {text[:40]!r}") from None
 
 
 @click.command()

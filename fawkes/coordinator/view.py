@@ -116,6 +116,7 @@ def _build_snapshot(store: Store, settings: Settings, now: float, signals: Signa
     clusters = store.list_clusters(include_released=False)
     nodes_of = store.nodes_of_live_clusters(released_after=start)
     inside = store.samples_of_live_clusters(since=start, until=now)
+    clusters = [c for c in clusters if c.state != ClusterState.HIBERNATING]  # holds nothing, not queued
     missed = [c.name for c in clusters if c.state != ClusterState.REQUESTED and c.name not in inside]
     before = store.samples_of_live_clusters(since=now - window, until=start, clusters=missed) if missed else {}
     # nodes suspended in the interval (shrink_mode suspend) count for no one of theirs meanwhile: their

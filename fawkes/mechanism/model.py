@@ -37,6 +37,7 @@ class ClusterState(StrEnum):
     LOADING = "loading"  # input being loaded into HDFS (counts in n with y = 0, A-37)
     ACTIVE = "active"  # runs jobs; resized by FAWKES
     SAVING = "saving"  # inactive; output being saved; leaves the weighting
+    HIBERNATING = "hibernating"  # scale to zero: output saved, every node handed back; the next job wakes it
     RELEASED = "released"  # every node handed back
 
 
@@ -62,6 +63,10 @@ CLUSTER_TRANSITIONS: dict[ClusterState, frozenset[ClusterState]] = {
     }),
     _C.SAVING: frozenset({
         _C.RELEASED,  # output saved and every node handed back
+        _C.HIBERNATING,  # the same, and the cluster stays: the next job submitted to it wakes it
+    }),
+    _C.HIBERNATING: frozenset({
+        _C.RELEASED,  # released while hibernating, or woken: a new incarnation requested in its place
     }),
     _C.RELEASED: frozenset(),  # terminal
 }
