@@ -238,6 +238,101 @@ class TeamConfig(BaseModel):
         return v
 
 
+class WebhookConfig(BaseModel):
+    """One webhook (``notify:`` in the config; ``docs/notifications.md``): a signed JSON POST for each
+    chosen event, from a background queue, retried with exponential back-off."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    url: str = Field(max_length=2048, description="where to POST: http:// or https://, a host, no user or "
+                     "password (logged as scheme://host:port only)")
+    events: list[Literal["admitted", "grown", "shrunk", "drain_stuck", "host_failed", "job_failed"]] = Field(
+        min_length=1, max_length=6, description="the events to send: admitted, grown, shrunk, drain_stuck, "
+                                                "host_failed, job_failed")
+    secret_file: Path = Field(description="a file holding the HMAC-SHA256 key, one line of 16 to 4096 bytes "
+                              "(relative: to the config file; never logged)")
+    timeout_s: float = Field(default=5.0, gt=0, le=300, allow_inf_nan=False, strict=True,
+                             description="seconds one attempt may wait to connect, and for each read")
+    retries: int = Field(default=5, ge=0, le=100, strict=True,
+                         description="attempts after the first (no answer, 408, 425, 429, 5xx)")
+    backoff_s: float = Field(default=1.0, gt=0, le=3600, allow_inf_nan=False, strict=True,
+                             description="seconds before the first retry; doubled for each next one")
+    backoff_max_s: float = Field(default=300.0, gt=0, le=86400, allow_inf_nan=False, strict=True,
+                                 description="the longest wait between two attempts, seconds")
+    queue: int = Field(default=1000, ge=1, le=100_000, strict=True,
+                       description="notifications waiting at most (beyond: dropped and counted)")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        from fawkes.coordinator.notify import check_url
+
+        return check_url(v)
+
+    @field_validator("events")
+    @classmethod
+    def _unique(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("an event is named twice")
+        return v
+
+    @model_validator(mode="after")
+    def _backoff(self) -> WebhookConfig:
+        if self.backoff_max_s < self.backoff_s:
+            raise ValueError(f"backoff_max_s ({self.backoff_max_s:g}) must not be below backoff_s "
+                             f"({self.backoff_s:g})")
+        return self
+
+
+class ScheduleConfig(BaseModel):
+    """A scheduled minimum (``schedules:``; ``docs/mechanism.md``, scheduled minima): from each time
+    ``cron`` fires, for ``for``, the cluster's minimum is at least ``min_core`` nodes (overlapping
+    schedules: the largest); ``fawkes plan --at TIME`` shows it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    cluster: str = Field(description="the MR-cluster's name")
+    cron: str = Field(max_length=200, description="when it starts: five crontab fields, minute hour day month "
+                      "day-of-week (APScheduler's CronTrigger; day of week: * or names such as mon-fri)")
+    min_core: int = Field(ge=1, le=1_000_000, strict=True, description="the cluster's minimum while it lasts, "
+                          "nodes (above its own minimum: grown as the policy's grow type, never core nodes)")
+    duration_s: float = Field(alias="for", description="how long it lasts: seconds, or 3h, 90m, 1d12h, 45s "
+                              "(at most 366 days)")
+    timezone: str = Field(default="UTC", description="the time zone cron is read in (an IANA name)")
+
+    @field_validator("cluster")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        from fawkes.store.validate import NAME_RE
+
+        if not NAME_RE.fullmatch(v):
+            raise ValueError(f"{v[:40]!r} is not a cluster name")
+        return v
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        from fawkes.mechanism.schedules import check_cron
+
+        return check_cron(v)
+
+    @field_validator("duration_s", mode="before")
+    @classmethod
+    def _duration(cls, v: object) -> float:
+        from fawkes.mechanism.schedules import duration_seconds
+
+        return duration_seconds(v)
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        from fawkes.mechanism.schedules import check_timezone
+
+        return check_timezone(v)
+
+    def as_setting(self) -> tuple[str, str, int, float, str]:
+        """The ``Settings.schedules`` item of this schedule."""
+        return (self.cluster, self.cron, self.min_core, self.duration_s, self.timezone)
+
+
 class CoordinatorConfig(BaseModel):
     """The validated coordinator config; ``source`` is the file it came from (None: defaults)."""
 
@@ -288,6 +383,11 @@ class CoordinatorConfig(BaseModel):
                                                "idle_timeout_s and save_to")
     teams: dict[str, TeamConfig] = Field(default_factory=dict, description="per team by name: a quota over its "
                                          "clusters (docs/api.md, ceilings)")
+    schedules: list[ScheduleConfig] = Field(default_factory=list, max_length=1000, description="scheduled "
+                                            "minima: a cluster's minimum raised on a cron schedule for a while "
+                                            "(docs/mechanism.md; default: none)")
+    notify: list[WebhookConfig] = Field(default_factory=list, max_length=32, description="webhooks on chosen "
+                                        "events (docs/notifications.md; default: none)")
     source: Path | None = Field(default=None, exclude=True)
 
     @field_validator("idle_timeout_s", mode="before")
@@ -411,6 +511,7 @@ def load_config(path: str | Path | None = None) -> CoordinatorConfig:
             raise ConfigError(str(p), f"{conf} is not a file", line=lines.get(("pool", "slurm_conf")),
                               field="pool.slurm_conf")
     _check_maps_only(p, cfg, lines)
+    _check_schedules(p, cfg, lines)
     tls = {k: base / v.expanduser() for k in ("tls_cert", "tls_key")
            if (v := getattr(cfg.api, k)) is not None and not v.is_absolute()}
     if tls:
@@ -419,6 +520,8 @@ def load_config(path: str | Path | None = None) -> CoordinatorConfig:
         f = tls.get(k, getattr(cfg.api, k))
         if f is not None and not f.is_file():
             raise ConfigError(str(p), f"{f} is not a file", line=lines.get(("api", k)), field=f"api.{k}")
+    if cfg.notify:
+        updates["notify"] = _notify_secrets(p, cfg, lines, base)
     if cfg.policy.endswith((".yaml", ".yml")) or "/" in cfg.policy:  # a preset file: relative to this file too
         updates["policy"] = str(base / Path(cfg.policy).expanduser())
     if cfg.state is not None:
@@ -426,6 +529,39 @@ def load_config(path: str | Path | None = None) -> CoordinatorConfig:
             updates["state"] = str(base / Path(cfg.state).expanduser())
         normalize_url(updates.get("state", cfg.state), source=f"{p}:{lines.get(('state',))}")
     return cfg.model_copy(update=updates)
+
+
+def _check_schedules(p: Path, cfg: CoordinatorConfig, lines: dict) -> None:
+    """A scheduled minimum above the cluster's ``max_nodes`` or its team's quota could never hold:
+    refused, naming ``schedules[i].min_core``."""
+    for i, s in enumerate(cfg.schedules):
+        c = cfg.clusters.get(s.cluster)
+        why = None
+        if c is not None and c.max_nodes is not None and s.min_core > c.max_nodes:
+            why = f"{s.min_core} > clusters.{s.cluster}.max_nodes ({c.max_nodes})"
+        for team, q in sorted(cfg.teams.items()):
+            if why is None and s.cluster in q.clusters and s.min_core > q.max_nodes:
+                why = f"{s.min_core} > team {team}'s quota teams.{team}.max_nodes ({q.max_nodes})"
+        if why is not None:
+            raise ConfigError(str(p), why, line=lines.get(("schedules", i, "min_core")),
+                              field=f"schedules[{i}].min_core")
+
+
+def _notify_secrets(p: Path, cfg: CoordinatorConfig, lines: dict, base: Path) -> list[WebhookConfig]:
+    """Every webhook's ``secret_file`` made absolute and read (never shown), or one line naming it."""
+    from fawkes.coordinator.notify import read_secret
+
+    out = []
+    for i, t in enumerate(cfg.notify):
+        f = t.secret_file.expanduser()
+        f = f if f.is_absolute() else base / f
+        try:
+            read_secret(f)
+        except ValueError as exc:
+            raise ConfigError(str(p), str(exc), line=lines.get(("notify", i, "secret_file")),
+                              field=f"notify[{i}].secret_file") from None
+        out.append(t.model_copy(update={"secret_file": f}))
+    return out
 
 
 def _check_maps_only(p: Path, cfg: CoordinatorConfig, lines: dict) -> None:

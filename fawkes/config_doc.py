@@ -49,6 +49,8 @@ def _type_name(ann: object) -> str:
     if origin in (typing.Union, types.UnionType):
         parts = [_type_name(a) for a in args if a is not type(None)]
         return " \\| ".join(parts) + (" \\| null" if type(None) in args else "")
+    if origin is list:
+        return f"list of {_type_name(args[0])}"
     if origin is dict:
         return f"mapping of {_type_name(args[0])} to {_type_name(args[1])}"
     if isinstance(ann, type) and issubclass(ann, BaseModel):
@@ -74,7 +76,7 @@ def _number(v: object) -> str:
 
 def _default(f: FieldInfo) -> str:
     if f.default_factory is not None:
-        return "`{}`" if f.default_factory is dict else f"`{f.default_factory()!r}`"
+        return {dict: "`{}`", list: "`[]`"}.get(f.default_factory, f"`{f.default_factory()!r}`")
     if f.default is PydanticUndefined:
         return "required"
     d = f.default
@@ -131,6 +133,8 @@ def _sections(model: type[BaseModel], prefix: str, seen: list[tuple[str, type[Ba
             key = f"{prefix}.{name}" if prefix else name
             if typing.get_origin(f.annotation) is dict:
                 key += ".<name>"
+            elif typing.get_origin(f.annotation) is list:
+                key += "[]"
             _sections(m, key, seen)
 
 
@@ -162,6 +166,7 @@ def reference_markdown() -> str:
         for name, f in model.model_fields.items():
             if f.exclude:
                 continue
+            name = f.alias or name  # the key as written in the file ("for")
             key = f"{prefix}.{name}" if prefix else name
             out.append(f"| `{key}` | {_type_name(f.annotation)} | {_default(f)} | {_cell(_bounds(f, model))} | "
                        f"{_cell(f.description or '')} |")
@@ -213,6 +218,13 @@ opportunistic:                                # UBIS: lend measured slack (docs/
   clusters: {etl: accept, bi: refuse}         # per MR-cluster: accept | refuse
   default: refuse                             # the others
   t_alloc: 0.9                                # lend a host while its use is under t_alloc x capacity
+# schedules:                                  # scheduled minima (docs/mechanism.md); fawkes plan --at TIME
+#   - {cluster: etl, cron: "0 1 * * *", min_core: 6, for: 3h}   # 01:00-04:00 UTC: etl holds >= 6 nodes
+# notify:                                     # webhooks (docs/notifications.md): signed JSON POSTs
+#   - url: https://hooks.example.org/fawkes   # http or https; logged as scheme://host:port only
+#     events: [admitted, drain_stuck, host_failed, job_failed]   # also: grown, shrunk
+#     secret_file: notify.secret              # the HMAC-SHA256 key: openssl rand -hex 32 > notify.secret
+#     retries: 5                              # after backoff_s (1), then 2x, 4x ... at most backoff_max_s (300)
 """
 
 

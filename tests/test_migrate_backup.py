@@ -46,7 +46,9 @@ def _to_v9(url: str) -> None:
 
 
 def _v9_shape(c) -> None:
-    """Undo versions 11 (``api_tokens``, ``audit``, ``nodes.protected``) and 10 (``mr_clusters.saved_output``)."""
+    """Undo versions 12 (``mr_clusters.restore_from``), 11 (``api_tokens``, ``audit``, ``nodes.protected``) and
+    10 (``mr_clusters.saved_output``)."""
+    c.execute(text("ALTER TABLE mr_clusters DROP COLUMN restore_from"))
     c.execute(text("DROP TABLE api_tokens"))
     c.execute(text("DROP TABLE audit"))
     c.execute(text("ALTER TABLE nodes DROP COLUMN protected"))

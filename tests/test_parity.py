@@ -189,6 +189,24 @@ def test_measured_pu_decides_alike_in_both_drivers(policy, tmp_path):
     assert smp and any(m.busy_slots < min(m.running_tasks, m.configured_slots) for m in smp)
 
 
+# --- scheduled minima (issue 27, mechanism/schedules.py): both snapshot builders apply the same function
+@pytest.mark.parametrize("sched", [
+    [{"cluster": "c0", "cron": "*/5 * * * *", "min_core": 5, "for": "2m"}],
+    [{"cluster": "c0", "cron": "*/10 * * * *", "min_core": 4, "for": "7m"},  # overlapping, and beyond the pool
+     {"cluster": "c1", "cron": "*/5 * * * *", "min_core": 9, "for": "3m"},
+     {"cluster": "c1", "cron": "0 * * * *", "min_core": 2, "for": "1h"}],
+], ids=["one", "overlapping-beyond-the-pool"])
+def test_schedules_decide_alike_in_both_drivers(sched, tmp_path):
+    s = Settings(policy="TD", period_s=60.0, sample_period_s=10.0, tau=1.0, grow_type=Role.TC, schedules=sched)
+    rec = Recorder()
+    run_both(workload(3, clusters=3, jobs=16), s, f"sqlite:///{tmp_path / 'state.db'}", rec=rec)
+    raised = [c for ev in rec.events if ev.kind in ("tick", "between") for c in ev.data[0].clusters
+              if c.core_min is not None]
+    assert raised and all(c.min_core > c.core_min for c in raised)
+    assert all(sum(c.min_core for c in ev.data[0].clusters) <= ev.data[0].capacity
+               for ev in rec.events if ev.kind in ("tick", "between"))
+
+
 # --- CERES (issue 11, mechanism/ceres.py): neither the store nor the base simulator carries the usage
 # windows or progress samples yet, so both drivers see none: with CERES on they must still decide alike,
 # and as without it (the settings act on the signals only)

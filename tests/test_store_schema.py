@@ -114,6 +114,7 @@ def _downgrade_to_v1(store: Store) -> None:
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN deadline_s"))
         c.execute(text("ALTER TABLE hosts DROP COLUMN rack"))
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN saved_output"))
+        c.execute(text("ALTER TABLE mr_clusters DROP COLUMN restore_from"))
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN stored_baseline"))
         c.execute(text("ALTER TABLE frameworks DROP COLUMN paths"))
         for col in ("spark_home", "hadoop_home", "hdfs_jars"):
@@ -134,7 +135,7 @@ def _shape(engine) -> dict:
 
 def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
     """A real version-1 database with clusters, jobs, nodes and samples opens as the current version
-    (11), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
+    (12), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
     from sqlalchemy import Float, inspect
     from sqlmodel import SQLModel
 
@@ -159,7 +160,7 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
 
     migrated = Store(store_url, migrate=True)  # an explicit migration ('fawkes migrate')
     try:
-        assert migrated.schema_version == SCHEMA_VERSION == 11 == _version(migrated)
+        assert migrated.schema_version == SCHEMA_VERSION == 12 == _version(migrated)
         assert [(j.id, j.argv, j.state, j.app_id, j.cancel_requested_at) for j in migrated.list_jobs()] == [
             (queued, ["wc", "1"], "queued", None, None), (running, ["wc", "2"], "running", "app-1", None)]
         assert [m.pending_tasks for m in migrated.samples("a")] == [3]
@@ -217,6 +218,8 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
         assert [(r.action, r.target, r.result) for r in migrated.audit()] == [("cluster.release", "a", "ok")]
         assert migrated.get_node(node).protected is False  # v11: the old node is not protected
         assert migrated.protect_node(host="h1").protected is True and migrated.get_node(node).protected is True
+        # v12: a woken cluster's restore source; the old cluster and a new request have none
+        assert migrated.get_cluster("a").restore_from is None and migrated.get_cluster("b").restore_from is None
     finally:
         migrated.close()
 

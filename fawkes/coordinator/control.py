@@ -39,10 +39,11 @@ class Control:
         #: CERES' measured signals for each snapshot (the coordinator's sampler; none: not measured)
         self.signals: Callable[[], Signals] | None = None
 
-    def snapshot(self) -> Snapshot:
-        """The snapshot of now, from the store and the sampler's in-memory signals."""
+    def snapshot(self, minima_at: float | None = None) -> Snapshot:
+        """The snapshot of now, from the store and the sampler's in-memory signals; minima raised by
+        the schedules active at ``minima_at`` (default: now)."""
         return build_snapshot(self.store, self.settings, self.clock(),
-                              self.signals() if self.signals is not None else None)
+                              self.signals() if self.signals is not None else None, minima_at=minima_at)
 
     def memory(self) -> Memory:
         """The controller memory the last step stored (empty before the first)."""
@@ -51,9 +52,10 @@ class Control:
         except ValueError as exc:
             raise FawkesError(f"state: {exc}") from None
 
-    def preview(self) -> Decision:
-        """The decision the next tick would take now (nothing recorded, nothing changed)."""
-        snap = self.snapshot()
+    def preview(self, minima_at: float | None = None) -> Decision:
+        """The decision the next tick would take now (nothing recorded, nothing changed); with
+        ``minima_at``, on today's state with the minima the schedules give at that time."""
+        snap = self.snapshot(minima_at)
         return self._decide(self.memory(), snap)[0]
 
     def tick(self) -> tuple[int, Decision, list[str]]:
@@ -119,6 +121,8 @@ def loop_policy(cfg) -> tuple[Settings, ResizeParams | None]:
     ceilings = {name: c.max_nodes for name, c in cfg.clusters.items() if c.max_nodes is not None}
     if ceilings:
         overrides["max_nodes_by_cluster"] = tuple(sorted(ceilings.items()))
+    if cfg.schedules:
+        overrides["schedules"] = tuple(s.as_setting() for s in cfg.schedules)
     if cfg.teams:
         overrides["team_quotas"] = tuple((t, tuple(q.clusters), q.max_nodes) for t, q in sorted(cfg.teams.items()))
     from fawkes.errors import ConfigError, FawkesError

@@ -32,6 +32,7 @@ def record_decision(store: Store, d: Decision, snap: Snapshot, settings: Setting
         "clusters": {
             c.name: {"state": c.state.value, "min_core": c.min_core, "held": c.held, "settled": c.settled,
                      "samples": len(c.samples), "mean_sample": d.mean_samples.get(c.name)}
+            | ({"scheduled_from": c.core_min} if c.core_min is not None else {})  # min_core raised by a schedule
             for c in snap.clusters
         },
         "admitted": list(d.admission.admitted),

@@ -67,6 +67,14 @@ class StoreCollector:
             v = self.counters.get(name, 0.0)
             c.add_metric([], float(v() if callable(v) else v))
             yield c
+        notify = self.counters.get("notifications")  # only with webhooks configured (notify:)
+        if callable(notify):
+            c = CounterMetricFamily("fawkes_notifications", "webhook notifications by result: sent, retried "
+                                    "(attempts after the first), failed (given up), dropped (queue full)",
+                                    labels=["result"])
+            for result, n in notify().items():
+                c.add_metric([result], float(n))
+            yield c
 
     def _drains(self) -> GaugeMetricFamily:
         """Per cluster: how long its oldest DRAINING node has been draining (absent when none is)."""

@@ -71,7 +71,7 @@ class Coordinator:
                  clock: Callable[[], float] = time.time, workers: int = 4, max_running_jobs: int = 1,
                  host_grace_s: float = 30.0, cluster_options: dict[str, str] | None = None, retention=None,
                  timeouts=None, runner=None, pool=None, shrink_mode: str | None = None, footprint=None,
-                 save_to: Callable[[str], str | None] | None = None):
+                 save_to: Callable[[str], str | None] | None = None, notifier=None):
         from fawkes.config import RetentionConfig
 
         self.store = store
@@ -95,6 +95,11 @@ class Coordinator:
         self._stopped = False  # set once run() ends: a step the scheduler had queued then does nothing
         self.pool = pool  # a fawkes.coordinator.pool.SlurmPool, stepped after every sample
         self.lender = None  # a fawkes.coordinator.ubis.Lender (config opportunistic:), stepped after every sample
+        #: a fawkes.coordinator.notify.Notifier (config notify:): polled after every fast step, never waits
+        self.notifier = notifier
+        if notifier is not None:  # events recorded from now on (none before) are notified
+            notifier.start(store)
+            self.counters["notifications"] = notifier.counts
 
     def sync_inventory(self) -> None:
         """The store's hosts = the inventory's now (a pool provider added or removed some)."""
@@ -144,6 +149,11 @@ class Coordinator:
                 log.warning("%s", p)
             self.reconciler.step()
             self.dispatcher.step()
+            if self.notifier is not None:
+                try:
+                    self.notifier.poll(self.store)
+                except FawkesError as exc:
+                    log.warning("notify: %s", exc)
 
     def prune(self) -> PruneReport:
         """Apply the retention config (never deleting samples the mechanism still reads)."""
@@ -186,6 +196,8 @@ class Coordinator:
         Returns the operations still running: they resume from their recorded intent."""
         if self.lender is not None:  # every opportunistic worker stopped by its watchdog
             self.lender.close()
+        if self.notifier is not None:
+            self.notifier.close()
         left = self.reconciler.shutdown(grace_s)
         if left:
             log.warning("left running, resumed on the next start: %s", ", ".join(left))
@@ -399,9 +411,16 @@ def build(cfg, *, inventory_path=None, leadership=None, inventory: Inventory | N
             from fawkes.coordinator.pool import SlurmPool
             pool = SlurmPool(cfg.pool, inv)
             pool.adopt()
+        from fawkes.coordinator.notify import Notifier
+
+        try:
+            notifier = Notifier.from_config(cfg)
+        except ValueError as exc:  # a secret file changed since the config was checked
+            raise ConfigError(str(cfg.source or "config"), str(exc), field="notify") from None
         return Coordinator(store, inv, settings, runner=runner, cluster_options=dict(cfg.cluster_options),
                            host_grace_s=cfg.host_grace, retention=cfg.retention, timeouts=cfg.timeouts, pool=pool,
-                           shrink_mode=cfg.shrink_mode, footprint=cfg.suspend.footprint(), save_to=cfg.save_to_of)
+                           shrink_mode=cfg.shrink_mode, footprint=cfg.suspend.footprint(), save_to=cfg.save_to_of,
+                           notifier=notifier)
     except Exception:
         store.close()
         raise

@@ -37,6 +37,7 @@ class ClusterState(StrEnum):
     LOADING = "loading"  # input being loaded into HDFS (counts in n with y = 0, A-37)
     ACTIVE = "active"  # runs jobs; resized by FAWKES
     SAVING = "saving"  # inactive; output being saved; leaves the weighting
+    HIBERNATING = "hibernating"  # scale to zero: output saved, every node handed back; the next job wakes it
     RELEASED = "released"  # every node handed back
 
 
@@ -62,6 +63,10 @@ CLUSTER_TRANSITIONS: dict[ClusterState, frozenset[ClusterState]] = {
     }),
     _C.SAVING: frozenset({
         _C.RELEASED,  # output saved and every node handed back
+        _C.HIBERNATING,  # the same, and the cluster stays: the next job submitted to it wakes it
+    }),
+    _C.HIBERNATING: frozenset({
+        _C.RELEASED,  # released while hibernating, or woken: a new incarnation requested in its place
     }),
     _C.RELEASED: frozenset(),  # terminal
 }
@@ -169,6 +174,13 @@ class ClusterView:
     slots_per_node: int = 8  # used only by the optional demand cap (B.5)
     since: float = 0.0  # when this incarnation was requested (keys the controller's memory)
     progress: tuple[JobProgress, ...] = ()  # running jobs' progress samples (CERES C-2); () = not measured
+    # its own minimum of core nodes when a schedule raised ``min_core`` (schedules.py); None: min_core is its own
+    core_min: int | None = None
+
+    @property
+    def core_minimum(self) -> int:
+        """The core nodes it must have: its own minimum (a scheduled minimum above it grows TC/TR nodes)."""
+        return self.min_core if self.core_min is None else self.core_min
 
     @property
     def held(self) -> int:

@@ -85,7 +85,7 @@ def plan_towards(
             continue
         view = views.get(name)
         if view is not None:
-            cores_missing = max(0, view.min_core - view.count(Role.CORE))
+            cores_missing = max(0, view.core_minimum - view.count(Role.CORE))
         else:
             cores_missing = requested.get(name, need)
         for i in range(min(need, len(free) - next_free)):
@@ -117,7 +117,8 @@ def _placed_grows(snap: Snapshot, deficits: dict[str, int], settings: Settings, 
         if need <= 0:
             continue
         view = views.get(name)
-        cores_missing = max(0, view.min_core - view.count(Role.CORE)) if view is not None else requested.get(name, need)
+        cores_missing = (max(0, view.core_minimum - view.count(Role.CORE)) if view is not None
+                         else requested.get(name, need))
         core_hosts = [n.id for n in view.nodes if n.role is Role.CORE] if view is not None else []
         preferred = placement.preferred_racks(core_hosts, racks)
         free = [h for h in snap.free_hosts if h not in taken]

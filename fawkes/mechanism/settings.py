@@ -168,6 +168,11 @@ class Settings(BaseModel):
     team_quotas: tuple[tuple[str, tuple[str, ...], int], ...] = Field(
         (), description="per team ({team: {clusters: [names], max_nodes: n}}): its clusters together never hold "
         "more than n (their minima still hold); ceilings.py")
+    # --- scheduled minima (issue 27: schedules.py); none by default
+    schedules: tuple[tuple[str, str, int, float, str], ...] = Field(
+        (), description="per schedule (cluster, cron, min_core, seconds, timezone) or a list of {cluster, cron, "
+        "min_core, for, timezone}: from each firing of cron, for seconds, the cluster's minimum is at least "
+        "min_core (overlaps: the largest); schedules.py")
 
     # --- anti-flap (B.5 item 3); all off by default = the thesis' literal behaviour
     min_change_nodes: int = Field(
@@ -300,6 +305,36 @@ class Settings(BaseModel):
             out.append((name, _check_nodes(name, n)))
         if len({n for n, _ in out}) != len(out):
             raise ValueError("a cluster is listed twice")
+        return tuple(out)
+
+    @field_validator("schedules", mode="before")
+    @classmethod
+    def _schedules(cls, v):
+        from fawkes.mechanism import schedules as sch
+
+        if not isinstance(v, (tuple, list)) or len(v) > 1000:
+            raise ValueError("a list of schedules {cluster, cron, min_core, for, timezone} (at most 1000)")
+        out = []
+        for i, item in enumerate(v):
+            if isinstance(item, dict):
+                unknown = set(item) - {"cluster", "cron", "min_core", "for", "timezone"}
+                if unknown:
+                    raise ValueError(f"schedules[{i}]: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+                item = (item.get("cluster"), item.get("cron"), item.get("min_core"), item.get("for"),
+                        item.get("timezone", "UTC"))
+            if not isinstance(item, (tuple, list)) or len(item) != 5:
+                raise ValueError(f"schedules[{i}]: (cluster, cron, min_core, seconds, timezone)")
+            name, cron, n, dur, tz = item
+            try:
+                _check_name("cluster", name)
+                tz = sch.check_timezone(tz)
+                cron = sch.check_cron(cron, tz)
+                if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1_000_000:
+                    raise ValueError(f"min_core must be an integer in 1..1000000, got {str(n)[:40]!r}")
+                dur = sch.duration_seconds(dur)
+            except ValueError as exc:
+                raise ValueError(f"schedules[{i}]: {exc}") from None
+            out.append((name, cron, n, dur, tz))
         return tuple(out)
 
     @field_validator("team_quotas", mode="before")

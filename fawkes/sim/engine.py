@@ -41,6 +41,7 @@ from fawkes.mechanism import (
     get_policy,
     sample_cluster,
 )
+from fawkes.mechanism import schedules
 from fawkes.mechanism.admission import next_queue_change
 from fawkes.mechanism.memory import Memory
 from fawkes.mechanism.koala_mr import ResizeParams
@@ -685,7 +686,9 @@ class Simulator:
         queue = tuple(ClusterRequest(c.name, c.min_core, c.requested_at, c.spec.expected_duration_s,
                                      c.spec.deadline_s) for c in self.queue)
         racks = self.host_racks if self.settings is not None and self.settings.placement != "none" else {}
-        return Snapshot(now, self.capacity, tuple(self.free), tuple(views), queue, host_racks=racks)
+        snap = Snapshot(now, self.capacity, tuple(self.free), tuple(views), queue, host_racks=racks)
+        # scheduled minima: the same function as the coordinator's snapshot (coordinator/view.py)
+        return schedules.apply(snap, self.settings.schedules) if self.settings is not None else snap
 
     def _tick(self, now: float) -> None:
         if self.wl.controller == "ch2":
@@ -801,10 +804,11 @@ class Simulator:
             if abs(tot - 1.0) > 1e-6:
                 err.append(f"t={t}: weights sum {tot}")
         for v in snap.clusters:
-            if v.state in (ClusterState.LOADING, ClusterState.ACTIVE) and v.count(Role.CORE) < v.min_core:
-                err.append(f"t={t}: {v.name} has {v.count(Role.CORE)} core < min {v.min_core}")
-            if v.state in (ClusterState.LOADING, ClusterState.ACTIVE) and v.held < v.min_core:
-                err.append(f"t={t}: {v.name} holds {v.held} < min {v.min_core}")
+            # its own minimum: one a schedule raised is a target floor, grown towards (schedules.py)
+            if v.state in (ClusterState.LOADING, ClusterState.ACTIVE) and v.count(Role.CORE) < v.core_minimum:
+                err.append(f"t={t}: {v.name} has {v.count(Role.CORE)} core < min {v.core_minimum}")
+            if v.state in (ClusterState.LOADING, ClusterState.ACTIVE) and v.held < v.core_minimum:
+                err.append(f"t={t}: {v.name} holds {v.held} < min {v.core_minimum}")
         targets = dec.targets
         for name, tgt in targets.items():
             v = next((c for c in snap.clusters if c.name == name), None)

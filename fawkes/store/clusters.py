@@ -81,20 +81,36 @@ class ClustersMixin(StoreBase):
             cap = s.exec(select(func.count()).select_from(Host).where(Host.state != HostState.RETIRED)).one()
             if cap and min_core > cap:
                 raise FawkesError(f"min_core: {min_core} exceeds the pool capacity {cap}; it could never be admitted")
-            c = MRCluster(name=name, live_name=name, framework=framework, min_core=min_core,
-                          state=ClusterState.REQUESTED, input_path=input_path, requested_at=now, state_since=now,
-                          expected_duration_s=expected_duration_s, deadline_s=deadline_s)
-            s.add(c)
-            try:
-                s.flush()
-                c.queue_seq = c.id  # FIFO by arrival: ids only grow
-                s.add(ClusterTransition(cluster_id=c.id, from_state=None, to_state=c.state, time=now,
-                                        detail=f"requested min_core={min_core}"))
-                self._event(s, "cluster", f"requested (framework {framework}, min_core {min_core})", cluster=name)
-                s.flush()
-            except IntegrityError:
-                raise FawkesError(f"cluster {name}: already exists") from None
-            return c
+            return self._enqueue(s, MRCluster(
+                name=name, live_name=name, framework=framework, min_core=min_core, state=ClusterState.REQUESTED,
+                input_path=input_path, requested_at=now, state_since=now, expected_duration_s=expected_duration_s,
+                deadline_s=deadline_s), now, f"requested min_core={min_core}",
+                f"requested (framework {framework}, min_core {min_core})")
+
+    def _enqueue(self, s: Session, c: MRCluster, now: float, detail: str, message: str) -> MRCluster:
+        """Add request ``c`` (REQUESTED) at the tail of the global FIFO queue, in the caller's transaction."""
+        s.add(c)
+        try:
+            s.flush()
+            c.queue_seq = c.id  # FIFO by arrival: ids only grow
+            s.add(ClusterTransition(cluster_id=c.id, from_state=None, to_state=c.state, time=now, detail=detail))
+            self._event(s, "cluster", message, cluster=c.name)
+            s.flush()
+        except IntegrityError:
+            raise FawkesError(f"cluster {c.name}: already exists") from None
+        return c
+
+    def _wake(self, s: Session, c: MRCluster, why: str, now: float) -> MRCluster:
+        """Hibernating ``c`` woken (scale to zero): it leaves (RELEASED) and a new incarnation of it is
+        requested in the same transaction, at the tail of the global queue with the same framework,
+        minimum and input, to restore ``c``'s saved output (``restore_from``) when deployed."""
+        self._cluster_cas(s, c, ClusterState.RELEASED, f"woken ({why}): requested again", now)
+        return self._enqueue(s, MRCluster(
+            name=c.name, live_name=c.name, framework=c.framework, min_core=c.min_core, state=ClusterState.REQUESTED,
+            input_path=c.input_path, requested_at=now, state_since=now, expected_duration_s=c.expected_duration_s,
+            deadline_s=c.deadline_s, restore_from=c.saved_output), now,
+            f"woken from hibernation (min_core={c.min_core})",
+            f"requested: woken from hibernation ({why}; min_core {c.min_core}, restores its saved output)")
 
     def get_cluster(self, name: str) -> MRCluster:
         """The live cluster called ``name``, else the latest released one."""
@@ -138,6 +154,8 @@ class ClustersMixin(StoreBase):
             if c.state == ClusterState.REQUESTED:
                 self._cluster_cas(s, c, ClusterState.RELEASED, "withdrawn before admission", now)
                 self._cancel_queued_jobs(s, c, "cluster withdrawn", now)
+            elif c.state == ClusterState.HIBERNATING:  # holds nothing: released at once (its saved output stays)
+                self._cluster_cas(s, c, ClusterState.RELEASED, "released while hibernating", now)
             elif c.release_requested_at is None:
                 s.execute(update(MRCluster).where(MRCluster.id == c.id).values(release_requested_at=now))
                 s.refresh(c)

@@ -57,6 +57,8 @@ class JobsMixin(StoreBase):
             if ClusterState(c.state) not in CLUSTER_ACCEPTING_JOBS or c.release_requested_at is not None:
                 why = "release requested" if c.release_requested_at is not None else c.state
                 raise FawkesError(f"cluster {cluster}: not accepting jobs ({why})")
+            if c.state == ClusterState.HIBERNATING:  # scale to zero: the job wakes it (a new incarnation)
+                c = self._wake(s, c, "a job was submitted", now)
             j = Job(cluster_id=c.id, argv=argv, input_path=input_path, input_bytes=input_bytes,
                     state=JobState.QUEUED, submitted_at=now, ref_runtime=ref_runtime)
             s.add(j)
@@ -113,6 +115,9 @@ class JobsMixin(StoreBase):
             if detail:
                 values["detail"] = detail
             self._cas(s, update(Job).where(Job.id == job_id, Job.state == old).values(**values), f"job {job_id}")
+            if to is JobState.FAILED:  # the operator's log (and notify: job_failed)
+                self._event(s, "job", f"job {job_id} failed" + (f": {detail}" if detail else ""), level="warning",
+                            cluster=s.get(MRCluster, j.cluster_id).name)
             s.refresh(j)
             return j
 

@@ -138,7 +138,7 @@ NODE_SUSPENDED = frozenset({N.SUSPENDED, N.LENT})
 #: node states in which the node holds its host
 NODE_HOLDING = frozenset(s for s in NodeState if s is not N.RELEASED)
 #: cluster states that accept job submissions
-CLUSTER_ACCEPTING_JOBS = frozenset({C.REQUESTED, C.DEPLOYING, C.LOADING, C.ACTIVE})
+CLUSTER_ACCEPTING_JOBS = frozenset({C.REQUESTED, C.DEPLOYING, C.LOADING, C.ACTIVE, C.HIBERNATING})
 #: terminal job states
 JOB_FINISHED = frozenset({J.SUCCEEDED, J.FAILED, J.CANCELLED})
 

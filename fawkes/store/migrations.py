@@ -127,9 +127,15 @@ def _v10_to_v11(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE nodes ADD COLUMN protected BOOLEAN NOT NULL DEFAULT false"))
 
 
+def _v11_to_v12(conn: Connection) -> None:
+    """Version 12: ``mr_clusters.restore_from``, for a cluster woken from hibernation the saved output
+    of the incarnation it wakes from (scale to zero, issue 27)."""
+    conn.execute(text("ALTER TABLE mr_clusters ADD COLUMN restore_from VARCHAR"))
+
+
 #: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)
 MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6, _v6_to_v7, _v7_to_v8,
-                               _v8_to_v9, _v9_to_v10, _v10_to_v11]
+                               _v8_to_v9, _v9_to_v10, _v10_to_v11, _v11_to_v12]
 CURRENT = 1 + len(MIGRATIONS)
 
 _PG_LOCK_KEY = 0x46415753  # "FAWS": advisory lock id for schema changes

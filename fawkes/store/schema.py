@@ -78,6 +78,9 @@ class MRCluster(SQLModel, table=True):
     #: where its output went when it left (JSON: host, path, files, bytes, manifest_sha256; or kept: the
     #: data left in place because it could not be saved); NULL until then (v10)
     saved_output: str | None = None
+    #: a cluster woken from hibernation: the saved_output record of the incarnation it wakes from, whose data
+    #: its deployment restores before its first job runs (scale to zero; v12); NULL for a new request
+    restore_from: str | None = None
 
 
 class ClusterTransition(SQLModel, table=True):
