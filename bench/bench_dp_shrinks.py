@@ -35,6 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.fault_campaign import saved_counts  # noqa: E402
+from bench.results_meta import meta  # noqa: E402
 from fawkes.coordinator.dispatch import Dispatcher  # noqa: E402
 from fawkes.coordinator.fleet import Fleet  # noqa: E402
 from fawkes.coordinator.reconcile import Reconciler  # noqa: E402
@@ -89,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", default=None)
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
+    info = meta()
     if not 1 <= a.rounds <= 10000 or not 4 <= a.hosts <= 16:
         ap.error("--rounds 1..10000, --hosts 4..16")
     work = Path(a.dir) if a.dir else Path(tempfile.mkdtemp(prefix="fawkes-dp-"))
@@ -190,6 +193,12 @@ def main(argv: list[str] | None = None) -> int:
             exact += got == expected
         store.request_release(NAME)
         run_until("released", steps, lambda: store.get_cluster(NAME).state == ClusterState.RELEASED, 600)
+        # the release saved every job's output where teardown cannot reach: its manifest checks, and each
+        # succeeded job's counts there are exact (issue 29)
+        problem, saved = saved_counts(fleet.ex, store.get_cluster(NAME).saved_output)
+        saved_exact = sum(saved.get(j.id) == expected for j in jobs if j.state == JobState.SUCCEEDED)
+        print(f"saved output after the release: {problem or 'manifest checks'}; {saved_exact} of "
+              f"{len(jobs)} jobs exact there", flush=True)
     finally:
         rec.shutdown(10)
         fleet.close()
@@ -202,9 +211,10 @@ def main(argv: list[str] | None = None) -> int:
           f"DP {dps[0]:.1f} / {dps[len(dps) // 2]:.1f} / {dps[-1]:.1f} s (min / median / max); "
           f"rounds with a loss: {len(lost)}; jobs {len(jobs)}, exact {exact}; load {os.getloadavg()[0]:.1f}")
     if a.out:
-        Path(a.out).write_text(json.dumps({"rounds": rows, "lost": lost, "jobs": len(jobs), "exact": exact,
+        Path(a.out).write_text(json.dumps({**info, "rounds": rows, "lost": lost, "jobs": len(jobs), "exact": exact,
+                                           "saved_problem": problem, "saved_exact": saved_exact,
                                            "minutes": round(total / 60, 1)}, indent=1))
-    return 1 if lost or exact != len(jobs) else 0
+    return 1 if lost or exact != len(jobs) or problem or saved_exact != len(jobs) else 0
 
 
 if __name__ == "__main__":

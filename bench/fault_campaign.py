@@ -96,6 +96,29 @@ def running_clusters(ex, node_dir, hosts, timeout: float = 30) -> dict[str, set[
     return {h: set(r.stdout.split()) for h, r in ex.run(list(hosts), script, timeout=timeout).items() if r.ok}
 
 
+def saved_counts(ex, saved_output: str | None) -> tuple[str | None, dict[int, collections.Counter]]:
+    """A released cluster's saved output (its store record, JSON): (a problem, or None; the word counts of
+    each job's part files there, by job id).  ``sha256sum -c`` of its MANIFEST.sha256 must pass."""
+    rec = json.loads(saved_output) if saved_output else {}
+    if "path" not in rec:
+        return f"output not saved: {saved_output}", {}
+    script = Script("cd {d} && sha256sum -c --quiet MANIFEST.sha256 && echo MANIFEST-OK && "
+                    "for j in */; do echo \"== ${{j%/}}\"; cat \"$j\"part-*; done", d=rec["path"])
+    r = ex.run([rec["host"]], script, timeout=120)[rec["host"]]
+    if "MANIFEST-OK" not in r.stdout:
+        return (f"saved output at {rec['host']}:{rec['path']} fails its manifest: "
+                f"{(r.stderr or r.stdout).strip()[:200]}"), {}
+    got: dict[int, collections.Counter] = {}
+    cur = None
+    for line in r.stdout.split("MANIFEST-OK", 1)[1].splitlines():
+        if line.startswith("== "):
+            cur = got.setdefault(int(line[3:]), collections.Counter())
+        elif line.strip() and cur is not None:
+            w, n = line.split("\t")
+            cur[w] += int(n)
+    return None, got
+
+
 class CoordinatorProc:
     """The coordinator as a subprocess (its own session), optionally armed with a fault point."""
 
@@ -638,21 +661,10 @@ class Campaign:
                 if any(jc == c for jc in self.jobs.values()) or "nothing" not in rec:
                     self.violation("final", f"{c}: output not saved: {raw}")
                 continue
-            script = Script("cd {d} && sha256sum -c --quiet MANIFEST.sha256 && echo MANIFEST-OK && "
-                            "for j in */; do echo \"== ${{j%/}}\"; cat \"$j\"part-*; done", d=rec["path"])
-            r = self.fleet.ex.run([rec["host"]], script, timeout=120)[rec["host"]]
-            if "MANIFEST-OK" not in r.stdout:
-                self.violation("final", f"{c}: saved output at {rec['host']}:{rec['path']} fails its manifest: "
-                               f"{(r.stderr or r.stdout).strip()[:200]}")
+            problem, got = saved_counts(self.fleet.ex, raw)
+            if problem:
+                self.violation("final", f"{c}: {problem}")
                 continue
-            got: dict[int, collections.Counter] = {}
-            cur = None
-            for line in r.stdout.split("MANIFEST-OK", 1)[1].splitlines():
-                if line.startswith("== "):
-                    cur = got.setdefault(int(line[3:]), collections.Counter())
-                elif line.strip() and cur is not None:
-                    w, n = line.split("\t")
-                    cur[w] += int(n)
             for j, jc in self.jobs.items():
                 if jc == c:
                     self.saved_checked += 1
