@@ -101,6 +101,8 @@ def test_failed_migration_rolls_back_completely(store: Store):
 def _downgrade_to_v1(store: Store) -> None:
     """Turn a fresh database into exactly the version-1 shape (what fawkes <= v1 created)."""
     with store.engine.begin() as c:
+        for ix in ("ix_nodes_held", "ix_nodes_released_at", "ix_jobs_state_cluster"):  # v12
+            c.execute(text(f"DROP INDEX {ix}"))
         c.execute(text("DROP INDEX ix_samples_time"))
         c.execute(text("ALTER TABLE jobs DROP COLUMN cancel_requested_at"))
         c.execute(text("ALTER TABLE jobs DROP COLUMN tasks_seen"))
@@ -134,7 +136,7 @@ def _shape(engine) -> dict:
 
 def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
     """A real version-1 database with clusters, jobs, nodes and samples opens as the current version
-    (11), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
+    (12), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
     from sqlalchemy import Float, inspect
     from sqlmodel import SQLModel
 
@@ -159,7 +161,7 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
 
     migrated = Store(store_url, migrate=True)  # an explicit migration ('fawkes migrate')
     try:
-        assert migrated.schema_version == SCHEMA_VERSION == 11 == _version(migrated)
+        assert migrated.schema_version == SCHEMA_VERSION == 12 == _version(migrated)
         assert [(j.id, j.argv, j.state, j.app_id, j.cancel_requested_at) for j in migrated.list_jobs()] == [
             (queued, ["wc", "1"], "queued", None, None), (running, ["wc", "2"], "running", "app-1", None)]
         assert [m.pending_tasks for m in migrated.samples("a")] == [3]
@@ -217,6 +219,12 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
         assert [(r.action, r.target, r.result) for r in migrated.audit()] == [("cluster.release", "a", "ok")]
         assert migrated.get_node(node).protected is False  # v11: the old node is not protected
         assert migrated.protect_node(host="h1").protected is True and migrated.get_node(node).protected is True
+        # v12: the indexes of the reads that must not grow with the history, used by them
+        assert {"ix_nodes_held", "ix_nodes_released_at"} <= shape["nodes"][1]
+        assert "ix_jobs_state_cluster" in shape["jobs"][1]
+        a = next(c for c in migrated.status()["clusters"] if c["name"] == "a")
+        assert (a["nodes"]["transient"], a["queued_jobs"], a["running_jobs"]) == (1, 0, 1)  # (its cancel: requested)
+        assert [n.host for n in migrated.nodes_of_live_clusters(released_after=0.0)["a"]] == ["h1"]
     finally:
         migrated.close()
 
