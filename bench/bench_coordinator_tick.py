@@ -71,8 +71,9 @@ def populate(store: Store, *, history_intervals: int, released: int, seed: int =
     core = per // 3
     rows = {"hosts": n_hosts, "clusters": CLUSTERS, "nodes": NODES + released}
     with store.session(write=True) as s:
-        s.execute(insert(Framework), [{"name": "spark", "kind": "spark-hdfs", "spark_home": "/opt/spark",
-                                       "hdfs_jars": "/opt/hdfs", "created": 0.0}])
+        s.execute(insert(Framework), [{"name": "spark", "kind": "spark-hdfs",
+                                       "paths": {"spark_home": "/opt/spark", "hdfs_jars": "/opt/hdfs"},
+                                       "created": 0.0}])
         s.execute(insert(Host), [{"name": f"h{i:06d}", "address": f"10.{i >> 16}.{(i >> 8) & 255}.{i & 255}",
                                   "cores": 8, "memory_mb": 32768, "position": i, "added_at": 0.0,
                                   "state": HostState.ALLOCATED if i < NODES else HostState.FREE}

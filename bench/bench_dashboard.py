@@ -39,7 +39,7 @@ NOW = time.time()
 def populate(store: Store, n: int) -> None:
     hosts = n * PER
     with store.session(write=True) as s:
-        s.execute(insert(Framework), [{"name": "spark", "kind": "spark-hdfs", "created": 0.0}])
+        s.execute(insert(Framework), [{"name": "spark", "kind": "spark-hdfs", "paths": {}, "created": 0.0}])
         s.execute(insert(Host), [{"name": f"h{i:06d}", "address": f"10.{i >> 16}.{(i >> 8) & 255}.{i & 255}",
                                   "cores": 8, "memory_mb": 32768, "position": i, "added_at": 0.0,
                                   "state": HostState.ALLOCATED} for i in range(hosts)])

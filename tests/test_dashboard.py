@@ -115,6 +115,37 @@ def test_state_shows_clusters_nodes_history_decisions_jobs_events(filled: Store)
     assert short["allocation"]["etl"][0] == [now - 12, 5] and [t["tick"] for t in short["ticks"]] == [2, 3]
 
 
+def test_served_document_is_the_same_bytes_reading_only_the_new_decisions(filled: Store, monkeypatch):
+    """/api/state's body (state_json with the server's DecisionViews) is json.dumps(state(...)) byte for
+    byte; a refresh reads only the decisions recorded since the last one, and one pruned or out of the
+    window is dropped."""
+    from fawkes.coordinator.dashboard import DecisionViews, state_json
+
+    read: list[list[int]] = []
+    by_id = filled.decisions_by_id
+    monkeypatch.setattr(filled, "decisions_by_id", lambda ids: read.append(list(ids)) or by_id(ids))
+    views = DecisionViews()
+
+    def same(**kw) -> dict:
+        body = state_json(filled, views, now=filled.clock(), **kw)
+        assert body == json.dumps(state(filled, now=filled.clock(), **kw), allow_nan=False).encode()
+        return json.loads(body)
+
+    assert [t["tick"] for t in same()["ticks"]] == [1, 2, 3] and read == [[1, 2, 3]]
+    same()
+    assert read[-1] == []  # nothing new: no decision read
+    filled.clock.advance(5)
+    filled.record_decision(policy="TD", inputs={}, weights={"etl": 0.123456789, "bi": 0.1}, discriminations={},
+                           global_factor=float("inf"), gate_open=True, targets={}, plan={}, reason="new")
+    doc = same(counters={"ticks": 4.0})
+    assert read[-1] == [4] and doc["ticks"][-1]["weights"] == {"etl": 0.123457, "bi": 0.1}
+    assert doc["ticks"][-1]["global_factor"] is None and doc["decisions"][0]["reason"] == "new"
+    assert filled.prune_decisions(2) == 2
+    assert [t["tick"] for t in same()["ticks"]] == [3, 4] and read[-1] == []
+    assert [t["tick"] for t in same(window_s=3)["ticks"]] == [4]  # the window's edge
+    assert [t["tick"] for t in same(decisions=1)["ticks"]] == [4]
+
+
 def test_numbers_that_json_cannot_carry_become_null():
     from fawkes.coordinator.dashboard import _nums
 

@@ -101,6 +101,8 @@ def test_failed_migration_rolls_back_completely(store: Store):
 def _downgrade_to_v1(store: Store) -> None:
     """Turn a fresh database into exactly the version-1 shape (what fawkes <= v1 created)."""
     with store.engine.begin() as c:
+        for ix in ("ix_nodes_held", "ix_nodes_released_at", "ix_jobs_state_cluster"):  # v12
+            c.execute(text(f"DROP INDEX {ix}"))
         c.execute(text("DROP INDEX ix_samples_time"))
         c.execute(text("ALTER TABLE jobs DROP COLUMN cancel_requested_at"))
         c.execute(text("ALTER TABLE jobs DROP COLUMN tasks_seen"))
@@ -135,7 +137,7 @@ def _shape(engine) -> dict:
 
 def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
     """A real version-1 database with clusters, jobs, nodes and samples opens as the current version
-    (12), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
+    (13), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
     from sqlalchemy import Float, inspect
     from sqlmodel import SQLModel
 
@@ -160,7 +162,7 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
 
     migrated = Store(store_url, migrate=True)  # an explicit migration ('fawkes migrate')
     try:
-        assert migrated.schema_version == SCHEMA_VERSION == 12 == _version(migrated)
+        assert migrated.schema_version == SCHEMA_VERSION == 13 == _version(migrated)
         assert [(j.id, j.argv, j.state, j.app_id, j.cancel_requested_at) for j in migrated.list_jobs()] == [
             (queued, ["wc", "1"], "queued", None, None), (running, ["wc", "2"], "running", "app-1", None)]
         assert [m.pending_tasks for m in migrated.samples("a")] == [3]
@@ -220,6 +222,12 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
         assert migrated.protect_node(host="h1").protected is True and migrated.get_node(node).protected is True
         # v12: a woken cluster's restore source; the old cluster and a new request have none
         assert migrated.get_cluster("a").restore_from is None and migrated.get_cluster("b").restore_from is None
+        # v13: the indexes of the reads that must not grow with the history, used by them
+        assert {"ix_nodes_held", "ix_nodes_released_at"} <= shape["nodes"][1]
+        assert "ix_jobs_state_cluster" in shape["jobs"][1]
+        a = next(c for c in migrated.status()["clusters"] if c["name"] == "a")
+        assert (a["nodes"]["transient"], a["queued_jobs"], a["running_jobs"]) == (1, 0, 1)  # (its cancel: requested)
+        assert [n.host for n in migrated.nodes_of_live_clusters(released_after=0.0)["a"]] == ["h1"]
     finally:
         migrated.close()
 

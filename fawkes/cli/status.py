@@ -14,7 +14,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from fawkes.cli.params import count
 from fawkes.cli.remote import remote, remote_options
@@ -50,12 +49,10 @@ def console() -> Console:
 
 
 def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    table = Table(title=title, title_justify="left")
-    for c in columns:
-        table.add_column(c, overflow="fold")
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
-    console().print(table)
+    """A rich table (written directly when it is a plain grid: :mod:`fawkes.cli.table`)."""
+    from fawkes.cli.table import print_table as print_rich
+
+    print_rich(console(), title, columns, [["" if v is None else str(v) for v in row] for row in rows])
 
 
 def when(t: float | None) -> str:

@@ -39,18 +39,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy import update
 from sqlmodel import col, select
 
 from fawkes.errors import FawkesError
-from fawkes.frameworks.base import SuspendHooks, driver_class
 from fawkes.mechanism import ClusterState, Role
 from fawkes.ssh import cgroups
 from fawkes.ssh.cgroups import Footprint, Suspended
 from fawkes.ssh.shell import Script
 from fawkes.store.lifecycle import NODE_SUSPENDED, NODE_TRANSITIONS, HostState, NodeState, check
 from fawkes.store.schema import Host, MRCluster, Node, NodeTransition
+
+if TYPE_CHECKING:
+    from fawkes.frameworks.base import SuspendHooks
 
 log = logging.getLogger("fawkes.suspend")
 
@@ -313,6 +316,9 @@ class Suspender:
 
     def _hooks(self, cluster: str, host: str) -> SuspendHooks:
         """The commands of ``cluster``'s framework kind for its worker on ``host``."""
+        # the kinds (jinja2 & co.) only here: a reader of suspension_gaps (fawkes status) needs none
+        from fawkes.frameworks.base import driver_class
+
         kind = self.store.get_framework(self.store.get_cluster(cluster).framework).kind
         return driver_class(kind).suspend_hooks(cluster, self._root(host))
 

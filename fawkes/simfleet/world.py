@@ -110,7 +110,13 @@ class World:
 
         self.costs = costs if costs is not None else CostModel()
         self.speedup = float(speedup)
+        # one stream per kind of chance, so that the k-th daemon start and the k-th host failure come
+        # out the same whatever the threads' interleaving and the machine's load (a seed's run of
+        # failures is fixed: tests/test_simulated_fleet.py relies on it); latencies and job outcomes
+        # draw from the third
         self.rng = random.Random(seed)
+        self.start_rng = random.Random(f"{seed}/starts")
+        self.fail_rng = random.Random(f"{seed}/host failures")
         self.clock = clock
         self.lock = threading.RLock()
         self.hosts = {n: SimHost(n, cores) for n in names}
@@ -149,7 +155,7 @@ class World:
         return self.clock()
 
     def _exp(self) -> float:
-        return self.rng.expovariate(self.rate) if self.rate > 0 else math.inf
+        return self.fail_rng.expovariate(self.rate) if self.rate > 0 else math.inf
 
     def draw(self, mean: float) -> float:
         """A latency around ``mean`` simulated seconds (lognormal, the cost model's cv), in real seconds."""
@@ -168,7 +174,7 @@ class World:
             at = self.next_fail
             self.next_fail = at + self._exp()
             names = names or sorted(self.hosts)
-            h = self.hosts[self.rng.choice(names)]
+            h = self.hosts[self.fail_rng.choice(names)]
             if not h.up or any(n.master for n in self.nodes[h.name].values()):
                 continue
             for c in list(self.nodes[h.name]):
@@ -251,7 +257,7 @@ class World:
             if old is not None and old.ok and old.role == role and old.master == master:
                 return old
             self.advance(cluster, now)
-            ok = self.rng.random() >= self.start_failure
+            ok = self.start_rng.random() >= self.start_failure
             n = Daemons(cluster, role, master, now, now + self.draw(mean_s), ok)
             self.nodes[host][cluster] = n
             self.members[cluster].add(host)

@@ -477,8 +477,13 @@ class ClustersMixin(StoreBase):
              .where(col(MRCluster.live_name).is_not(None))
              .order_by(Node.id))  # grouped below: each cluster's nodes oldest first, no sort on SQLite
         if released_after is not None:
-            q = q.where(or_(col(Node.holds_host).is_not(None), col(Node.released_at).is_(None),
-                            col(Node.released_at) > released_after))
+            # the ids first, each term by its index (holds_host, ix_nodes_released_at: v13), not a read of
+            # every node the live clusters ever had (released nodes are never deleted); the same rows as
+            # ``holds_host IS NOT NULL OR released_at IS NULL OR released_at > released_after``
+            ids = (select(Node.id).where(col(Node.holds_host).is_not(None))
+                   .union_all(select(Node.id).where(or_(col(Node.released_at).is_(None),
+                                                        col(Node.released_at) > released_after))))
+            q = q.where(col(Node.id).in_(ids))
         out: dict[str, list[NodeRow]] = {}
         make = NodeRow._make
         with self.session() as s, gc_paused():

@@ -14,7 +14,7 @@ from sqlmodel import col, select
 from fawkes.mechanism.model import ClusterState, Role
 from fawkes.store import validate
 from fawkes.store.base import StoreBase
-from fawkes.store.lifecycle import JOB_FINISHED, JobState, NodeState
+from fawkes.store.lifecycle import JOB_UNFINISHED, JobState, NodeState
 from fawkes.store.schema import DecisionRecord, Event, Framework, Host, Job, MRCluster, Node
 
 
@@ -68,8 +68,10 @@ class EventsMixin(StoreBase):
             parked = dict(s.exec(select(Node.cluster_id, func.count())
                                  .where(col(Node.state).in_([NodeState.SUSPENDED, NodeState.LENT]))
                                  .group_by(Node.cluster_id)).all())
+            # IN the unfinished states, not NOT IN the finished ones: an index range (ix_jobs_state_cluster),
+            # not a read of every job ever submitted
             jobs = s.exec(select(Job.cluster_id, Job.state, func.count())
-                          .where(col(Job.state).not_in(list(JOB_FINISHED))).group_by(Job.cluster_id, Job.state)).all()
+                          .where(col(Job.state).in_(JOB_UNFINISHED)).group_by(Job.cluster_id, Job.state)).all()
             hosts = s.exec(select(Host.state, func.count()).group_by(Host.state)).all()
             kinds = dict(s.exec(select(Framework.name, Framework.kind)).all())
         queue_pos = {c.id: i + 1 for i, c in enumerate(c for c in clusters if c.state == ClusterState.REQUESTED)}

@@ -141,6 +141,8 @@ NODE_HOLDING = frozenset(s for s in NodeState if s is not N.RELEASED)
 CLUSTER_ACCEPTING_JOBS = frozenset({C.REQUESTED, C.DEPLOYING, C.LOADING, C.ACTIVE, C.HIBERNATING})
 #: terminal job states
 JOB_FINISHED = frozenset({J.SUCCEEDED, J.FAILED, J.CANCELLED})
+#: the others, sorted (a query's ``state IN`` list: an index range, where ``NOT IN`` finished reads every job)
+JOB_UNFINISHED = tuple(sorted(set(J) - JOB_FINISHED))
 
 
 def check(table: Mapping, kind: str, ident: str, current: str, to: str) -> None:

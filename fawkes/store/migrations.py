@@ -133,9 +133,20 @@ def _v11_to_v12(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE mr_clusters ADD COLUMN restore_from VARCHAR"))
 
 
+def _v12_to_v13(conn: Connection) -> None:
+    """Version 13: indexes for the reads that must not grow with the history (issue 26): the live nodes
+    (``ix_nodes_held``, partial: holding a host), the nodes released after a time (``ix_nodes_released_at``)
+    and the jobs by state (``ix_jobs_state_cluster``); released nodes and finished jobs are never deleted,
+    and without these ``fawkes status``, ``/metrics``, the dashboard and every tick's snapshot read them all."""
+    conn.execute(text("CREATE INDEX ix_nodes_held ON nodes (cluster_id, role, state) WHERE holds_host IS NOT NULL"))
+    conn.execute(text("CREATE INDEX ix_nodes_released_at ON nodes (released_at)"))
+    conn.execute(text("CREATE INDEX ix_jobs_state_cluster ON jobs (state, cluster_id)"))
+
+
 #: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)
 MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6, _v6_to_v7, _v7_to_v8,
-                               _v8_to_v9, _v9_to_v10, _v10_to_v11, _v11_to_v12]
+                               _v8_to_v9, _v9_to_v10, _v10_to_v11, _v11_to_v12,
+                               _v12_to_v13]
 CURRENT = 1 + len(MIGRATIONS)
 
 _PG_LOCK_KEY = 0x46415753  # "FAWS": advisory lock id for schema changes

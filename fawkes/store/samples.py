@@ -125,6 +125,24 @@ class SamplesMixin(StoreBase):
                 q = q.where(DecisionRecord.time > since)
             return list(reversed(s.exec(q.order_by(col(DecisionRecord.id).desc()).limit(limit)).all()))
 
+    def recent_decision_ids(self, limit: int = 50, *, since: float | None = None) -> list[tuple[int, float]]:
+        """The (id, time) of :meth:`recent_decisions` (same order), without reading the decisions."""
+        validate.positive_int("limit", limit)
+        with self.session() as s:
+            q = select(DecisionRecord.id, DecisionRecord.time)
+            if since is not None:
+                q = q.where(DecisionRecord.time > since)
+            return [tuple(r) for r in reversed(s.exec(q.order_by(col(DecisionRecord.id).desc()).limit(limit)).all())]
+
+    def decisions_by_id(self, ids: Iterable[int]) -> list[DecisionRecord]:
+        """The decisions with these ids (those still stored), oldest first."""
+        ids = list(ids)
+        if not ids:
+            return []
+        with self.session() as s:
+            return list(s.exec(select(DecisionRecord).where(self._in(DecisionRecord.id, ids))
+                               .order_by(col(DecisionRecord.id))).all())
+
     def prune_decisions(self, keep: int) -> int:
         """Delete all but the newest ``keep`` decisions; return how many went."""
         validate.positive_int("keep", keep)

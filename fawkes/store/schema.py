@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Text, false
+from sqlalchemy import JSON, BigInteger, Column, Index, Text, false, text
 from sqlmodel import Field, SQLModel
 
 
@@ -95,6 +95,10 @@ class ClusterTransition(SQLModel, table=True):
 
 class Node(SQLModel, table=True):
     __tablename__ = "nodes"
+    #: the live nodes (v13): what status, /metrics and the dashboard count, without reading the history
+    #: (released nodes are never deleted); the WHERE is a literal so that SQLite matches it to the queries'
+    __table_args__ = (Index("ix_nodes_held", "cluster_id", "role", "state", sqlite_where=text("holds_host IS NOT NULL"),
+                            postgresql_where=text("holds_host IS NOT NULL")),)
     id: int | None = Field(default=None, primary_key=True)
     cluster_id: int = Field(foreign_key="mr_clusters.id", index=True)
     host: str = Field(foreign_key="hosts.name", max_length=253)
@@ -104,7 +108,7 @@ class Node(SQLModel, table=True):
     requested_at: float
     running_at: float | None = None
     draining_at: float | None = None
-    released_at: float | None = None
+    released_at: float | None = Field(default=None, index=True)  # v13: the nodes released in a window
     state_since: float
     config_hash: str | None = Field(default=None, max_length=128)
     stored_bytes: int = Field(default=0, sa_type=BigInteger)
@@ -125,7 +129,9 @@ class NodeTransition(SQLModel, table=True):
 
 class Job(SQLModel, table=True):
     __tablename__ = "jobs"
-    __table_args__ = (Index("ix_jobs_cluster_state_id", "cluster_id", "state", "id"),)
+    # ix_jobs_state_cluster (v13): the unfinished jobs counted by state, without reading the finished ones
+    __table_args__ = (Index("ix_jobs_cluster_state_id", "cluster_id", "state", "id"),
+                      Index("ix_jobs_state_cluster", "state", "cluster_id"))
     id: int | None = Field(default=None, primary_key=True)
     cluster_id: int = Field(foreign_key="mr_clusters.id")
     argv: list[str] = Field(sa_column=Column(JSON, nullable=False))
