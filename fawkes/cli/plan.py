@@ -10,19 +10,17 @@ from fawkes.config import load_config, open_store, state_option
 
 
 @click.command()
-@click.option("--config", "config_path", metavar="FILE", envvar="FAWKES_CONFIG", default=None,
-              help="coordinator config (policy preset, period)")
 @click.option("--policy", default=None, metavar="NAME_OR_PRESET", help="decide with this policy or preset instead")
 @state_option
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def plan(config_path: str | None, policy: str | None, state: str | None, as_json: bool) -> None:
+def plan(policy: str | None, state: str | None, as_json: bool) -> None:
     """Show what the next tick would do (weights, discrimination, targets, plan); change nothing."""
     from fawkes.coordinator.control import Control, loop_policy
     from fawkes.presets import loop_policy as policy_loop
 
-    cfg = load_config(config_path)
+    cfg = load_config()
     settings, runner = policy_loop(policy) if policy else loop_policy(cfg)
-    with open_store(state, config_path) as store:
+    with open_store(state) as store:
         d = Control(store, settings, runner=runner).preview()
     if as_json:
         click.echo(json.dumps(d.to_dict(), indent=2, default=str))
