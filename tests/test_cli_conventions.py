@@ -239,7 +239,7 @@ def test_shell_completion_answers(tmp_path):
     env["PYTHONPATH"] = str(REPO)
 
     def complete(words: str, cword: int) -> list[str]:
-        r = subprocess.run([sys.executable, "-m", "fawkes"], capture_output=True, text=True, timeout=60,
+        r = subprocess.run([sys.executable, "-m", "fawkes"], capture_output=True, text=True, timeout=60, check=False,
                            env=env | {"_FAWKES_COMPLETE": "bash_complete", "COMP_WORDS": words,
                                       "COMP_CWORD": str(cword)})
         assert r.returncode == 0, r.stderr
@@ -248,6 +248,6 @@ def test_shell_completion_answers(tmp_path):
     assert complete("fawkes ev", 1) == ["events"]
     assert set(complete("fawkes host ", 2)) >= {"drain", "fail", "list", "restore"}
     assert "--json" in complete("fawkes policy show --j", 3)
-    r = subprocess.run([sys.executable, "-m", "fawkes"], capture_output=True, text=True, timeout=60,
+    r = subprocess.run([sys.executable, "-m", "fawkes"], capture_output=True, text=True, timeout=60, check=True,
                        env=env | {"_FAWKES_COMPLETE": "bash_source"})
     assert "_fawkes_completion" in r.stdout and "complete " in r.stdout

@@ -220,6 +220,72 @@ class HostsMixin(StoreBase):
             s.refresh(h)
             return h
 
+    def drain_host(self, name: str, reason: str) -> tuple[Host, Node | None, str | None]:
+        """Take host ``name`` out of service even while a cluster holds it; returns it, the node that held
+        it and that node's cluster (None, None for a free host).
+
+        A free host is failed (as :meth:`fail_host`).  A held one is marked failed at once, so it is
+        never allocated again until :meth:`restore_host` and its node no longer counts for its cluster
+        (the next plan replaces it), and the node leaves as a shrink would: RUNNING or PROVISIONING ->
+        DRAINING (the reconciler removes a transient-core node by DP, a transient one by FP or graceful,
+        never suspended), REQUESTED -> RELEASED (nothing ran there); a DRAINING or FAILED node is
+        already leaving, and so is every node of a cluster being saved and torn down.  Refused, one line
+        and nothing changed: a core node of a cluster not being torn down (only the teardown removes it), a suspended or lent worker on the host, an unknown, retired or failed
+        host.  One transaction; compare-and-set on the host's and the node's states."""
+        from fawkes.store.clusters import _node_move, _node_moved
+        from fawkes.store.lifecycle import (
+            NODE_SUSPENDED,
+            NODE_TRANSITIONS,
+            NodeState,
+            check,
+        )
+        from fawkes.store.schema import NodeTransition
+
+        reason = validate.text("reason", reason, optional=False)
+        now = self.clock()
+        with self.session(write=True) as s:
+            h = self._host(s, name)
+            if h.state in (HostState.FAILED, HostState.RETIRED):
+                raise FawkesError(f"host {name}: already out of service ({h.state})" if h.state == HostState.FAILED
+                                  else f"host {name}: retired (no longer in the inventory)")
+            parked = s.exec(select(MRCluster.name, Node.id).join(Node, Node.cluster_id == MRCluster.id)
+                            .where(Node.host == name, col(Node.state).in_(list(NODE_SUSPENDED)))).first()
+            if parked is not None:
+                raise FawkesError(f"host {name}: cluster {parked[0]}'s suspended worker (node {parked[1]}) is on it; "
+                                  "drain it once that cluster resumes or releases it")
+            n = s.exec(select(Node).where(Node.holds_host == name)).first()
+            if n is None:
+                self._cas(s, update(Host).where(Host.name == name, Host.state == HostState.FREE)
+                          .values(state=HostState.FAILED), f"host {name}")
+                self._event(s, "host", f"host {name}: free -> failed (drained: {reason})", level="warning",
+                            node=name)
+                s.refresh(h)
+                return h, None, None
+            c = s.get(MRCluster, n.cluster_id)
+            leaving = c.state == "saving"  # its teardown releases every node: the host only stays failed after
+            if n.role == "core" and not leaving:
+                raise FawkesError(f"host {name}: holds core node {n.id} of cluster {c.name} ({c.state}); a core node "
+                                  "is never drained (release the cluster to free it)")
+            old = NodeState(n.state)
+            to = {NodeState.RUNNING: NodeState.DRAINING, NodeState.PROVISIONING: NodeState.DRAINING,
+                  NodeState.REQUESTED: NodeState.RELEASED}.get(old) if not leaving else None
+            # the host first: failed while held, so a release below (or the reconciler's later) leaves it failed
+            self._cas(s, update(Host).where(Host.name == name, Host.state == HostState.ALLOCATED)
+                      .values(state=HostState.FAILED), f"host {name}")
+            detail = f"host drained: {reason}"
+            if to is not None:
+                check(NODE_TRANSITIONS, "node", f"{n.id} ({name})", old, to)
+                self._cas(s, update(Node).where(Node.id == n.id, Node.state == old).values(**_node_move(to, now)),
+                          f"node {n.id}")
+                s.add(NodeTransition(node_id=n.id, from_state=old, to_state=to, time=now, detail=detail))
+                self._event(s, "node", _node_moved(name, old, to, detail), cluster=c.name, node=name)
+            self._event(s, "host", f"host {name}: allocated -> failed (drained: {reason}; node {n.id} of cluster "
+                        f"{c.name} {'leaves' if to is not None else 'already ' + str(old)})", level="warning",
+                        cluster=c.name, node=name)
+            s.refresh(h)
+            s.refresh(n)
+            return h, n, c.name
+
     def mark_host_seen(self, name: str, when: float | None = None) -> None:
         with self.session(write=True) as s:
             s.execute(update(Host).where(Host.name == name).values(last_seen=when or self.clock()))
