@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from fawkes.cli.params import seconds
-from fawkes.cli.status import emit_json
+from fawkes.cli.status import emit_json, json_option
+from fawkes.config import open_store, state_option
 
 
 @click.group()
@@ -142,3 +143,61 @@ def from_slurm(nodelist, cpus_per_node, user, key_file, work_dir, known_hosts, o
 
     write_atomic(output, text)  # a new temporary file (O_EXCL), never one planted beside the output
     click.echo(f"wrote {output} ({n_hosts} hosts)", err=True)
+
+
+@inventory.command()
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--dry-run", is_flag=True, help="check and print what would change; change nothing")
+@click.option("--wait", type=seconds(0, 600), default=30.0, show_default=True, metavar="SECONDS",
+              help="how long to wait for a running coordinator's reload")
+@state_option
+@json_option
+def apply(file: Path | None, dry_run: bool, wait: float, state: str | None, as_json: bool) -> None:
+    """Apply an inventory change without a restart: FILE (default: the config's inventory) is checked
+    completely first, then hosts added join the pool free and hosts dropped are retired; a host a
+    cluster holds cannot be dropped (drain it first: fawkes host drain).  A coordinator running on this
+    machine is told to reload (SIGHUP) and its answer is printed; without one, the state is updated."""
+    import signal
+    import time
+
+    from fawkes.config import load_config, resolve_state_url
+    from fawkes.coordinator.inventory_apply import apply_change, plan_change, summary
+    from fawkes.coordinator.leadership import coordinator_status
+    from fawkes.errors import FawkesError
+
+    cfg = load_config()
+    if file is None:
+        if cfg.inventory is None:
+            raise FawkesError("no inventory: pass FILE or set 'inventory' in the config file")
+        file = cfg.inventory
+    elif cfg.inventory is not None and file.resolve() != Path(cfg.inventory).resolve():
+        raise FawkesError(f"{file}: not the config's inventory ({cfg.inventory}), which the coordinator reloads: "
+                          "edit that file, then run 'fawkes inventory apply'")
+    with open_store(state) as store:
+        change = plan_change(store, file)  # the whole file checked, and the state asked: nothing written
+        st = coordinator_status(resolve_state_url(state)) if not dry_run else {"running": False}
+        if dry_run or not st["running"]:
+            out = change.outcome if dry_run else apply_change(store, change)
+            how = "dry run, nothing changed" if dry_run else "applied to the state"
+        else:
+            lease = st["lease"]
+            if st["process"] != "alive":
+                raise FawkesError(f"a coordinator runs on {lease['hostname']} (pid {lease['pid']}): reload it there "
+                                  f"(systemctl reload fawkes-coordinator, or kill -HUP {lease['pid']}); nothing changed")
+            mark = max((e.id for e in store.events(limit=1)), default=0)
+            os.kill(int(lease["pid"]), signal.SIGHUP)
+            answer = None
+            end = time.monotonic() + wait
+            while answer is None and time.monotonic() < end:
+                time.sleep(0.2)
+                answer = next((e for e in store.events(limit=100, after=mark) if e.kind == "inventory"), None)
+            if answer is None:
+                raise FawkesError(f"told the coordinator (pid {lease['pid']}) to reload; no answer within {wait:g}s "
+                                  "(see fawkes events)")
+            if answer.level == "warning":
+                raise FawkesError(f"coordinator (pid {lease['pid']}): {answer.message}")
+            out, how = change.outcome, f"reloaded by the coordinator (pid {lease['pid']})"
+    if as_json:
+        emit_json({"file": str(file), "dry_run": dry_run, "how": how, **out})
+    else:
+        click.echo(f"{file}: {summary(out)} ({how})")

@@ -23,6 +23,10 @@ from fawkes.store.lifecycle import HostState
 from fawkes.store.schema import Framework, Host, MRCluster, Node
 
 
+class _RolledBack(Exception):
+    """Ends a dry run's transaction (rolled back by the session)."""
+
+
 class HostsMixin(StoreBase):
     """Frameworks and pool hosts."""
 
@@ -77,46 +81,53 @@ class HostsMixin(StoreBase):
             s.delete(fw)
 
     # ------------------------------------------------------------------ hosts
-    def sync_hosts(self, inventory: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    def sync_hosts(self, inventory: Iterable[Mapping[str, Any]], *, dry_run: bool = False) -> dict[str, list[str]]:
         """Make the hosts table match ``inventory`` (dicts: name, address, cores, memory_mb, rack).
 
         New hosts are added free; known ones updated (a retired host comes back free);
         hosts missing from the inventory are marked retired (never deleted: history).
         A held host cannot be dropped: refused, nothing changed.  Returns the names per
-        outcome: ``added``, ``updated``, ``retired``, ``unchanged``.
+        outcome: ``added``, ``updated``, ``retired``, ``unchanged``.  ``dry_run``: the same answer and
+        refusal, nothing written.
         """
         specs = _host_specs(inventory)
         out: dict[str, list[str]] = {"added": [], "updated": [], "retired": [], "unchanged": []}
         now = self.clock()
-        with self.session(write=True) as s:
-            known = {h.name: h for h in s.exec(select(Host))}
-            gone = [n for n, h in known.items() if n not in specs and h.state != HostState.RETIRED]
-            held = s.exec(select(Node.host, MRCluster.name).join(MRCluster, Node.cluster_id == MRCluster.id)
-                          .where(col(Node.holds_host).in_(gone))).all() if gone else []
-            if held:
-                desc = ", ".join(f"{h} (cluster {c})" for h, c in held)
-                raise FawkesError(f"inventory: cannot drop host(s) still held: {desc}")
-            for pos, (hname, spec) in enumerate(specs.items()):
-                h = known.get(hname)
-                if h is None:
-                    s.add(Host(name=hname, position=pos, added_at=now, state=HostState.FREE, **spec))
-                    out["added"].append(hname)
-                    continue
-                changed = any(getattr(h, k) != v for k, v in spec.items()) or h.position != pos
-                if h.state == HostState.RETIRED:
-                    h.state, changed = HostState.FREE, True
-                if changed:
-                    for k, v in spec.items():
-                        setattr(h, k, v)
-                    h.position = pos
-                    s.add(h)
-                    out["updated"].append(hname)
-                else:
-                    out["unchanged"].append(hname)
-            for hname in gone:
-                known[hname].state = HostState.RETIRED
-                s.add(known[hname])
-                out["retired"].append(hname)
+        try:
+            with self.session(write=True) as s:
+                known = {h.name: h for h in s.exec(select(Host))}
+                gone = [n for n, h in known.items() if n not in specs and h.state != HostState.RETIRED]
+                held = s.exec(select(Node.host, MRCluster.name).join(MRCluster, Node.cluster_id == MRCluster.id)
+                              .where(col(Node.holds_host).in_(gone))).all() if gone else []
+                if held:
+                    desc = ", ".join(f"{h} (cluster {c})" for h, c in held)
+                    raise FawkesError(f"inventory: cannot drop host(s) still held: {desc}; drain them first "
+                                      "(fawkes host drain HOST) and wait until their nodes are released")
+                for pos, (hname, spec) in enumerate(specs.items()):
+                    h = known.get(hname)
+                    if h is None:
+                        s.add(Host(name=hname, position=pos, added_at=now, state=HostState.FREE, **spec))
+                        out["added"].append(hname)
+                        continue
+                    changed = any(getattr(h, k) != v for k, v in spec.items()) or h.position != pos
+                    if h.state == HostState.RETIRED:
+                        h.state, changed = HostState.FREE, True
+                    if changed:
+                        for k, v in spec.items():
+                            setattr(h, k, v)
+                        h.position = pos
+                        s.add(h)
+                        out["updated"].append(hname)
+                    else:
+                        out["unchanged"].append(hname)
+                for hname in gone:
+                    known[hname].state = HostState.RETIRED
+                    s.add(known[hname])
+                    out["retired"].append(hname)
+                if dry_run:
+                    raise _RolledBack
+        except _RolledBack:  # dry run: the same checks, nothing kept
+            pass
         return out
 
     def list_hosts(self, state: HostState | str | None = None) -> list[Host]:
