@@ -101,7 +101,7 @@ def kind_rows() -> list[dict]:
         d = driver_class(k)
         live, why = _LIVE.get(k, (False, "unknown"))
         if live and k == "dask" and not dask_here:
-            live, why = False, why + "; not here: pip install distributed (or fawkes[lab])"
+            live, why = False, why + "; not here: pip install distributed (or fawkes-provisioner[lab])"
         elif live and "spark_home" in d.required_paths and not spark_here:
             live, why = False, why + "; not here: run 'fawkes framework dists' first"
         elif live and "flink_home" in d.required_paths and not dists.flink_ready():
