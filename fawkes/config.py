@@ -247,8 +247,9 @@ class CoordinatorConfig(BaseModel):
                               "~/.local/share/fawkes/fawkes.db)")
     inventory: Path | None = Field(default=None, description="the inventory file (relative: to this file); "
                                    "required by coordinator run unless --inventory is given")
-    policy: str = Field(default="td-tc", min_length=1, description="a policy preset name (policies/) or a "
-                        "preset file (relative: to this file)")
+    policy: str = Field(default="td-damped", min_length=1, description="a policy preset name (policies/) or a "
+                        "preset file (relative: to this file); td-damped: TD with TC growth, damped (td-tc: the "
+                        "thesis' setting applied literally)")
     period: float = Field(default=60.0, ge=1, le=MAX_SECONDS, allow_inf_nan=False,
                           description="T, seconds between two control steps (set: over the preset's)")
     sample_period: float = Field(default=5.0, ge=0.1, le=MAX_SECONDS, allow_inf_nan=False,

@@ -189,3 +189,15 @@ def test_the_coordinator_reloads_on_sighup_and_the_command_prints_its_answer(tmp
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=120)
     assert proc.returncode == 0, (tmp_path / "log").read_text()[-2000:]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "1e30", "1\n2", ""])
+def test_bad_numbers_are_refused_by_the_option_name(url, tmp_path, value):
+    inv = inventory(tmp_path / "inv.yaml", "n0", "n1", "n2", "n7")
+    before = hosts(url)
+    r = fawkes("inventory", "apply", str(inv), "--wait", value, state=url)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--wait" in r.stderr, r.stderr
+    for opt in ("--timeout", "--max-connects"):
+        r = fawkes("inventory", "probe", str(inv), opt, value)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and opt in r.stderr, r.stderr
+    assert hosts(url) == before
