@@ -342,8 +342,9 @@ class CoordinatorConfig(BaseModel):
                               "~/.local/share/fawkes/fawkes.db)")
     inventory: Path | None = Field(default=None, description="the inventory file (relative: to this file); "
                                    "required by coordinator run unless --inventory is given")
-    policy: str = Field(default="td-tc", min_length=1, description="a policy preset name (policies/) or a "
-                        "preset file (relative: to this file)")
+    policy: str = Field(default="td-damped", min_length=1, description="a policy preset name (policies/) or a "
+                        "preset file (relative: to this file); td-damped: TD with TC growth, damped (td-tc: the "
+                        "thesis' setting applied literally)")
     period: float = Field(default=60.0, ge=1, le=MAX_SECONDS, allow_inf_nan=False,
                           description="T, seconds between two control steps (set: over the preset's)")
     sample_period: float = Field(default=5.0, ge=0.1, le=MAX_SECONDS, allow_inf_nan=False,
@@ -485,6 +486,8 @@ def load_config(path: str | Path | None = None) -> CoordinatorConfig:
     A named file must exist.  Relative ``inventory``/``state`` paths are taken relative
     to the file's directory.  Raises :class:`ConfigError` (file, line, key).
     """
+    if path is None:
+        path = chosen_config()  # the running command's --config
     explicit = path is not None or bool(os.environ.get("FAWKES_CONFIG"))
     p = Path(path if path is not None else os.environ.get("FAWKES_CONFIG") or default_config_path()).expanduser()
     if not explicit and not p.exists():
@@ -580,15 +583,39 @@ def _check_maps_only(p: Path, cfg: CoordinatorConfig, lines: dict) -> None:
 
 
 def resolve_state_url(explicit: str | None = None, config_path: str | Path | None = None) -> str:
-    """The state URL a command uses: ``explicit`` (``--state``/``FAWKES_STATE``), else the config's."""
+    """The state URL a command uses: ``explicit`` (``--state``/``FAWKES_STATE``), else the config's
+    (``config_path``, else the command's ``--config``, else ``FAWKES_CONFIG`` or the default file)."""
     explicit = explicit or os.environ.get("FAWKES_STATE")
     if explicit:
         return normalize_url(explicit, source="--state/FAWKES_STATE")
-    return load_config(config_path).state_url()
+    return load_config(config_path if config_path is not None else chosen_config()).state_url()
+
+
+_CONFIG_KEY = "fawkes.config"
+
+
+def _remember_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None:
+        ctx.meta[_CONFIG_KEY] = value  # meta is shared by the whole command chain
+    return value
+
+
+def chosen_config() -> str | None:
+    """The ``--config FILE`` (or ``FAWKES_CONFIG``) of the running command, None without one (then
+    :func:`load_config` takes the default file)."""
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(_CONFIG_KEY)
 
 
 def state_option(f: F) -> F:
-    """Click decorator: ``--state URL`` (env ``FAWKES_STATE``) passed to the command as ``state``."""
+    """Click decorator of every command that reads the state: ``--state URL`` (env ``FAWKES_STATE``),
+    passed to the command as ``state``, and ``--config FILE`` (env ``FAWKES_CONFIG``), whose ``state``
+    key names the state when ``--state`` does not; read back with :func:`chosen_config` (and by
+    :func:`resolve_state_url`/:func:`open_store` by themselves)."""
+    f = click.option("--config", "config_path", metavar="FILE", envvar="FAWKES_CONFIG", default=None,
+                     expose_value=False, callback=_remember_config,
+                     help="Coordinator config: its state (unless --state), inventory, policy (default: "
+                          "$FAWKES_HOME/config.yaml or ~/.config/fawkes/config.yaml if it exists).")(f)
     return click.option("--state", "state", metavar="URL", envvar="FAWKES_STATE", default=None,
                         help="State database URL or SQLite file (default: from the config, else "
                              "$FAWKES_HOME/fawkes.db or ~/.local/share/fawkes/fawkes.db).")(f)

@@ -180,7 +180,7 @@ EXAMPLE = """\
 # Check it with: fawkes config check config.yaml
 state: fawkes.db                              # SQLite file, or postgresql://user@host/db
 inventory: inventory.yaml                     # the hosts (docs: inventory/README.md); required to run
-policy: td-tc                                 # preset name (policies/) or a preset file
+policy: td-damped                             # preset name (policies/) or a preset file
 period: 60                                    # T, seconds
 sample_period: 5                              # seconds, <= period
 metrics: {bind: 127.0.0.1, port: 9464, dashboard: true}

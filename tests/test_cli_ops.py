@@ -156,7 +156,7 @@ def test_prune_prints_what_it_deleted(url, tmp_path):
     assert "events:    1 deleted" in out and "(kept 30d)" in out and "decisions: 1 deleted" in out
     with Store(url) as s:
         assert len(s.samples("a")) == 2 and s.count_decisions_beyond(3) == 0
-    # an override below the mechanism's window is raised to it (td-tc: T = 120 s, plus one T of look-back)
+    # an override below the mechanism's window is raised to it (td-damped, the default: T = 120 s, plus one T of look-back)
     r = json.loads(ok(fawkes("prune", "--config", str(cfg), "--samples-s", "1", "--json")))
     assert r["samples"] == 0 and r["samples_kept_s"] == 240 and not r["dry_run"]
     assert "the mechanism's window" in ok(fawkes("prune", "--config", str(cfg), "--samples-s", "1"))

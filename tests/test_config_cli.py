@@ -54,7 +54,7 @@ def test_example_passes_the_check_and_the_check_creates_nothing(tmp_path):
     out = ok(fawkes("config", "check", str(cfg)))
     assert out.startswith(f"OK {cfg}:") and "inventory" in out and "(1 hosts)" in out
     summary = json.loads(ok(fawkes("config", "check", str(cfg), "--json")))
-    assert summary["ok"] is True and summary["hosts"] == 1 and summary["policy"] == "td-tc"
+    assert summary["ok"] is True and summary["hosts"] == 1 and summary["policy"] == "td-damped"
     assert summary["state"].endswith(str(tmp_path / "fawkes.db"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "inventory.yaml"]
     # every top-level key of the schema appears in the example (set, or commented out)

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 def test_wheel_ships_data_and_keeps_pyspark_optional(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(REPO)],
                    check=True, capture_output=True, timeout=300)
-    (wheel,) = tmp_path.glob("fawkes-*.whl")
+    (wheel,) = tmp_path.glob("fawkes_provisioner-*.whl")
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
@@ -37,7 +37,7 @@ def test_wheel_without_extras_runs_every_non_lab_command(tmp_path):
 
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(REPO)],
                    check=True, capture_output=True, timeout=300)
-    (wheel,) = tmp_path.glob("fawkes-*.whl")
+    (wheel,) = tmp_path.glob("fawkes_provisioner-*.whl")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     py = str(venv / "bin" / "python")

@@ -75,13 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=argv, prog_name="fawkes", standalone_mode=False)
     except FawkesError as exc:
-        click.echo(f"fawkes: error: {exc}", err=True)
+        click.echo(f"fawkes: error: {one_line(str(exc))}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("fawkes: aborted", err=True)
         return 130
     except click.ClickException as exc:  # usage errors too: one line (click's own is three)
-        click.echo(f"fawkes: error: {_usage_line(exc)}", err=True)
+        click.echo(f"fawkes: error: {one_line(_usage_line(exc))}", err=True)
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
@@ -89,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("fawkes: interrupted", err=True)
         return 130
     return 0
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line: a newline, carriage return or NUL from the input (a cluster name, a
+    path) is shown escaped, never starting a second line."""
+    return message.replace("\n", "\\n").replace("\r", "\\r").replace("\0", "\\0")
 
 
 def _usage_line(exc: click.ClickException) -> str:

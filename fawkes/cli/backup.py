@@ -16,15 +16,15 @@ from pathlib import Path
 
 import click
 
+from fawkes.cli.status import emit_json, json_option
 from fawkes.config import resolve_state_url, state_option
 
 
 @click.command()
 @click.argument("dest", metavar="DEST")
-@click.option("--config", "config_path", metavar="FILE", envvar="FAWKES_CONFIG", default=None,
-              help="coordinator config (its state is backed up unless --state is given)")
 @state_option
-def backup(dest: str, config_path: str | None, state: str | None) -> None:
+@json_option
+def backup(dest: str, state: str | None, as_json: bool) -> None:
     """Copy the SQLite state to DEST (a new file), consistently, while the coordinator may run.
     For a PostgreSQL state, prints the pg_dump command to run instead (exit code 2)."""
     from sqlalchemy.engine import make_url
@@ -36,7 +36,7 @@ def backup(dest: str, config_path: str | None, state: str | None) -> None:
 
     if not dest or any(c in dest for c in "\0\n\r"):
         raise FawkesError(f"backup: DEST {dest[:80]!r}: not a file name (empty, or a control character)")
-    url = resolve_state_url(state, config_path)
+    url = resolve_state_url(state)
     u = make_url(url)
     display = u.render_as_string(hide_password=True)
     if u.get_backend_name() == "postgresql":
@@ -86,6 +86,10 @@ def backup(dest: str, config_path: str | None, state: str | None) -> None:
         raise FawkesError(f"backup of state {display} failed: {first_line(exc)}") from None
     finally:
         tmp.unlink(missing_ok=True)
+    if as_json:
+        emit_json({"state": display, "backup": str(out), "version": version[0] if version else None,
+                   "clusters": counts["mr_clusters"], "jobs": counts["jobs"]})
+        return
     click.echo(f"state {display}: backed up to {out} (schema version {version[0] if version else '?'}, "
                f"{counts['mr_clusters']} clusters, {counts['jobs']} jobs)")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -16,16 +17,15 @@ def coordinator() -> None:
 
 
 @coordinator.command()
-@click.option("--config", "config_path", metavar="FILE", envvar="FAWKES_CONFIG", default=None,
-              help="coordinator config (state, inventory, policy, period, metrics)")
 @click.option("--inventory", metavar="FILE", default=None, help="inventory file (overrides the config's)")
 @click.option("--for", "duration", type=seconds(1), default=None, metavar="SECONDS",
               help="stop after this long (default: until SIGTERM)")
 @click.option("--no-metrics", is_flag=True, help="do not serve Prometheus /metrics (nor the dashboard)")
 @click.option("--no-dashboard", is_flag=True, help="serve /metrics only, not the web dashboard "
               "(config: metrics.dashboard: false)")
-def run(config_path: str | None, inventory: str | None, duration: float | None, no_metrics: bool,
-        no_dashboard: bool) -> None:
+@state_option
+def run(inventory: str | None, duration: float | None, no_metrics: bool, no_dashboard: bool,
+        state: str | None) -> None:
     """Run the control loop in the foreground; SIGTERM stops it cleanly after the current step."""
     from fawkes.coordinator.metrics_http import serve
     from fawkes.coordinator.service import run_service, setup_logging
@@ -37,7 +37,9 @@ def run(config_path: str | None, inventory: str | None, duration: float | None, 
         faults.check()  # a test hook (docs/reliability.md): a malformed value is refused before anything
     except ValueError as exc:
         raise FawkesError(str(exc)) from None
-    cfg = load_config(config_path)
+    cfg = load_config()
+    if state or os.environ.get("FAWKES_STATE"):  # --state/FAWKES_STATE over the config's state, as everywhere
+        cfg = cfg.model_copy(update={"state": resolve_state_url(state)})
     setup_logging(cfg.log_format)
     reserved = None if no_metrics else _reserve_port(cfg)  # the port is taken before anything is written
     served: list[int] = []
@@ -95,17 +97,15 @@ def _reserve_port(cfg):
 
 
 @coordinator.command()
-@click.option("--config", "config_path", metavar="FILE", envvar="FAWKES_CONFIG", default=None,
-              help="coordinator config (its state is read unless --state is given)")
 @state_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def status(config_path: str | None, state: str | None, as_json: bool) -> None:
+def status(state: str | None, as_json: bool) -> None:
     """Is a coordinator running on this state: pid, uptime, lease (which instance leads), last tick
     and its age.  Read-only.  Exit code 0 when one runs, 3 when none does."""
     from fawkes.cli.status import emit_json
     from fawkes.coordinator.leadership import coordinator_status
 
-    st = coordinator_status(resolve_state_url(state, config_path))
+    st = coordinator_status(resolve_state_url(state))
     if as_json:
         emit_json(st)
     else:

@@ -6,6 +6,9 @@ import json
 
 import click
 
+from fawkes.cli.status import emit_json, json_option
+from fawkes.config import state_option
+
 
 def _progress(quiet: bool):
     if quiet:
@@ -44,13 +47,13 @@ def dists_cmd(install: bool, as_json: bool, quiet: bool) -> None:
                f"--flink-home {d.flink_home} --hdfs-jars {d.hdfs_home}")
 
 
-def _inventory(path: str | None, config: str | None):
+def _inventory(path: str | None):
     from fawkes.config import load_config
     from fawkes.errors import FawkesError
     from fawkes.inventory.load import load_inventory
 
     if path is None:
-        cfg = load_config(config)
+        cfg = load_config()  # the command's --config
         if cfg.inventory is None:
             raise FawkesError("no inventory: pass --inventory FILE or set 'inventory' in the config file")
         path = str(cfg.inventory)
@@ -98,7 +101,7 @@ def kind_rows() -> list[dict]:
         d = driver_class(k)
         live, why = _LIVE.get(k, (False, "unknown"))
         if live and k == "dask" and not dask_here:
-            live, why = False, why + "; not here: pip install distributed (or fawkes[lab])"
+            live, why = False, why + "; not here: pip install distributed (or fawkes-provisioner[lab])"
         elif live and "spark_home" in d.required_paths and not spark_here:
             live, why = False, why + "; not here: run 'fawkes framework dists' first"
         elif live and "flink_home" in d.required_paths and not dists.flink_ready():
@@ -148,10 +151,10 @@ def kinds_cmd(as_json: bool) -> None:
 @click.option("--host", "-H", "hosts", multiple=True, help="Check only these hosts or groups (repeatable).")
 @click.option("--no-check", is_flag=True, help="Register without checking the hosts.")
 @click.option("--replace", is_flag=True, help="Update an existing registration.")
-@click.option("--config", default=None, help="Coordinator config file.")
-@click.option("--state", default=None, envvar="FAWKES_STATE", help="State URL or SQLite file.")
+@state_option
+@json_option
 def add(name, kind, spark_home, hadoop_home, hdfs_jars, flink_home, shared_dir, python_path, java_home, inventory_path, hosts,
-        no_check, replace, config, state) -> None:
+        no_check, replace, state, as_json) -> None:
     """Register framework NAME after checking it on the hosts (files exist, Java runs)."""
     from fawkes.config import open_store
     from fawkes.errors import FawkesError
@@ -173,7 +176,7 @@ def add(name, kind, spark_home, hadoop_home, hdfs_jars, flink_home, shared_dir, 
     fw = FrameworkPaths(name, kind, spark_home or "", hadoop_home=hadoop_home, hdfs_jars=hdfs_jars,
                         java_home=java_home, shared_dir=shared_dir, python=python_path, flink_home=flink_home)
     if not no_check:
-        inv = _inventory(inventory_path, config)
+        inv = _inventory(inventory_path)
         problems = check_on_hosts(fw, inv, list(hosts) or None,
                                   progress=lambda m: click.echo(f"[framework] {m}", err=True))
         bad = {h: p for h, p in problems.items() if p}
@@ -186,12 +189,16 @@ def add(name, kind, spark_home, hadoop_home, hdfs_jars, flink_home, shared_dir, 
         store.register_framework(name, kind, spark_home=spark_home, hadoop_home=hadoop_home, hdfs_jars=hdfs_jars,
                                  shared_dir=shared_dir, python=python_path, flink_home=flink_home, java_home=java_home,
                                  replace=replace)
-    click.echo(f"framework {name} ({kind}) registered")
+        fw_row = store.get_framework(name)
+    if as_json:
+        emit_json(_show(fw_row))
+    else:
+        click.echo(f"framework {name} ({kind}) registered")
 
 
 @framework.command("list")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--state", default=None, envvar="FAWKES_STATE", help="State URL or SQLite file.")
+@state_option
+@json_option
 def list_(as_json: bool, state) -> None:
     """Registered frameworks."""
     from fawkes.config import open_store
@@ -210,8 +217,8 @@ def list_(as_json: bool, state) -> None:
 
 @framework.command("show")
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--state", default=None, envvar="FAWKES_STATE", help="State URL or SQLite file.")
+@state_option
+@json_option
 def show(name: str, as_json: bool, state) -> None:
     """One registered framework."""
     from fawkes.config import open_store
@@ -228,11 +235,16 @@ def show(name: str, as_json: bool, state) -> None:
 
 @framework.command("remove")
 @click.argument("name")
-@click.option("--state", default=None, envvar="FAWKES_STATE", help="State URL or SQLite file.")
-def remove(name: str, state) -> None:
+@state_option
+@json_option
+def remove(name: str, state, as_json: bool) -> None:
     """Unregister framework NAME (refused while a live cluster uses it)."""
     from fawkes.config import open_store
 
     with open_store(state) as store:
+        gone = _show(store.get_framework(name))
         store.remove_framework(name)
-    click.echo(f"framework {name} removed")
+    if as_json:
+        emit_json(gone | {"removed": True})
+    else:
+        click.echo(f"framework {name} removed")

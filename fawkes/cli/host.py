@@ -1,8 +1,9 @@
-"""``fawkes host list|restore|fail``: the pool's hosts as the state sees them.
+"""``fawkes host list|restore|fail|drain``: the pool's hosts as the state sees them.
 
 The sampler marks a host failed when it stops answering SSH (``host_grace``).  These
 commands let an admin return a repaired host to the pool and take a free host out of
-service; both are refused for a host a live node holds, and both are recorded as events.
+service (both refused for a host a live node holds), or drain a held one (its node leaves by its
+removal mode first); each is recorded as an event.
 The coordinator picks the change up on its next step (a restored host is free for
 admission and growth; a failed one is no longer offered to the mechanism).
 """
@@ -73,6 +74,28 @@ def fail(name: str, reason: str, state: str | None, as_json: bool) -> None:
         emit_json(record(h))
     else:
         click.echo(f"host {h.name}: free -> failed ({reason}); 'fawkes host restore {h.name}' brings it back")
+
+
+@host.command()
+@click.argument("name")
+@click.option("--reason", "-r", default="by the admin", show_default=True, help="Why (recorded in the event log).")
+@state_option
+@json_option
+def drain(name: str, reason: str, state: str | None, as_json: bool) -> None:
+    """Take host NAME out of service, held or not: its node leaves as a shrink would (transient-core by
+    DP, transient by FP), the next plan replaces it, and the host is never allocated again until
+    'fawkes host restore NAME'.  A core node is refused (release its cluster)."""
+    with open_store(state) as store, audited(store, "host.drain", name):
+        h, n, cluster = store.drain_host(name, reason)
+    if as_json:
+        emit_json(record(h) | {"node": None if n is None else record(n) | {"cluster": cluster}})
+    elif n is None:
+        click.echo(f"host {h.name}: free -> failed (drained: {reason}); 'fawkes host restore {h.name}' brings it back")
+    else:
+        how = {"draining": "leaves by " + ("DP" if n.role == "transient-core" else "FP") + " (the coordinator removes it)",
+               "released": "released (nothing ran there yet)"}.get(n.state, f"already {n.state}")
+        click.echo(f"host {h.name}: drained ({reason}); node {n.id} of cluster {cluster} ({n.role}) {how}; "
+                   f"the host stays out of service until 'fawkes host restore {h.name}'")
 
 
 @host.command()

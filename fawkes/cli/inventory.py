@@ -7,6 +7,10 @@ from pathlib import Path
 
 import click
 
+from fawkes.cli.params import seconds
+from fawkes.cli.status import emit_json, json_option
+from fawkes.config import open_store, state_option
+
 
 @click.group()
 def inventory() -> None:
@@ -16,7 +20,8 @@ def inventory() -> None:
 @inventory.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--no-files", is_flag=True, help="do not check that key and known_hosts files exist")
-def check(file: Path, no_files: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def check(file: Path, no_files: bool, as_json: bool) -> None:
     """Validate FILE: every problem is printed as FILE:LINE: FIELD: message (exit 2)."""
     from fawkes.inventory import check_inventory, load_inventory
     problems = check_inventory(file, check_files=not no_files)
@@ -25,6 +30,10 @@ def check(file: Path, no_files: bool) -> None:
             click.echo(f"fawkes: error: {p}", err=True)
         raise problems[-1]
     inv = load_inventory(file, check_files=not no_files)
+    if as_json:
+        emit_json({"file": str(file), "ok": True, "hosts": [h.name for h in inv.hosts], "groups": sorted(inv.groups),
+                   "simulated": inv.simulated is not None})
+        return
     what = "SIMULATED hosts (a test and capacity-planning fleet)" if inv.simulated is not None else "hosts"
     click.echo(f"{file}: ok ({len(inv.hosts)} {what}, {len(inv.groups)} groups)")
 
@@ -32,9 +41,12 @@ def check(file: Path, no_files: bool) -> None:
 @inventory.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--host", "-H", "hosts", multiple=True, help="only these hosts or groups (repeatable)")
-@click.option("--max-connects", default=32, show_default=True, help="concurrent connection attempts")
-@click.option("--timeout", default=30.0, show_default=True, help="per-host command timeout (s)")
-def probe(file: Path, hosts: tuple[str, ...], max_connects: int, timeout: float) -> None:
+@click.option("--max-connects", default=32, show_default=True, type=click.IntRange(1, 1024),
+              help="concurrent connection attempts")
+@click.option("--timeout", default=30.0, show_default=True, type=seconds(0, 3600, min_open=True),
+              help="per-host command timeout (s)")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output (no progress bar)")
+def probe(file: Path, hosts: tuple[str, ...], max_connects: int, timeout: float, as_json: bool) -> None:
     """Connect to every host of FILE in parallel and report cores, memory, free disk, Java."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -47,10 +59,16 @@ def probe(file: Path, hosts: tuple[str, ...], max_connects: int, timeout: float)
     chosen = inv.select(list(hosts) if hosts else None)
     console = Console(stderr=True)
     with Progress(TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=console, transient=True) as bar:
+                  TextColumn("{task.description}"), console=console, transient=True, disable=as_json) as bar:
         task = bar.add_task("", total=len(chosen))
         results = run_probe(inv, chosen, max_connects=max_connects, command_timeout=timeout,
                             on_result=lambda p: bar.update(task, advance=1, description=p.host))
+    if as_json:
+        rows = [_probe_row(h, results[h.name]) for h in chosen]
+        emit_json(rows)
+        if any(not r["ok"] for r in rows):
+            raise click.exceptions.Exit(1)
+        return
     table = Table(title=f"{file}: {len(chosen)} hosts")
     for col in ("host", "address", "cores", "memory", "free disk", "java", "status"):
         table.add_column(col)
@@ -73,6 +91,18 @@ def probe(file: Path, hosts: tuple[str, ...], max_connects: int, timeout: float)
     if failed:
         click.echo(f"{failed} of {len(chosen)} hosts failed", err=True)
         raise click.exceptions.Exit(1)
+
+
+def _probe_row(h, p) -> dict:
+    """One probed host as JSON: what it declares, what was measured, the mismatches."""
+    notes = []
+    if p.ok and h.cores and p.cores and h.cores > p.cores:
+        notes.append(f"declares {h.cores} cores")
+    if p.ok and h.memory_mb and p.memory_mb and h.memory_mb > p.memory_mb:
+        notes.append(f"declares {h.memory_mb} MiB")
+    return {"host": h.name, "address": h.address, "ok": p.ok, "error": p.error, "cores": p.cores,
+            "memory_mb": p.memory_mb, "disk_free_mb": p.disk_free_mb, "java": p.java, "hostname": p.hostname,
+            "declared": {"cores": h.cores, "memory_mb": h.memory_mb}, "notes": notes}
 
 
 def _mib(v: int | None) -> str:
@@ -113,3 +143,61 @@ def from_slurm(nodelist, cpus_per_node, user, key_file, work_dir, known_hosts, o
 
     write_atomic(output, text)  # a new temporary file (O_EXCL), never one planted beside the output
     click.echo(f"wrote {output} ({n_hosts} hosts)", err=True)
+
+
+@inventory.command()
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--dry-run", is_flag=True, help="check and print what would change; change nothing")
+@click.option("--wait", type=seconds(0, 600), default=30.0, show_default=True, metavar="SECONDS",
+              help="how long to wait for a running coordinator's reload")
+@state_option
+@json_option
+def apply(file: Path | None, dry_run: bool, wait: float, state: str | None, as_json: bool) -> None:
+    """Apply an inventory change without a restart: FILE (default: the config's inventory) is checked
+    completely first, then hosts added join the pool free and hosts dropped are retired; a host a
+    cluster holds cannot be dropped (drain it first: fawkes host drain).  A coordinator running on this
+    machine is told to reload (SIGHUP) and its answer is printed; without one, the state is updated."""
+    import signal
+    import time
+
+    from fawkes.config import load_config, resolve_state_url
+    from fawkes.coordinator.inventory_apply import apply_change, plan_change, summary
+    from fawkes.coordinator.leadership import coordinator_status
+    from fawkes.errors import FawkesError
+
+    cfg = load_config()
+    if file is None:
+        if cfg.inventory is None:
+            raise FawkesError("no inventory: pass FILE or set 'inventory' in the config file")
+        file = cfg.inventory
+    elif cfg.inventory is not None and file.resolve() != Path(cfg.inventory).resolve():
+        raise FawkesError(f"{file}: not the config's inventory ({cfg.inventory}), which the coordinator reloads: "
+                          "edit that file, then run 'fawkes inventory apply'")
+    with open_store(state) as store:
+        change = plan_change(store, file)  # the whole file checked, and the state asked: nothing written
+        st = coordinator_status(resolve_state_url(state)) if not dry_run else {"running": False}
+        if dry_run or not st["running"]:
+            out = change.outcome if dry_run else apply_change(store, change)
+            how = "dry run, nothing changed" if dry_run else "applied to the state"
+        else:
+            lease = st["lease"]
+            if st["process"] != "alive":
+                raise FawkesError(f"a coordinator runs on {lease['hostname']} (pid {lease['pid']}): reload it there "
+                                  f"(systemctl reload fawkes-coordinator, or kill -HUP {lease['pid']}); nothing changed")
+            mark = max((e.id for e in store.events(limit=1)), default=0)
+            os.kill(int(lease["pid"]), signal.SIGHUP)
+            answer = None
+            end = time.monotonic() + wait
+            while answer is None and time.monotonic() < end:
+                time.sleep(0.2)
+                answer = next((e for e in store.events(limit=100, after=mark) if e.kind == "inventory"), None)
+            if answer is None:
+                raise FawkesError(f"told the coordinator (pid {lease['pid']}) to reload; no answer within {wait:g}s "
+                                  "(see fawkes events)")
+            if answer.level == "warning":
+                raise FawkesError(f"coordinator (pid {lease['pid']}): {answer.message}")
+            out, how = change.outcome, f"reloaded by the coordinator (pid {lease['pid']})"
+    if as_json:
+        emit_json({"file": str(file), "dry_run": dry_run, "how": how, **out})
+    else:
+        click.echo(f"{file}: {summary(out)} ({how})")

@@ -28,7 +28,7 @@ def lab() -> None:
 
 
 @lab.command()
-@click.option("--hosts", "-n", default=4, show_default=True, type=int, help="number of hosts")
+@click.option("--hosts", default=4, show_default=True, type=int, help="number of hosts")
 @click.option("--dir", "dir_", default=None, help=DIR_HELP)
 @click.option("--prefix", default="fawkes", show_default=True, help="name prefix of namespaces and links")
 @click.option("--subnet", default="10.200.0", show_default=True, help="the lab's /24 (first three octets)")

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import click
 
+from fawkes.cli.status import emit_json, json_option
 from fawkes.config import resolve_state_url, state_option
 
 
 @click.command()
-@click.option("--config", "config_path", metavar="FILE", envvar="FAWKES_CONFIG", default=None,
-              help="coordinator config (its state is used unless --state is given)")
 @state_option
 @click.option("--dry-run", is_flag=True, help="list the pending steps; change nothing")
-def migrate(config_path: str | None, state: str | None, dry_run: bool) -> None:
+@json_option
+def migrate(state: str | None, dry_run: bool, as_json: bool) -> None:
     """Migrate the state to this fawkes' schema version, printing each step (refused while a live
     coordinator holds the state; stop it first)."""
     from sqlalchemy.engine import make_url
@@ -33,7 +33,8 @@ def migrate(config_path: str | None, state: str | None, dry_run: bool) -> None:
     from fawkes.store.db import make_engine
     from fawkes.store.migrations import CURRENT, ensure_schema, live_holder, pending, read_version
 
-    url = resolve_state_url(state, config_path)
+    say = (lambda _line: None) if as_json else click.echo
+    url = resolve_state_url(state)
     display = make_url(url).render_as_string(hide_password=True)
     where = f"state {display}"
     db = _sqlite_file(url)
@@ -57,8 +58,11 @@ def migrate(config_path: str | None, state: str | None, dry_run: bool) -> None:
             if version > CURRENT:
                 raise FawkesError(f"{where}: schema version {version} is newer than this fawkes understands "
                                   f"({CURRENT}); upgrade fawkes")
+            report = {"state": display, "version": version, "current": CURRENT, "steps": [], "dry_run": dry_run,
+                      "migrated": False, "lease_holder": holder}
             if version == CURRENT:
-                click.echo(f"{where}: schema version {version} is current; nothing to do")
+                say(f"{where}: schema version {version} is current; nothing to do")
+                emit_json(report) if as_json else None
                 return
             steps = pending(version)
             if not dry_run and db is not None:
@@ -66,13 +70,15 @@ def migrate(config_path: str | None, state: str | None, dry_run: bool) -> None:
             if not dry_run and holder is not None:
                 raise FawkesError(f"{where}: a live coordinator holds the lease ({holder}): stop it, then run "
                                   "'fawkes migrate' again (nothing was changed)")
-            click.echo(f"{where}: schema version {version} -> {CURRENT}, {len(steps)} step(s)"
-                       + (" (dry run: nothing is changed)" if dry_run else ""))
+            report["steps"] = [{"from": a, "to": b, "what": what} for a, b, what in steps]
+            say(f"{where}: schema version {version} -> {CURRENT}, {len(steps)} step(s)"
+                + (" (dry run: nothing is changed)" if dry_run else ""))
             for a, b, what in steps:
-                click.echo(f"  {a} -> {b}: {what}")
+                say(f"  {a} -> {b}: {what}")
             if dry_run:
+                emit_json(report) if as_json else None
                 if holder is not None:
-                    click.echo(f"note: a live coordinator holds the lease ({holder}); 'fawkes migrate' is "
+                    say(f"note: a live coordinator holds the lease ({holder}); 'fawkes migrate' is "
                                "refused until it stops")
                 return
             try:
@@ -81,7 +87,8 @@ def migrate(config_path: str | None, state: str | None, dry_run: bool) -> None:
                 raise
             except Exception as exc:  # a step failed: its transaction rolled back, nothing changed
                 raise FawkesError(f"{where}: migration failed, nothing was changed: {first_line(exc)}") from None
-            click.echo(f"{where}: migrated to schema version {done}")
+            say(f"{where}: migrated to schema version {done}")
+            emit_json(report | {"migrated": True, "version": done}) if as_json else None
         finally:
             engine.dispose()
     finally:

@@ -40,24 +40,22 @@ def parse_at(text: str, now: float) -> float:
 
 
 @click.command()
-@click.option("--config", "config_path", metavar="FILE", envvar="FAWKES_CONFIG", default=None,
-              help="coordinator config (policy preset, period, schedules)")
 @click.option("--policy", default=None, metavar="NAME_OR_PRESET", help="decide with this policy or preset instead")
 @click.option("--at", "at_text", default=None, metavar="TIME",
               help="the minima the schedules give at TIME (+3h, 2026-11-28T01:30Z, epoch seconds), on today's state")
 @state_option
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def plan(config_path: str | None, policy: str | None, at_text: str | None, state: str | None, as_json: bool) -> None:
+def plan(policy: str | None, at_text: str | None, state: str | None, as_json: bool) -> None:
     """Show what the next tick would do (weights, discrimination, targets, plan); change nothing."""
     from fawkes.coordinator.control import Control, loop_policy
     from fawkes.presets import loop_policy as policy_loop
 
-    cfg = load_config(config_path)
+    cfg = load_config()
     at = None if at_text is None else parse_at(at_text, time.time())
     settings, runner = policy_loop(policy) if policy else loop_policy(cfg)
     if policy and cfg.schedules:  # the config's schedules hold whatever policy decides
         settings = settings.model_copy(update={"schedules": tuple(s.as_setting() for s in cfg.schedules)})
-    with open_store(state, config_path) as store:
+    with open_store(state) as store:
         control = Control(store, settings, runner=runner)
         d = control.preview(minima_at=at)
         scheduled = _scheduled(control.snapshot(minima_at=at), settings, at) if at is not None else None

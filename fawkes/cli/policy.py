@@ -34,10 +34,15 @@ def list_(as_json: bool) -> None:
 
 @policy.command()
 @click.argument("preset")
-def show(preset: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def show(preset: str, as_json: bool) -> None:
     """Every setting of a preset (shipped name or YAML path), defaults included."""
     p = read_preset(preset)
     values = (p.settings or p.resize).model_dump(mode="json")
+    if as_json:
+        click.echo(json.dumps({"name": p.name, "path": str(p.path), "description": p.description,
+                               "settings": values}, indent=2))
+        return
     click.echo(f"# {p.path}")
     if p.description:
         click.echo(f"# {p.description}")
@@ -47,8 +52,14 @@ def show(preset: str) -> None:
 
 @policy.command()
 @click.argument("files", nargs=-1, required=True)
-def check(files: tuple[str, ...]) -> None:
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output (after every file passed)")
+def check(files: tuple[str, ...], as_json: bool) -> None:
     """Validate preset files; the first problem is reported with its file, line and key."""
+    checked = []
     for f in files:
-        read_preset(f)
-        click.echo(f"{f}: ok")
+        p = read_preset(f)
+        checked.append({"file": f, "name": p.name, "ok": True})
+        if not as_json:
+            click.echo(f"{f}: ok")
+    if as_json:
+        click.echo(json.dumps(checked, indent=2))

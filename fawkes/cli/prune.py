@@ -11,8 +11,6 @@ from fawkes.config import load_config, resolve_state_url, state_option
 
 
 @click.command()
-@click.option("--config", "config_path", metavar="FILE", envvar="FAWKES_CONFIG", default=None,
-              help="coordinator config (retention, policy preset, period, state)")
 @click.option("--samples-s", type=seconds(0, MAX_KEEP_S, min_open=True), default=None, metavar="SECONDS",
               help="keep samples this long (overrides retention.samples_s; never below the mechanism's window)")
 @click.option("--events-s", type=seconds(0, MAX_KEEP_S, min_open=True), default=None, metavar="SECONDS",
@@ -22,7 +20,7 @@ from fawkes.config import load_config, resolve_state_url, state_option
 @click.option("--dry-run", is_flag=True, help="count what would go, delete nothing")
 @state_option
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def prune(config_path: str | None, samples_s: float | None, events_s: float | None, decisions_keep: int | None,
+def prune(samples_s: float | None, events_s: float | None, decisions_keep: int | None,
           dry_run: bool, state: str | None, as_json: bool) -> None:
     """Delete samples, events and decisions older than the retention config says; print what went."""
     from fawkes.cli.status import emit_json, when
@@ -30,12 +28,12 @@ def prune(config_path: str | None, samples_s: float | None, events_s: float | No
     from fawkes.coordinator.retention import prune as prune_state
     from fawkes.store import Store
 
-    cfg = load_config(config_path)
+    cfg = load_config()
     overrides = {k: v for k, v in dict(samples_s=samples_s, events_s=events_s, decisions_keep=decisions_keep).items()
                  if v is not None}
     retention = cfg.retention.model_copy(update=overrides)
     settings = mechanism_settings(cfg)
-    with Store(resolve_state_url(state, config_path), create=False) as store:
+    with Store(resolve_state_url(state), create=False) as store:
         r = prune_state(store, retention, settings, time.time(), dry_run=dry_run)
     if as_json:
         emit_json(r.to_dict())

@@ -6,6 +6,8 @@ import json
 
 import click
 
+from fawkes.config import state_option
+
 
 @click.command()
 @click.argument("cluster")
@@ -13,17 +15,15 @@ import click
 @click.option("--files-only", is_flag=True, help="List the files and hashes, not their content.")
 @click.option("--json", "as_json", is_flag=True, help="Everything as JSON: {host: {hash, components, files}}.")
 @click.option("--inventory", "-i", "inventory_path", default=None, help="Inventory (default: the config's).")
-@click.option("--config", default=None, help="Coordinator config file.")
-@click.option("--state", default=None, envvar="FAWKES_STATE", help="State URL or SQLite file.")
-def render(cluster: str, hosts: tuple[str, ...], files_only: bool, as_json: bool, inventory_path, config,
-           state) -> None:
+@state_option
+def render(cluster: str, hosts: tuple[str, ...], files_only: bool, as_json: bool, inventory_path, state) -> None:
     """Print what would be written on each host of CLUSTER (paths relative to its cluster dir)."""
     from fawkes.cli.framework import _inventory
     from fawkes.config import open_store
     from fawkes.frameworks.registry import cluster_spec
     from fawkes.frameworks.render import render_cluster
 
-    inv = _inventory(inventory_path, config)
+    inv = _inventory(inventory_path)
     with open_store(state) as store:
         spec = cluster_spec(store, inv, cluster)
     out = render_cluster(spec, list(hosts) or None)

@@ -177,7 +177,7 @@ def explain(tick: int | None, state: str | None, as_json: bool) -> None:
 @click.option("--cluster", "-c", default=None, help="Only events of this cluster.")
 @click.option("--limit", "-n", type=count(1), default=50, show_default=True, help="How many (newest).")
 @click.option("--oldest-first", is_flag=True, help="Oldest first (default: newest first).")
-@click.option("--follow", "-f", is_flag=True,
+@click.option("--follow", is_flag=True,
               help="Print the latest events oldest first, then each new one as it is recorded (one line, or "
                    "one JSON object, per event) until interrupted.")
 @state_option
@@ -186,6 +186,8 @@ def events(cluster: str | None, limit: int, oldest_first: bool, follow: bool, st
            as_json: bool) -> None:
     """The latest events, newest first (``--oldest-first``, ``--follow``)."""
     with open_store(state) as store:
+        if cluster is not None:
+            store.get_cluster(cluster)  # "no such cluster": exit 2, as every command naming a cluster
         evs = store.events(cluster=cluster, limit=limit)
         if follow:
             _follow(store, evs, cluster, as_json)

@@ -82,8 +82,12 @@ def list_(state: str | None, as_json: bool) -> None:
 @token.command()
 @click.argument("token_id", metavar="ID", type=click.IntRange(1, 2**63 - 1))
 @state_option
-def revoke(token_id: int, state: str | None) -> None:
+@json_option
+def revoke(token_id: int, state: str | None, as_json: bool) -> None:
     """Revoke token ID: refused from its next request on."""
     with open_store(state) as store, audited(store, "token.revoke", f"token {token_id}"):
         t = store.revoke_token(token_id)
-    click.echo(f"token {t.id} of team {t.team}: revoked")
+    if as_json:
+        emit_json({"id": t.id, "team": t.team, "revoked_at": t.revoked_at})
+    else:
+        click.echo(f"token {t.id} of team {t.team}: revoked")

@@ -100,14 +100,35 @@ class Coordinator:
         if notifier is not None:  # events recorded from now on (none before) are notified
             notifier.start(store)
             self.counters["notifications"] = notifier.counts
+        self.inventory_path = None  # the file SIGHUP reloads (run_service sets it)
 
     def sync_inventory(self) -> None:
         """The store's hosts = the inventory's now (a pool provider added or removed some)."""
         self._sync_inventory(self.fleet.inventory)
 
     def _sync_inventory(self, inv: Inventory) -> None:
-        self.store.sync_hosts([{"name": h.name, "address": h.address, "cores": h.cores or 1,
-                                "memory_mb": h.memory_mb or 1024, "rack": h.rack} for h in inv.hosts])
+        from fawkes.coordinator.inventory_apply import host_rows
+
+        self.store.sync_hosts(host_rows(inv))
+
+    def reload_inventory(self, path) -> dict[str, list[str]] | None:
+        """SIGHUP (``fawkes inventory apply``): read the inventory file ``path`` again and apply it
+        (:mod:`fawkes.coordinator.inventory_apply`) between two steps; a bad file or a refused change is
+        one warning (and event) and changes nothing.  Returns what changed (None: refused)."""
+        from fawkes.coordinator import inventory_apply as ia
+
+        with self._lock:
+            try:
+                change = ia.plan_change(self.store, path, self.fleet.inventory)
+                out = ia.apply_change(self.store, change, running=self.fleet.inventory, executor=self.fleet.ex)
+            except FawkesError as exc:
+                log.warning("inventory reload refused, nothing changed: %s", exc)
+                self.store.record_event("inventory", f"reload of {path} refused, nothing changed: {exc}",
+                                        level="warning")
+                return None
+            log.info("inventory reloaded from %s: %s", path, ia.summary(out))
+            self.store.record_event("inventory", f"reloaded from {path}: {ia.summary(out)}")
+            return out
 
     def _progress(self, ev) -> None:
         log.info("%s: %s%s", ev.cluster, ev.message, f" [{ev.host}]" if ev.host else "")
@@ -240,7 +261,12 @@ class Coordinator:
             self.reconciler.cancel.set()
             sched.shutdown(wait=False)
 
+        def hup(_signum, _frame):  # fawkes inventory apply / systemctl reload: between two steps
+            if self.inventory_path is not None:
+                sched.add_job(self.reload_inventory, "date", run_date=_dt(time.time()), args=[self.inventory_path])
+
         old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+        old[signal.SIGHUP] = signal.signal(signal.SIGHUP, hup)
         if leadership is not None:
             def lost() -> None:  # called from the lease thread or from a refused write
                 self.reconciler.cancel.set()
@@ -305,6 +331,7 @@ def run_service(cfg, *, inventory_path=None, duration_s: float | None = None,
     with Leadership(cfg.state_url(), period) as lead:
         while lead.wait(until=end):
             coord = build(cfg, inventory=inv, leadership=lead)
+            coord.inventory_path = inventory_path or cfg.inventory
             if cfg.opportunistic.enabled:
                 from fawkes.coordinator.ubis import Lender
 

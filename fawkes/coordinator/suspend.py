@@ -131,7 +131,7 @@ def _move(store, s, n: Node, to: NodeState, detail: str, now: float, **values) -
 
 def may_suspend(store, node_id: int) -> str | None:
     """Why the node cannot be suspended (None: it can): it must be a DRAINING TR node holding its host,
-    on a host without another suspended worker (a node on a lent host is removed by FP, never
+    a host in service (``fawkes host drain`` fails it: FP then), without another suspended worker (a node on a lent host is removed by FP, never
     suspended in turn: one suspended worker per host)."""
     with store.session() as s:
         n = s.get(Node, node_id)
@@ -142,6 +142,9 @@ def may_suspend(store, node_id: int) -> str | None:
         if s.exec(select(Node.id).where(Node.host == n.host, col(Node.state).in_(list(NODE_SUSPENDED)),
                                         Node.id != n.id)).first() is not None:
             return f"{n.host} already lends a suspended worker"
+        h = s.get(Host, n.host)
+        if h is not None and h.state == HostState.FAILED:
+            return f"{n.host} is out of service (drained): no worker stays on it"
         return None
 
 

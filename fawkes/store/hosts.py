@@ -23,6 +23,10 @@ from fawkes.store.lifecycle import HostState
 from fawkes.store.schema import Framework, Host, MRCluster, Node
 
 
+class _RolledBack(Exception):
+    """Ends a dry run's transaction (rolled back by the session)."""
+
+
 class HostsMixin(StoreBase):
     """Frameworks and pool hosts."""
 
@@ -77,46 +81,53 @@ class HostsMixin(StoreBase):
             s.delete(fw)
 
     # ------------------------------------------------------------------ hosts
-    def sync_hosts(self, inventory: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    def sync_hosts(self, inventory: Iterable[Mapping[str, Any]], *, dry_run: bool = False) -> dict[str, list[str]]:
         """Make the hosts table match ``inventory`` (dicts: name, address, cores, memory_mb, rack).
 
         New hosts are added free; known ones updated (a retired host comes back free);
         hosts missing from the inventory are marked retired (never deleted: history).
         A held host cannot be dropped: refused, nothing changed.  Returns the names per
-        outcome: ``added``, ``updated``, ``retired``, ``unchanged``.
+        outcome: ``added``, ``updated``, ``retired``, ``unchanged``.  ``dry_run``: the same answer and
+        refusal, nothing written.
         """
         specs = _host_specs(inventory)
         out: dict[str, list[str]] = {"added": [], "updated": [], "retired": [], "unchanged": []}
         now = self.clock()
-        with self.session(write=True) as s:
-            known = {h.name: h for h in s.exec(select(Host))}
-            gone = [n for n, h in known.items() if n not in specs and h.state != HostState.RETIRED]
-            held = s.exec(select(Node.host, MRCluster.name).join(MRCluster, Node.cluster_id == MRCluster.id)
-                          .where(col(Node.holds_host).in_(gone))).all() if gone else []
-            if held:
-                desc = ", ".join(f"{h} (cluster {c})" for h, c in held)
-                raise FawkesError(f"inventory: cannot drop host(s) still held: {desc}")
-            for pos, (hname, spec) in enumerate(specs.items()):
-                h = known.get(hname)
-                if h is None:
-                    s.add(Host(name=hname, position=pos, added_at=now, state=HostState.FREE, **spec))
-                    out["added"].append(hname)
-                    continue
-                changed = any(getattr(h, k) != v for k, v in spec.items()) or h.position != pos
-                if h.state == HostState.RETIRED:
-                    h.state, changed = HostState.FREE, True
-                if changed:
-                    for k, v in spec.items():
-                        setattr(h, k, v)
-                    h.position = pos
-                    s.add(h)
-                    out["updated"].append(hname)
-                else:
-                    out["unchanged"].append(hname)
-            for hname in gone:
-                known[hname].state = HostState.RETIRED
-                s.add(known[hname])
-                out["retired"].append(hname)
+        try:
+            with self.session(write=True) as s:
+                known = {h.name: h for h in s.exec(select(Host))}
+                gone = [n for n, h in known.items() if n not in specs and h.state != HostState.RETIRED]
+                held = s.exec(select(Node.host, MRCluster.name).join(MRCluster, Node.cluster_id == MRCluster.id)
+                              .where(col(Node.holds_host).in_(gone))).all() if gone else []
+                if held:
+                    desc = ", ".join(f"{h} (cluster {c})" for h, c in held)
+                    raise FawkesError(f"inventory: cannot drop host(s) still held: {desc}; drain them first "
+                                      "(fawkes host drain HOST) and wait until their nodes are released")
+                for pos, (hname, spec) in enumerate(specs.items()):
+                    h = known.get(hname)
+                    if h is None:
+                        s.add(Host(name=hname, position=pos, added_at=now, state=HostState.FREE, **spec))
+                        out["added"].append(hname)
+                        continue
+                    changed = any(getattr(h, k) != v for k, v in spec.items()) or h.position != pos
+                    if h.state == HostState.RETIRED:
+                        h.state, changed = HostState.FREE, True
+                    if changed:
+                        for k, v in spec.items():
+                            setattr(h, k, v)
+                        h.position = pos
+                        s.add(h)
+                        out["updated"].append(hname)
+                    else:
+                        out["unchanged"].append(hname)
+                for hname in gone:
+                    known[hname].state = HostState.RETIRED
+                    s.add(known[hname])
+                    out["retired"].append(hname)
+                if dry_run:
+                    raise _RolledBack
+        except _RolledBack:  # dry run: the same checks, nothing kept
+            pass
         return out
 
     def list_hosts(self, state: HostState | str | None = None) -> list[Host]:
@@ -219,6 +230,72 @@ class HostsMixin(StoreBase):
                         node=name)
             s.refresh(h)
             return h
+
+    def drain_host(self, name: str, reason: str) -> tuple[Host, Node | None, str | None]:
+        """Take host ``name`` out of service even while a cluster holds it; returns it, the node that held
+        it and that node's cluster (None, None for a free host).
+
+        A free host is failed (as :meth:`fail_host`).  A held one is marked failed at once, so it is
+        never allocated again until :meth:`restore_host` and its node no longer counts for its cluster
+        (the next plan replaces it), and the node leaves as a shrink would: RUNNING or PROVISIONING ->
+        DRAINING (the reconciler removes a transient-core node by DP, a transient one by FP or graceful,
+        never suspended), REQUESTED -> RELEASED (nothing ran there); a DRAINING or FAILED node is
+        already leaving, and so is every node of a cluster being saved and torn down.  Refused, one line
+        and nothing changed: a core node of a cluster not being torn down (only the teardown removes it), a suspended or lent worker on the host, an unknown, retired or failed
+        host.  One transaction; compare-and-set on the host's and the node's states."""
+        from fawkes.store.clusters import _node_move, _node_moved
+        from fawkes.store.lifecycle import (
+            NODE_SUSPENDED,
+            NODE_TRANSITIONS,
+            NodeState,
+            check,
+        )
+        from fawkes.store.schema import NodeTransition
+
+        reason = validate.text("reason", reason, optional=False)
+        now = self.clock()
+        with self.session(write=True) as s:
+            h = self._host(s, name)
+            if h.state in (HostState.FAILED, HostState.RETIRED):
+                raise FawkesError(f"host {name}: already out of service ({h.state})" if h.state == HostState.FAILED
+                                  else f"host {name}: retired (no longer in the inventory)")
+            parked = s.exec(select(MRCluster.name, Node.id).join(Node, Node.cluster_id == MRCluster.id)
+                            .where(Node.host == name, col(Node.state).in_(list(NODE_SUSPENDED)))).first()
+            if parked is not None:
+                raise FawkesError(f"host {name}: cluster {parked[0]}'s suspended worker (node {parked[1]}) is on it; "
+                                  "drain it once that cluster resumes or releases it")
+            n = s.exec(select(Node).where(Node.holds_host == name)).first()
+            if n is None:
+                self._cas(s, update(Host).where(Host.name == name, Host.state == HostState.FREE)
+                          .values(state=HostState.FAILED), f"host {name}")
+                self._event(s, "host", f"host {name}: free -> failed (drained: {reason})", level="warning",
+                            node=name)
+                s.refresh(h)
+                return h, None, None
+            c = s.get(MRCluster, n.cluster_id)
+            leaving = c.state == "saving"  # its teardown releases every node: the host only stays failed after
+            if n.role == "core" and not leaving:
+                raise FawkesError(f"host {name}: holds core node {n.id} of cluster {c.name} ({c.state}); a core node "
+                                  "is never drained (release the cluster to free it)")
+            old = NodeState(n.state)
+            to = {NodeState.RUNNING: NodeState.DRAINING, NodeState.PROVISIONING: NodeState.DRAINING,
+                  NodeState.REQUESTED: NodeState.RELEASED}.get(old) if not leaving else None
+            # the host first: failed while held, so a release below (or the reconciler's later) leaves it failed
+            self._cas(s, update(Host).where(Host.name == name, Host.state == HostState.ALLOCATED)
+                      .values(state=HostState.FAILED), f"host {name}")
+            detail = f"host drained: {reason}"
+            if to is not None:
+                check(NODE_TRANSITIONS, "node", f"{n.id} ({name})", old, to)
+                self._cas(s, update(Node).where(Node.id == n.id, Node.state == old).values(**_node_move(to, now)),
+                          f"node {n.id}")
+                s.add(NodeTransition(node_id=n.id, from_state=old, to_state=to, time=now, detail=detail))
+                self._event(s, "node", _node_moved(name, old, to, detail), cluster=c.name, node=name)
+            self._event(s, "host", f"host {name}: allocated -> failed (drained: {reason}; node {n.id} of cluster "
+                        f"{c.name} {'leaves' if to is not None else 'already ' + str(old)})", level="warning",
+                        cluster=c.name, node=name)
+            s.refresh(h)
+            s.refresh(n)
+            return h, n, c.name
 
     def mark_host_seen(self, name: str, when: float | None = None) -> None:
         with self.session(write=True) as s:

@@ -28,7 +28,7 @@ def plot_allocations(path: str | Path, allocation: Mapping[str, Steps], queue: M
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise FawkesError("plotting needs matplotlib (pip install 'fawkes[plot]')") from None
+        raise FawkesError("plotting needs matplotlib (pip install 'fawkes-provisioner[plot]')") from None
     path = Path(path)
     if path.parent and not path.parent.exists():
         raise FawkesError(f"plot: directory {path.parent} does not exist")
