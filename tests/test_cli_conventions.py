@@ -29,6 +29,26 @@ except ImportError:
 
 REPO = Path(__file__).resolve().parent.parent
 
+
+def inproc(*args: str, env: dict | None = None, state: str | None = None) -> subprocess.CompletedProcess:
+    """``fawkes ARGS`` run in this process (``fawkes.cli.main``, the console entry point, with click's
+    isolated streams and environment), for the checks that walk every command: a subprocess each would
+    start an interpreter and import the store's libraries some 50 times.  The subprocess runs stay where
+    the process itself matters (completion, coordinator run)."""
+    from click.testing import CliRunner
+
+    from fawkes.cli import main
+
+    e: dict[str, str | None] = {k: None for k in os.environ if k.startswith("FAWKES_")}
+    e["FAWKES_HOME"] = "/nonexistent/fawkes-home-for-tests"  # never the user's own state
+    if state:
+        e["FAWKES_STATE"] = state
+    e.update(env or {})
+    with CliRunner().isolation(env=e) as streams:
+        rc = main(list(args))
+    return subprocess.CompletedProcess(["fawkes", *args], rc, streams[0].getvalue().decode(),
+                                       streams[1].getvalue().decode())
+
 #: commands with no --json, and why: none of them prints records a script would parse
 NO_JSON = {
     "config example": "prints a commented YAML config (the document itself)",
@@ -148,7 +168,7 @@ def test_config_names_the_state_for_every_reader(path, tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"state: {missing}\n")
     args = [a.format(tmp=tmp_path) for a in STATE_ARGS[path]]
-    r = fawkes(*path.split(), "--config", str(cfg), *args)
+    r = inproc(*path.split(), "--config", str(cfg), *args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert str(missing) in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert list((tmp_path / "nowhere").iterdir()) == []
@@ -220,7 +240,7 @@ def test_no_such_cluster_is_the_same_everywhere(path, tmp_path):
         s.register_framework("spark", "spark", spark_home="/opt/spark")
         s.request_cluster("known", framework="spark", min_core=1)
     (tmp_path / "inv.yaml").write_text("hosts:\n  - {name: n0, address: 10.0.0.1}\n")
-    r = fawkes(*path.split(), *[a.format(tmp=tmp_path) for a in NOSUCH[path]], state=url)
+    r = inproc(*path.split(), *[a.format(tmp=tmp_path) for a in NOSUCH[path]], state=url)
     assert r.returncode == 2 and r.stdout == "" and r.stderr == "fawkes: error: cluster nosuch: no such cluster\n", \
         (r.stdout, r.stderr)
 
@@ -229,7 +249,7 @@ def test_a_newline_in_a_name_stays_on_one_line(tmp_path):
     url = f"sqlite:///{tmp_path / 's.db'}"
     Store(url, create=True).close()
     for args in (["jobs", "list", "a\nb"], ["events", "--cluster", "a\rb"], ["cluster", "show", "a\nb"]):
-        r = fawkes(*args, state=url)
+        r = inproc(*args, state=url)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such cluster" in r.stderr, r.stderr
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from fawkes.config import WebhookConfig, load_config
-from fawkes.coordinator.notify import Delivery, Notifier, Target, classify, read_secret, sign
+from fawkes.coordinator.notify import Delivery, Notifier, WebhookTarget, classify, read_secret, sign
 from fawkes.coordinator.reconcile import Reconciler
 from fawkes.errors import ConfigError
 from fawkes.mechanism import ClusterState, Role
@@ -149,7 +149,7 @@ def test_classify_names_the_events_the_store_and_reconciler_record(tmp_path):
 # ---------------------------------------------------------------- delivery
 def test_signed_post_verifies_with_the_secret(tmp_path, receiver):
     r = receiver()
-    t = Target(0, hook(r.url, tmp_path), read_secret(tmp_path / "secret"))
+    t = WebhookTarget(0, hook(r.url, tmp_path), read_secret(tmp_path / "secret"))
     assert t.deliver(delivery(7))
     _, headers, body = r.wait(1)[0]
     expected = "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()
@@ -163,7 +163,7 @@ def test_signed_post_verifies_with_the_secret(tmp_path, receiver):
 
 def test_a_500_is_retried_with_exponential_backoff(tmp_path, receiver):
     r = receiver(statuses=[500, 503, 500])
-    t = Target(0, hook(r.url, tmp_path, backoff_s=0.2, backoff_max_s=10), SECRET)
+    t = WebhookTarget(0, hook(r.url, tmp_path, backoff_s=0.2, backoff_max_s=10), SECRET)
     assert [t.backoff(i) for i in range(3)] == [0.2, 0.4, 0.8]
     assert t.deliver(delivery())
     times = [x[0] for x in r.wait(4)]
@@ -176,7 +176,7 @@ def test_a_500_is_retried_with_exponential_backoff(tmp_path, receiver):
 
 def test_backoff_is_capped_and_retries_end(tmp_path, receiver):
     r = receiver(statuses=[500] * 10)
-    t = Target(0, hook(r.url, tmp_path, backoff_s=0.05, backoff_max_s=0.1, retries=3), SECRET)
+    t = WebhookTarget(0, hook(r.url, tmp_path, backoff_s=0.05, backoff_max_s=0.1, retries=3), SECRET)
     assert [t.backoff(i) for i in range(5)] == [0.05, 0.1, 0.1, 0.1, 0.1]
     assert not t.deliver(delivery())
     assert len(r.requests) == 4 and t.counts["failed"] == 1 and t.counts["retried"] == 3
@@ -184,19 +184,19 @@ def test_backoff_is_capped_and_retries_end(tmp_path, receiver):
 
 def test_a_refusal_is_not_retried_and_nothing_answering_is(tmp_path, receiver):
     r = receiver(statuses=[403])
-    t = Target(0, hook(r.url, tmp_path, backoff_s=0.01), SECRET)
+    t = WebhookTarget(0, hook(r.url, tmp_path, backoff_s=0.01), SECRET)
     assert not t.deliver(delivery())
     assert len(r.requests) == 1  # 403: the receiver refuses it, a retry would too
     r.close()  # nothing listens there now: connection refused, retried, then given up
-    t2 = Target(1, hook(r.url, tmp_path, backoff_s=0.01, retries=2), SECRET)
+    t2 = WebhookTarget(1, hook(r.url, tmp_path, backoff_s=0.01, retries=2), SECRET)
     assert not t2.deliver(delivery()) and t2.counts["retried"] == 2 and t2.counts["failed"] == 1
 
 
 def test_a_slow_receiver_blocks_neither_the_poll_nor_another_target(tmp_path, receiver):
     store = _store(tmp_path)
     slow, fast = receiver(delay_s=3.0), receiver()
-    n = Notifier([Target(0, hook(slow.url, tmp_path, queue=2, timeout_s=10), SECRET),
-                  Target(1, hook(fast.url, tmp_path), SECRET)])
+    n = Notifier([WebhookTarget(0, hook(slow.url, tmp_path, queue=2, timeout_s=10), SECRET),
+                  WebhookTarget(1, hook(fast.url, tmp_path), SECRET)])
     n.start(store)
     try:
         for i in range(5):
@@ -219,11 +219,11 @@ def test_a_slow_receiver_blocks_neither_the_poll_nor_another_target(tmp_path, re
 def test_no_secret_and_no_url_path_in_any_log_line(tmp_path, receiver, caplog):
     caplog.set_level(logging.DEBUG)
     r = receiver(statuses=[500, 500, 500])
-    t = Target(0, hook(r.url, tmp_path, backoff_s=0.01, retries=2), read_secret(tmp_path / "secret"))
+    t = WebhookTarget(0, hook(r.url, tmp_path, backoff_s=0.01, retries=2), read_secret(tmp_path / "secret"))
     assert not t.deliver(delivery())
     t.counts["dropped"] = 0
     t.q.put_nowait(delivery(2))  # and a full queue: logged too
-    small = Target(1, hook(r.url, tmp_path, queue=1), SECRET)
+    small = WebhookTarget(1, hook(r.url, tmp_path, queue=1), SECRET)
     small.offer(delivery(3))
     small.offer(delivery(4))
     text = caplog.text + repr(t) + repr(small)

@@ -143,7 +143,7 @@ class Delivery:
     body: bytes
 
 
-class Target:
+class WebhookTarget:
     """One webhook: a bounded queue and a delivery thread.  ``counts`` are read by /metrics."""
 
     def __init__(self, index: int, cfg, secret: bytes):
@@ -162,7 +162,7 @@ class Target:
         self._thread = threading.Thread(target=self._run, name=f"notify-{index}", daemon=True)
 
     def __repr__(self) -> str:  # never the secret, nor the URL's path
-        return f"<Target {self.label}>"
+        return f"<WebhookTarget {self.label}>"
 
     def start(self) -> None:
         self._thread.start()
@@ -250,7 +250,7 @@ class Target:
 class Notifier:
     """Every webhook of a config; :meth:`poll` is what the coordinator's fast step calls."""
 
-    def __init__(self, targets: list[Target]):
+    def __init__(self, targets: list[WebhookTarget]):
         self.targets = targets
         self._last: int | None = None  # the newest event id seen
         self._seen: set[int] = set()  # ids seen within the window behind it
@@ -260,7 +260,7 @@ class Notifier:
         """The notifier of a loaded config (None when ``notify`` is empty); secrets read again."""
         if not cfg.notify:
             return None
-        return cls([Target(i, t, read_secret(t.secret_file)) for i, t in enumerate(cfg.notify)])
+        return cls([WebhookTarget(i, t, read_secret(t.secret_file)) for i, t in enumerate(cfg.notify)])
 
     def start(self, store) -> None:
         """Start the delivery threads; notify about events recorded from now on (none before)."""
