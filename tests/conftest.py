@@ -106,7 +106,7 @@ def run_cli(*args: str, env: dict | None = None, user: str | None = None) -> sub
     if user:
         cmd = ["runuser", "-u", user, "--", *cmd]
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=REPO, timeout=120)
+    return subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=REPO, timeout=600)
 
 
 def pids_with_cmdline(marker: str | bytes) -> list[int]:

@@ -30,7 +30,7 @@ def fawkes(*args: str, env: dict | None = None, state: str | None = None) -> sub
         e["FAWKES_STATE"] = state
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "fawkes", *args], capture_output=True, text=True, env=e,
-                          timeout=120)
+                          timeout=600)  # generous: beside the lab runs at the lowest CPU weight a CLI start can wait minutes
 
 
 def ok(r: subprocess.CompletedProcess) -> str:
