@@ -441,14 +441,19 @@ def report(out: Outcome, predicted: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def plot(out: Outcome, path: Path, clusters=None) -> Path:
+def plot(out: Outcome, path: Path, clusters=None, kinds: dict[str, str] | None = None) -> Path:
+    """The allocation plot of a live run; with ``kinds`` (cluster -> kind, a mixed pool) each cluster's
+    label names its kind, so the plot reads by kind."""
     from fawkes.traces.plot import plot_allocations
 
     clusters = list(clusters or out.allocation)
+    label = {c: f"{c} ({kinds[c]})" if kinds and c in kinds else c for c in clusters}
+
     def since_start(pts):
         return [(t - out.start, n) for t, n in pts]
 
     return plot_allocations(
-        path, {c: since_start(out.allocation[c]) for c in clusters}, {c: since_start(out.queue[c]) for c in clusters},
+        path, {label[c]: since_start(out.allocation[c]) for c in clusters},
+        {label[c]: since_start(out.queue[c]) for c in clusters},
         end=out.end - out.start, queue_label="queued jobs", unit="s since the stream started",
         title=f"fawkes demo: allocation and queue per MR-cluster ({out.policy})")

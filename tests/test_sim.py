@@ -179,6 +179,22 @@ def test_stacked_plot_steps_and_the_demo_plot(tmp_path):
                   "calm": [(110.0, 1), (150.0, 0)], "quiet": []})
     png = plot(out, tmp_path / "demo.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    # a mixed pool's plot reads by kind: each cluster's label names its kind, in both panels
+    import fawkes.traces.plot as tp
+
+    seen = {}
+    real = tp.plot_allocations
+
+    def spy(path, allocation, queue, **kw):
+        seen.update(allocation=list(allocation), queue=list(queue))
+        return real(path, allocation, queue, **kw)
+
+    tp.plot_allocations = spy
+    try:
+        plot(out, tmp_path / "mixed.png", kinds={"busy": "flink-hdfs", "calm": "dask", "quiet": "spark-hdfs"})
+    finally:
+        tp.plot_allocations = real
+    assert seen["allocation"] == seen["queue"] == ["busy (flink-hdfs)", "calm (dask)", "quiet (spark-hdfs)"]
 
 
 # --- idle time: the shortcut over ticks that cannot decide anything (issue 14 item 5) ----------------

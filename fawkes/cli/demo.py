@@ -135,7 +135,8 @@ def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, ref
         session.close()
     # the twin replays one kind's costs: a mixed run's None is measured (--measure-none) instead
     predicted = None if mixed else twin(workdir, session, out, policy, console)
-    png = plot(out, workdir / "allocations.png", plan.clusters)
+    png = plot(out, workdir / "allocations.png", plan.clusters,
+               {c: plan.kind_of(c) for c in plan.clusters} if plan.kinds else None)
     lap("lab down, twin and plot")
     result = {"policy": out.policy, "reference_s": out.reference_s,
               "reference_source": source, "cluster_mean_slowdown": out.slowdowns(),
