@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_lab_policies  # noqa: E402  (beside this file)
+import bench_lab_policies
 
 if __name__ == "__main__":
     if "--mixed" not in sys.argv:

@@ -1,0 +1,50 @@
+"""The held-out twin benchmark's stream and comparison (issue 25, item 1; the live part is bench-only)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.bench_twin_heldout import (
+    CLUSTERS,
+    CORE_S,
+    PARTITIONS,
+    compare,
+    heldout_plan,
+    loaded,
+)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 5101, 2**32 - 1])
+def test_a_seed_draws_one_stream_with_two_bursts_and_a_single_job(seed):
+    plan = heldout_plan(seed)
+    assert plan == heldout_plan(seed)  # the seed repeats the stream
+    times = [t for t, _ in plan.stream]
+    assert times == sorted(times) and times[0] == 0
+    per = {c: sum(1 for _, x in plan.stream if x == c) for c in CLUSTERS}
+    assert min(per.values()) == 1 and all(2 <= n <= 3 for n in sorted(per.values())[1:]), per
+    assert len(loaded(plan)) == 2 and plan.partitions in PARTITIONS and plan.core_s in CORE_S
+
+
+def test_seeds_differ():
+    assert len({heldout_plan(s) for s in range(20)}) > 10
+
+
+def test_compare_gives_errors_and_the_sign_per_loaded_cluster():
+    plan = heldout_plan(3)
+    a, b = loaded(plan)
+    single = next(c for c in CLUSTERS if c not in (a, b))
+    predicted = {"policy": {"cluster_mean_slowdown": {a: 0.8, b: 1.0, single: 1.0}},
+                 "None": {"cluster_mean_slowdown": {a: 1.2, b: 0.9, single: 1.0}}}
+    measured = {"None": {"slowdowns": {a: 1.0, b: 1.0, single: 1.0}}}
+    policy_run = {"slowdowns": {a: 0.7, b: 0.8, single: 1.0}}
+    got = compare(predicted, measured, policy_run, plan)
+    errs = {r["cluster"]: round(r["error"], 9) for r in got["rows"]}
+    assert errs == {a: 0.2, b: -0.1, single: 0.0}
+    assert round(got["median_abs_error"], 9) == 0.1 and round(got["max_abs_error"], 9) == 0.2
+    signs = {s["cluster"]: s["right"] for s in got["signs"]}
+    assert signs == {a: True, b: False}  # b: live policy < None, the twin's policy > its None
+    assert not got["target_met"]
+    measured["None"]["slowdowns"].update({a: 1.15, b: 0.95})
+    predicted["None"]["cluster_mean_slowdown"][b] = 1.0
+    predicted["policy"]["cluster_mean_slowdown"][b] = 0.9
+    assert compare(predicted, measured, policy_run, plan)["target_met"]
