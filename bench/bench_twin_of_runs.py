@@ -26,6 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.results_meta import meta  # noqa: E402
 from fawkes.demo import DemoPlan, replay_window  # noqa: E402
 from fawkes.errors import FawkesError  # noqa: E402
 
@@ -86,7 +87,7 @@ def main(argv=None) -> int:
     if "None" in summary:
         print("None measured on the lab: " + "  ".join(f"{c} {v['live']:.2f}" for c, v in summary["None"].items()))
     if a.result:
-        a.result.write_text(json.dumps({"seeds": a.seeds, "runs": rows, "mean": summary}, indent=1))
+        a.result.write_text(json.dumps({**meta(), "seeds": a.seeds, "runs": rows, "mean": summary}, indent=1))
     print(f"exports: {out}")
     return 0
 
