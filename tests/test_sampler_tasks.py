@@ -2,7 +2,7 @@
 
 A started job whose driver lists no stage yet (between registering and its first stage, or between
 two actions) used to count 0 tasks: its cluster's TD weight dipped to 0 for a sample or two and
-literal TD moved nodes away and back (docs/live.md).  It now counts what runs of the same
+literal TD moved nodes away and back (bench/results/HISTORY.md).  It now counts what runs of the same
 application reported, less what it completed; the counts live in the store (``tasks_seen``), so a
 restarted coordinator keeps them.
 """

@@ -40,8 +40,8 @@ def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, ref
 
     Needs root (network namespaces, cgroups).  The first run on a machine measures the reference
     runtime R (one job alone on a 1-node cluster, about 3 minutes) and keeps it; later runs reuse it
-    (--recalibrate measures it again).  Took 11 minutes on an idle 2-core machine the first time, 8
-    after (about 16 with --measure-none).  Ends with a report (mean slowdown per cluster under the policy, and under
+    (--recalibrate measures it again).  A first run took 9.1-11.0 minutes on this 2-core machine
+    (docs/live.md: the runs and their files), later ones less (about twice as long with --measure-none).  Ends with a report (mean slowdown per cluster under the policy, and under
     None: measured, or predicted by the simulator replaying this run with its measured costs)
     and a plot of the allocations over time.
     """

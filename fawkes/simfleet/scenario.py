@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fawkes.traces.trace import TraceRow, write_trace
 
-#: the lab's measured costs (docs/live.md, "the twin": the second export; 2-core loaded lab, so slow)
+#: the lab's measured costs (bench/results/HISTORY.md, the twin: the second export; 2-core loaded lab, so slow)
 #: where one was measured, the cost model's defaults otherwise
 LAB_COSTS = {"map_slots": 1, "job_startup_s": 115.0, "job_overhead_s": 8.0, "tc_ready_s": 97.0,
              "tr_ready_s": 97.0, "core_ready_s": 97.0, "dp_fixed_s": 25.0, "fp_stop_s": 5.0, "deploy_s": 30.0,
