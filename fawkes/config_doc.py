@@ -238,7 +238,11 @@ def check_config(path: str | Path) -> dict:
 
     from fawkes.config import load_config
     from fawkes.coordinator.control import loop_policy
-    from fawkes.coordinator.service import check_save_to, config_inventory
+    from fawkes.coordinator.service import (
+        check_privileges,
+        check_save_to,
+        config_inventory,
+    )
     from fawkes.store.api import check_sqlite_state
     from fawkes.store.db import redact_url
 
@@ -246,6 +250,7 @@ def check_config(path: str | Path) -> dict:
     settings = loop_policy(cfg)[0]
     inv = config_inventory(cfg)
     check_save_to(cfg, inv)
+    check_privileges(cfg, inv)
     url = cfg.state_url()
     sa = make_url(url)
     display = sa.render_as_string(hide_password=True)

@@ -327,6 +327,7 @@ def run_service(cfg, *, inventory_path=None, duration_s: float | None = None,
     period = loop_policy(cfg)[0].period_s  # a bad policy or inventory is refused before the lock is taken
     inv = config_inventory(cfg, inventory_path)
     check_save_to(cfg, inv)
+    check_privileges(cfg, inv)
     end = None if duration_s is None else time.time() + duration_s
     with Leadership(cfg.state_url(), period) as lead:
         while lead.wait(until=end):
@@ -396,6 +397,25 @@ def check_save_to(cfg, inv: Inventory) -> None:
                                   "cluster's teardown wipes: choose a path outside it", field=key)
 
 
+def check_privileges(cfg, inv: Inventory) -> None:
+    """What needs root on the hosts is refused, not silently degraded, when the hosts' user is not root:
+    ``shrink_mode: suspend`` (moves a worker's processes into a cgroup of its own and caps it) and UBIS'
+    ``opportunistic`` lending (its watchdog caps and preempts the borrowed worker through cgroups).  One
+    line naming the config key and the hosts, before anything starts (docs/install.md, "A service user")."""
+    users = sorted({h.user for h in inv.hosts if h.user != "root"})
+    if not users:
+        return
+    hosts = [h.name for h in inv.hosts if h.user != "root"]
+    who = f"{', '.join(hosts[:3])}{', ...' if len(hosts) > 3 else ''} log in as {', '.join(users)}, not root"
+    if cfg.shrink_mode == "suspend":
+        raise ConfigError(str(cfg.source or "config"), f"suspend moves workers into cgroups, which needs root on "
+                          f"the hosts ({who}): use fp or graceful", field="shrink_mode")
+    if cfg.opportunistic.enabled:
+        raise ConfigError(str(cfg.source or "config"), f"the UBIS watchdog caps borrowed workers through cgroups, "
+                          f"which needs root on the hosts ({who}): lend nothing, or run the hosts' user as root",
+                          field="opportunistic")
+
+
 def check_kinds(store: Store, settings: Settings) -> None:
     """Every live cluster's kind can serve the loop's policy: it has nodes of the role the preset grows
     by (``grow_type: transient-core`` needs a kind that stores data on its nodes), and its samples
@@ -427,6 +447,7 @@ def build(cfg, *, inventory_path=None, leadership=None, inventory: Inventory | N
     ``leadership`` (holding the lease), every write of its store checks the lease."""
     inv = inventory if inventory is not None else config_inventory(cfg, inventory_path)
     check_save_to(cfg, inv)
+    check_privileges(cfg, inv)
     store = Store(cfg.state_url())
     try:
         if leadership is not None:

@@ -31,6 +31,7 @@ from fawkes.ssh.shell import Script
 
 class SparkDriver(SharedStorage, SparkHdfsDriver):
     kind = "spark"
+    map_only_note = "a Spark standalone worker (spark) runs any task, it cannot be confined to map tasks"
     roles = (Role.CORE, Role.TR)
     removal_modes = frozenset({"fp", "graceful", "suspend"})
     signals = frozenset({"tasks", "slots", "job_progress"})
