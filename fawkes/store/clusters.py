@@ -181,20 +181,30 @@ class ClustersMixin(StoreBase):
         """Move live cluster ``name`` along an edge of :data:`CLUSTER_TRANSITIONS`.
 
         Entering RELEASED is refused while any node still holds a host; it also frees
-        the name and cancels jobs that never started.
+        the name and cancels jobs that never started.  Entering HIBERNATING is refused the same way;
+        jobs still queued then wake it at once (a new incarnation, :meth:`_wake`, which is returned).
         """
         now = self.clock()
         with self.session(write=True) as s:
             c = self._cluster(s, name, live=True)
             to = ClusterState(to)
             check(CLUSTER_TRANSITIONS, "cluster", name, c.state, to)
-            if to == ClusterState.RELEASED:
+            if to in (ClusterState.RELEASED, ClusterState.HIBERNATING):
                 held = s.exec(select(func.count()).select_from(Node).where(
                     Node.cluster_id == c.id, col(Node.holds_host).is_not(None))).one()
                 if held:
                     raise FawkesError(f"cluster {name}: still holds {held} node(s); release them first")
+            if to == ClusterState.RELEASED:
                 self._cancel_queued_jobs(s, c, "cluster released", now)
             self._cluster_cas(s, c, to, detail, now)
+            if to == ClusterState.HIBERNATING:
+                queued = list(s.exec(select(Job.id).where(Job.cluster_id == c.id, Job.state == JobState.QUEUED)))
+                new = None
+                if queued:  # queued before it went idle and not yet dispatched: they wake it at once
+                    new = self._wake(s, c, f"{len(queued)} job(s) queued while it was saving", now)
+                    s.execute(update(Job).where(col(Job.id).in_(queued)).values(cluster_id=new.id))
+                self._cancel_queued_jobs(s, c, "cluster hibernated", now)  # dispatched ones: as a release
+                c = new or c
             return c
 
     def cluster_history(self, name: str) -> list[ClusterTransition]:
