@@ -248,9 +248,10 @@ class WebhookConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     url: str = Field(max_length=2048, description="where to POST: http:// or https://, a host, no user or "
                      "password (logged as scheme://host:port only)")
-    events: list[Literal["admitted", "grown", "shrunk", "drain_stuck", "host_failed", "job_failed"]] = Field(
-        min_length=1, max_length=6, description="the events to send: admitted, grown, shrunk, drain_stuck, "
-                                                "host_failed, job_failed")
+    events: list[Literal["admitted", "grown", "shrunk", "drain_stuck", "host_failed", "job_failed", "hibernated",
+                         "woken"]] = Field(
+        min_length=1, max_length=8, description="the events to send: admitted, grown, shrunk, drain_stuck, "
+                                                "host_failed, job_failed, hibernated, woken")
     secret_file: Path = Field(description="a file holding the HMAC-SHA256 key, one line of 16 to 4096 bytes "
                               "(relative: to the config file; never logged)")
     timeout_s: float = Field(default=5.0, gt=0, le=300, allow_inf_nan=False, strict=True,

@@ -224,7 +224,7 @@ opportunistic:                                # UBIS: lend measured slack (docs/
 #   - {cluster: etl, cron: "0 1 * * *", min_core: 6, for: 3h}   # 01:00-04:00 UTC: etl holds >= 6 nodes
 # notify:                                     # webhooks (docs/notifications.md): signed JSON POSTs
 #   - url: https://hooks.example.org/fawkes   # http or https; logged as scheme://host:port only
-#     events: [admitted, drain_stuck, host_failed, job_failed]   # also: grown, shrunk
+#     events: [admitted, drain_stuck, host_failed, job_failed]   # also: grown, shrunk, hibernated, woken
 #     secret_file: notify.secret              # the HMAC-SHA256 key: openssl rand -hex 32 > notify.secret
 #     retries: 5                              # after backoff_s (1), then 2x, 4x ... at most backoff_max_s (300)
 """
