@@ -152,3 +152,38 @@ def test_jobs_queued_when_it_hibernates_wake_it_at_once(st):
     msgs = [e.message for e in st.events(cluster="etl", limit=10)]
     assert any("saving -> hibernating" in m for m in msgs)
     assert any("woken (1 job(s) queued while it was saving)" in m for m in msgs), msgs
+
+
+def test_cluster_wake_wakes_a_hibernating_cluster_and_refuses_the_rest(st, store_url):
+    """``fawkes cluster wake NAME``: a hibernating cluster woken without a job (a new incarnation, as a job
+    wakes it); a hostile or unknown name, or a cluster that does not hibernate: one line, exit 2, nothing
+    written."""
+    from click.testing import CliRunner
+
+    from fawkes.cli import main
+
+    def cli(*args: str) -> tuple[int, str, str]:
+        with CliRunner().isolation(env={"FAWKES_STATE": store_url, "FAWKES_CONFIG": None,
+                                        "FAWKES_URL": None}) as streams:
+            rc = main(["cluster", "wake", *args])
+            return rc, streams[0].getvalue().decode(), streams[2].getvalue().decode()
+
+    hibernate(st)
+    st.request_cluster("bi", framework="spark", min_core=1)
+
+    def rows() -> list:
+        return [(c.id, c.name, c.state) for c in st.list_clusters()] + [(j.id, j.state) for j in st.list_jobs()]
+
+    before = rows()
+    for bad, msg in (("a\nb", "name"), ("a\0b", "name"), ("-x", "No such option"), ("x" * 300, "name"),
+                     ("nosuch", "cluster nosuch: no such cluster"), ("bi", "cluster bi: requested, not hibernating")):
+        rc, out, err = cli(bad)
+        assert rc == 2 and err.count("\n") == 1 and err.startswith("fawkes: error: "), (bad, err)
+        assert msg in err, (bad, err)
+    assert rows() == before
+    rc, out, err = cli("etl", "--json")
+    assert rc == 0, err
+    woken = json.loads(out)
+    assert woken["state"] == "requested" and json.loads(woken["restore_from"]) == SAVED
+    assert st.get_cluster("etl").id == woken["id"] and [c.name for c in st.queue()] == ["bi", "etl"]
+    assert [a.action for a in st.audit()][-1:] == ["cluster.wake"]

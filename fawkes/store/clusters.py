@@ -112,6 +112,18 @@ class ClustersMixin(StoreBase):
             f"woken from hibernation (min_core={c.min_core})",
             f"requested: woken from hibernation ({why}; min_core {c.min_core}, restores its saved output)")
 
+    def wake_cluster(self, name: str) -> MRCluster:
+        """``fawkes cluster wake``: hibernating ``name`` woken without a job (:meth:`_wake`: a new incarnation
+        requested at the tail of the queue, which restores its saved output); returns it.  Refused, nothing
+        written, unless it hibernates."""
+        validate.name("name", name)
+        now = self.clock()
+        with self.session(write=True) as s:
+            c = self._cluster(s, name, live=True)
+            if c.state != ClusterState.HIBERNATING:
+                raise FawkesError(f"cluster {name}: {c.state}, not hibernating")
+            return self._wake(s, c, "fawkes cluster wake", now)
+
     def get_cluster(self, name: str) -> MRCluster:
         """The live cluster called ``name``, else the latest released one."""
         with self.session() as s:
