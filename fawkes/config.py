@@ -208,6 +208,9 @@ class ClusterConfig(BaseModel):
     max_nodes: int | None = Field(default=None, ge=1, le=1_000_000, strict=True,
                                   description="its ceiling: it never holds more nodes (null: none; a minimum above it "
                                               "is never admitted)")
+    on_idle: Literal["release", "hibernate"] | None = Field(
+        default=None, description="what this cluster does after T_idle idle: release | hibernate (null: the "
+                                  "config's on_idle; docs/scale-to-zero.md)")
 
     @field_validator("idle_timeout_s", mode="before")
     @classmethod
@@ -245,9 +248,10 @@ class WebhookConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     url: str = Field(max_length=2048, description="where to POST: http:// or https://, a host, no user or "
                      "password (logged as scheme://host:port only)")
-    events: list[Literal["admitted", "grown", "shrunk", "drain_stuck", "host_failed", "job_failed"]] = Field(
-        min_length=1, max_length=6, description="the events to send: admitted, grown, shrunk, drain_stuck, "
-                                                "host_failed, job_failed")
+    events: list[Literal["admitted", "grown", "shrunk", "drain_stuck", "host_failed", "job_failed", "hibernated",
+                         "woken"]] = Field(
+        min_length=1, max_length=8, description="the events to send: admitted, grown, shrunk, drain_stuck, "
+                                                "host_failed, job_failed, hibernated, woken")
     secret_file: Path = Field(description="a file holding the HMAC-SHA256 key, one line of 16 to 4096 bytes "
                               "(relative: to the config file; never logged)")
     timeout_s: float = Field(default=5.0, gt=0, le=300, allow_inf_nan=False, strict=True,
@@ -380,8 +384,14 @@ class CoordinatorConfig(BaseModel):
     save_to: str | None = Field(default=None, pattern=_SAVE_PATH, max_length=1024,
                                 description="where a leaving cluster's output is saved on its master host: "
                                             "<save_to>/<cluster>/<release id> (null: <the host's work dir>/saved)")
+    #: scale to zero (docs/scale-to-zero.md): after T_idle idle a cluster is released (its name freed), or
+    #: hibernates (its output saved to save_to, every node released, the name kept: the next job wakes it)
+    on_idle: Literal["release", "hibernate"] = Field(
+        default="release", description="what a cluster does after T_idle idle: release, or hibernate (output "
+                                       "saved to save_to, every node released; the next job submitted to it "
+                                       "re-deploys it and restores the output); needs a save_to")
     clusters: dict[str, ClusterConfig] = Field(default_factory=dict, description="per MR-cluster by name, over "
-                                               "idle_timeout_s and save_to")
+                                               "idle_timeout_s, save_to and on_idle")
     teams: dict[str, TeamConfig] = Field(default_factory=dict, description="per team by name: a quota over its "
                                          "clusters (docs/api.md, ceilings)")
     schedules: list[ScheduleConfig] = Field(default_factory=list, max_length=1000, description="scheduled "
@@ -426,6 +436,23 @@ class CoordinatorConfig(BaseModel):
         """Where ``cluster``'s output goes when it leaves (None: the master host's default)."""
         c = self.clusters.get(cluster)
         return c.save_to if c is not None and c.save_to is not None else self.save_to
+
+    def hibernates(self, cluster: str) -> bool:
+        """Whether ``cluster`` hibernates after T_idle idle instead of being released (``on_idle``)."""
+        c = self.clusters.get(cluster)
+        return (c.on_idle if c is not None and c.on_idle is not None else self.on_idle) == "hibernate"
+
+    @model_validator(mode="after")
+    def _hibernate_saves_somewhere_shared(self) -> CoordinatorConfig:
+        """A hibernating cluster's output is restored on the master of its next incarnation, which may be
+        another host: it must be saved to storage the admin names (``save_to``), not a host's own work dir."""
+        if self.on_idle == "hibernate" and self.save_to is None:
+            raise ValueError("on_idle: hibernate needs a save_to (storage every master reaches) to restore from")
+        for n, c in self.clusters.items():
+            if c.on_idle == "hibernate" and self.save_to_of(n) is None:
+                raise ValueError(f"clusters.{n}.on_idle: hibernate needs a save_to (storage every master reaches) "
+                                 "to restore from")
+        return self
 
     @field_validator("cluster_options", mode="before")
     @classmethod

@@ -210,8 +210,10 @@ suspend: {cpu_percent: 1, memory_mb: 64, freeze: false}   # shrink_mode suspend:
 #   slurm_conf: /etc/slurm/slurm.conf         # optional: SLURM_CONF for the SLURM commands (must exist)
 idle_timeout_s: 600                           # T_idle: seconds, or never (default: the preset's, else T)
 save_to: /srv/fawkes/saved                    # a leaving cluster's output: <save_to>/<cluster>/<id> on its master
-clusters:                                     # per MR-cluster, over the two above
+on_idle: release                              # after T_idle: release | hibernate (docs/scale-to-zero.md)
+clusters:                                     # per MR-cluster, over the three above
   etl: {idle_timeout_s: never, save_to: /shared/etl, max_nodes: 12}   # max_nodes: its ceiling
+  bi: {on_idle: hibernate}                    # scale to zero: saved to save_to, nodes released, woken by a job
 teams:                                        # a quota over a team's clusters (their minima still hold)
   data: {clusters: [etl, bi], max_nodes: 16}
 opportunistic:                                # UBIS: lend measured slack (docs/mechanism.md); default: nothing lent
@@ -222,7 +224,7 @@ opportunistic:                                # UBIS: lend measured slack (docs/
 #   - {cluster: etl, cron: "0 1 * * *", min_core: 6, for: 3h}   # 01:00-04:00 UTC: etl holds >= 6 nodes
 # notify:                                     # webhooks (docs/notifications.md): signed JSON POSTs
 #   - url: https://hooks.example.org/fawkes   # http or https; logged as scheme://host:port only
-#     events: [admitted, drain_stuck, host_failed, job_failed]   # also: grown, shrunk
+#     events: [admitted, drain_stuck, host_failed, job_failed]   # also: grown, shrunk, hibernated, woken
 #     secret_file: notify.secret              # the HMAC-SHA256 key: openssl rand -hex 32 > notify.secret
 #     retries: 5                              # after backoff_s (1), then 2x, 4x ... at most backoff_max_s (300)
 """

@@ -27,6 +27,9 @@ POINTS = (
     "node-wiped",          # control.ControlScriptDriver._gone: removed nodes' directories wiped, not yet released
     "node-released",       # reconcile._shrink: the node recorded RELEASED (host free again)
     "output-saved",        # reconcile._save_and_release: where the output went is recorded, teardown not yet run
+    "nodes-released",      # reconcile._save_and_release: a hibernating cluster's nodes released, not yet HIBERNATING
+    "cluster-deployed",    # reconcile._deployed: deployed recorded (LOADING), saved output and input not yet loaded
+    "output-restored",     # reconcile._restore: a woken cluster's saved output restored, not yet ACTIVE
     "job-dispatched",      # dispatch: the job recorded DISPATCHED, not yet launched
     "job-launched",        # dispatch: the driver started on the master
     "job-finished",        # dispatch: the job's end recorded

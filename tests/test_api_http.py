@@ -155,6 +155,47 @@ def test_scopes_limit_what_a_team_does_and_admin_does_all(api):
     assert status == 200 and api.store.get_cluster("bi").release_requested_at is not None
 
 
+def _hibernating(store: Store, name: str) -> None:
+    """``name`` requested and taken into hibernation as the coordinator does (no job, no node)."""
+    store.request_cluster(name, framework="lab", min_core=1)
+    for to in (ClusterState.DEPLOYING, ClusterState.ACTIVE, ClusterState.SAVING):
+        store.transition_cluster(name, to)
+    store.record_saved_output(name, {"nothing": "no /output"}, "nothing to save")
+    store.transition_cluster(name, ClusterState.HIBERNATING, "hibernated")
+
+
+def test_a_team_wakes_its_own_hibernating_cluster_only(api):
+    """``POST /api/v1/clusters/NAME/wake`` (``fawkes cluster wake``, scope request): another team's cluster
+    403, a cluster that does not hibernate 409, a token without the request scope 403, nothing changed;
+    its own: woken (a new incarnation requested to restore the saved output)."""
+    _hibernating(api.store, "hib1")
+    _hibernating(api.store, "hib2")
+    etl = token(api.store, "etl-team", ALL, "etl,hib1")
+    reader = token(api.store, "etl-team", "status,submit", "hib1")
+    before = snapshot(api.store)
+    for tok, path, status_, msg in [
+        (etl, "/api/v1/clusters/hib2/wake", 403, "no request scope on cluster hib2"),
+        (reader, "/api/v1/clusters/hib1/wake", 403, "no request scope on cluster hib1"),
+        (etl, "/api/v1/clusters/etl/wake", 409, "cluster etl: active, not hibernating"),
+        (etl, "/api/v1/clusters/nosuch/wake", 403, "no request scope on cluster nosuch"),
+    ]:
+        status, out, _ = api.call("POST", path, None, token=tok)
+        assert (status, "\n" in out["error"]) == (status_, False) and msg in out["error"], (path, out)
+    status, out, _ = api.call("POST", "/api/v1/clusters/hib1/wake", {"x": 1}, token=etl)
+    assert status == 400 and "x" in out["error"]
+    assert snapshot(api.store) == before
+    old = api.store.get_cluster("hib1")
+    status, out, _ = api.call("POST", "/api/v1/clusters/hib1/wake", None, token=etl)
+    assert status == 200 and out["message"] == "cluster hib1: woken, requested again (min_core 1)"
+    new = api.store.get_cluster("hib1")
+    assert new.id != old.id and new.state == ClusterState.REQUESTED and json.loads(new.restore_from) == {
+        "nothing": "no /output"}
+    status, out, _ = api.call("POST", "/api/v1/clusters/hib1/wake", None, token=etl)  # twice: not hibernating now
+    assert status == 409 and "requested, not hibernating" in out["error"]
+    rows = [(r.action, r.target, r.result, r.status) for r in api.store.audit()]
+    assert rows[0] == ("cluster.wake", "hib2", "refused", 403) and ("cluster.wake", "hib1", "ok", 200) in rows
+
+
 # ---------------------------------------------------------------- tokens
 def test_expired_revoked_unknown_and_missing_tokens_are_refused(api):
     short = token(api.store, "etl-team", ALL, "etl", expires_s=60)

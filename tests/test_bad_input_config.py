@@ -284,3 +284,46 @@ def test_a_bad_idle_timeout_creates_no_state(tmp_path):
         assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.yaml", "fifo.yaml", "inv.yaml"]
     refused(fawkes("coordinator", "run", "--config", str(fifo), "--for", "1"), "fifo.yaml")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.yaml", "fifo.yaml", "inv.yaml"]
+
+
+# ------------------------------------------------------------------ issue 27: on_idle (scale to zero)
+@pytest.mark.parametrize("text, message", [
+    ("save_to: /s\non_idle: .nan", ":2: on_idle: Input should be 'release' or 'hibernate'"),
+    ("save_to: /s\non_idle: .inf", ":2: on_idle: Input should be 'release' or 'hibernate'"),
+    ("save_to: /s\non_idle: -1", ":2: on_idle: Input should be 'release' or 'hibernate'"),
+    ("save_to: /s\non_idle: 1000000000000000000000000000000", ":2: on_idle: Input should be 'release' or"),
+    ('save_to: /s\non_idle: "hibernate\\n"', ":2: on_idle: Input should be 'release' or 'hibernate'"),
+    ('save_to: /s\non_idle: "hibernate\\0"', ":2: on_idle: Input should be 'release' or 'hibernate'"),
+    ("save_to: /s\non_idle: Hibernate", ":2: on_idle: Input should be 'release' or 'hibernate'"),
+    ("save_to: /s\non_idle: true", ":2: on_idle: Input should be 'release' or 'hibernate'"),
+    ("save_to: /s\non_idle: [hibernate]", ":2: on_idle: Input should be 'release' or 'hibernate'"),
+    ("clusters:\n  etl: {save_to: /s, on_idle: .nan}", ":2: clusters.etl.on_idle: Input should be 'release' or"),
+    ("clusters:\n  etl: {save_to: /s, on_idle: -1}", ":2: clusters.etl.on_idle: Input should be 'release' or"),
+    ("clusters:\n  etl: {save_to: /s, on_idle: 1000000000000000000000000000000}", ":2: clusters.etl.on_idle: Input"),
+    ('clusters:\n  etl: {save_to: /s, on_idle: "release\\n"}', ":2: clusters.etl.on_idle: Input should be"),
+    ('clusters:\n  etl: {save_to: /s, on_idle: "a\\0b"}', ":2: clusters.etl.on_idle: Input should be"),
+    ("on_idle: hibernate", ":1: on_idle: hibernate needs a save_to (storage every master reaches)"),
+    ("clusters:\n  etl: {on_idle: hibernate}", ":1: clusters.etl.on_idle: hibernate needs a save_to"),
+])
+def test_bad_on_idle_is_refused(tmp_path, text, message):
+    assert message in config_error(tmp_path, text + "\n")
+
+
+def test_on_idle_per_cluster_over_the_config():
+    from fawkes.config import CoordinatorConfig
+
+    cfg = CoordinatorConfig(save_to="/s", clusters={"etl": {"on_idle": "hibernate"}, "bi": {"on_idle": "release"}})
+    assert cfg.hibernates("etl") and not cfg.hibernates("bi") and not cfg.hibernates("other")
+    cfg = CoordinatorConfig(save_to="/s", on_idle="hibernate", clusters={"bi": {"on_idle": "release"}})
+    assert cfg.hibernates("etl") and not cfg.hibernates("bi")
+    cfg = CoordinatorConfig(clusters={"etl": {"on_idle": "hibernate", "save_to": "/shared/etl"}})
+    assert cfg.hibernates("etl") and cfg.save_to_of("etl") == "/shared/etl"
+
+
+def test_a_bad_on_idle_creates_no_state(tmp_path):
+    (tmp_path / "inv.yaml").write_text("version: 1\nhosts:\n  - {name: u1, address: 10.9.0.1}\n")
+    for bad, field in (("on_idle: hibernate", "on_idle"), ("clusters:\n  etl: {save_to: /s, on_idle: .nan}",
+                                                           "clusters.etl.on_idle")):
+        (tmp_path / "cfg.yaml").write_text(f"state: s.db\ninventory: inv.yaml\n{bad}\n")
+        refused(fawkes("coordinator", "run", "--config", str(tmp_path / "cfg.yaml"), "--for", "1"), field)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.yaml", "inv.yaml"]

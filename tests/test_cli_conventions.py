@@ -137,6 +137,7 @@ def test_every_state_reader_takes_state_and_config():
 #: the arguments each state reader needs to get as far as opening the state
 STATE_ARGS = {
     "audit": [], "backup": ["{tmp}/copy.db"], "cluster list": [], "cluster release": ["a"], "cluster show": ["a"],
+    "cluster wake": ["a"],
     "cluster request": ["a", "-f", "spark", "-m", "1"], "coordinator status": [], "down": ["--yes"], "events": [],
     "explain": [], "framework list": [], "framework remove": ["x"], "framework show": ["x"],
     "host fail": ["n0", "-r", "x"], "host list": [], "host protect": ["n0"], "host restore": ["n0"],
@@ -218,7 +219,7 @@ def test_coordinator_run_takes_state_from_flag_env_and_config(tmp_path):
 # ---------------------------------------------------------------- no such cluster
 #: every command that names a cluster, with an unknown one
 NOSUCH = {
-    "cluster show": ["nosuch"], "cluster release": ["nosuch"], "jobs list": ["nosuch"],
+    "cluster show": ["nosuch"], "cluster release": ["nosuch"], "cluster wake": ["nosuch"], "jobs list": ["nosuch"],
     "submit": ["nosuch", "--", "x"], "events": ["--cluster", "nosuch"], "render": ["nosuch", "-i", "{tmp}/inv.yaml"],
 }
 

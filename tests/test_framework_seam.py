@@ -101,7 +101,8 @@ def test_spark_hdfs_declares_what_it_offers():
     assert why.startswith("maps_only is not supported live: ") and "Spark standalone" in why
     assert "recommission" not in FrameworkDriver.__abstractmethods__
     assert {"job_command", "suspend_hooks", "opportunistic_worker", "observe", "metrics", "remove_nodes",
-            "add_nodes", "deploy", "teardown", "load_input", "save_output"} <= FrameworkDriver.__abstractmethods__
+            "add_nodes", "deploy", "teardown", "load_input", "save_output", "restore_output"} \
+        <= FrameworkDriver.__abstractmethods__
 
 
 def test_a_shrink_mode_the_kind_does_not_offer_is_refused(monkeypatch):

@@ -1,7 +1,7 @@
 """Scale to zero, the store part (issue 27, item 4): a hibernating cluster holds nothing, is in no
 snapshot, shows in the status, and the next job submitted to it wakes it as a new incarnation at the
 tail of the global queue that restores its saved output; a release while hibernating is immediate.
-The coordinator's teardown into hibernation and the restore are not done (docs/scale-to-zero.md)."""
+The coordinator's part (the teardown into hibernation, the restore): tests/test_hibernate_simulated.py."""
 
 from __future__ import annotations
 
@@ -111,3 +111,79 @@ def test_a_wake_refused_writes_nothing(st):
         st.submit_job("etl", ["wc"], input_path="x\0y")
     after = st.get_cluster("etl")
     assert (after.id, after.state) == (before.id, ClusterState.HIBERNATING)
+
+
+def test_hibernating_is_refused_while_a_node_holds_a_host(st):
+    st.request_cluster("etl", framework="spark", min_core=1)
+    st.transition_cluster("etl", ClusterState.DEPLOYING, "admitted")
+    n = st.allocate_node("etl", "h0", Role.CORE)
+    st.transition_node(n.id, NodeState.PROVISIONING)
+    st.transition_node(n.id, NodeState.RUNNING)
+    st.transition_cluster("etl", ClusterState.ACTIVE)
+    st.transition_cluster("etl", ClusterState.SAVING, "idle")
+    st.record_saved_output("etl", SAVED, "output saved")
+    with pytest.raises(FawkesError, match="cluster etl: still holds 1 node"):
+        st.transition_cluster("etl", ClusterState.HIBERNATING)
+    assert st.get_cluster("etl").state == ClusterState.SAVING
+
+
+def test_jobs_queued_when_it_hibernates_wake_it_at_once(st):
+    """A job queued on the active cluster just before it went idle (not yet dispatched) is not stranded
+    on a hibernating cluster nobody wakes: it wakes it in the same transaction; a dispatched one is
+    cancelled as a release cancels it."""
+    st.request_cluster("etl", framework="spark", min_core=1, input_path="/data/in")
+    st.transition_cluster("etl", ClusterState.DEPLOYING, "admitted")
+    n = st.allocate_node("etl", "h0", Role.CORE)
+    st.transition_node(n.id, NodeState.PROVISIONING)
+    st.transition_node(n.id, NodeState.RUNNING)
+    st.transition_cluster("etl", ClusterState.ACTIVE)
+    queued = st.submit_job("etl", ["wordcount"])
+    sent = st.submit_job("etl", ["sort"])
+    st.transition_job(sent.id, JobState.DISPATCHED)
+    old = st.get_cluster("etl")
+    st.transition_cluster("etl", ClusterState.SAVING, "idle")
+    st.record_saved_output("etl", SAVED, "output saved")
+    st.transition_node(n.id, NodeState.DRAINING, "teardown")
+    st.transition_node(n.id, NodeState.RELEASED, "cluster released")
+    new = st.transition_cluster("etl", ClusterState.HIBERNATING, "output saved, nodes released")
+    assert new.id != old.id and new.state == ClusterState.REQUESTED and json.loads(new.restore_from) == SAVED
+    assert st.get_job(queued.id).cluster_id == new.id and st.get_job(queued.id).state == JobState.QUEUED
+    assert st.get_job(sent.id).state == JobState.CANCELLED and st.get_job(sent.id).cluster_id == old.id
+    msgs = [e.message for e in st.events(cluster="etl", limit=10)]
+    assert any("saving -> hibernating" in m for m in msgs)
+    assert any("woken (1 job(s) queued while it was saving)" in m for m in msgs), msgs
+
+
+def test_cluster_wake_wakes_a_hibernating_cluster_and_refuses_the_rest(st, store_url):
+    """``fawkes cluster wake NAME``: a hibernating cluster woken without a job (a new incarnation, as a job
+    wakes it); a hostile or unknown name, or a cluster that does not hibernate: one line, exit 2, nothing
+    written."""
+    from click.testing import CliRunner
+
+    from fawkes.cli import main
+
+    def cli(*args: str) -> tuple[int, str, str]:
+        with CliRunner().isolation(env={"FAWKES_STATE": store_url, "FAWKES_CONFIG": None,
+                                        "FAWKES_URL": None}) as streams:
+            rc = main(["cluster", "wake", *args])
+            return rc, streams[0].getvalue().decode(), streams[2].getvalue().decode()
+
+    hibernate(st)
+    st.request_cluster("bi", framework="spark", min_core=1)
+
+    def rows() -> list:
+        return [(c.id, c.name, c.state) for c in st.list_clusters()] + [(j.id, j.state) for j in st.list_jobs()]
+
+    before = rows()
+    for bad, msg in (("a\nb", "name"), ("a\0b", "name"), ("-x", "No such option"), ("x" * 300, "name"),
+                     ("nosuch", "cluster nosuch: no such cluster"), ("bi", "cluster bi: requested, not hibernating")):
+        rc, out, err = cli(bad)
+        assert rc == 2 and err.count("\n") == 1 and err.startswith("fawkes: error: "), (bad, err)
+        assert msg in err, (bad, err)
+    assert rows() == before
+    rc, out, err = cli("etl", "--json")
+    assert rc == 0, err
+    woken = json.loads(out)
+    assert woken["state"] == "requested" and json.loads(woken["restore_from"]) == SAVED
+    assert st.get_cluster("etl").id == woken["id"] and [c.name for c in st.queue()] == ["bi", "etl"]
+    assert [a.action for a in st.audit()][-1:] == ["cluster.wake"]

@@ -146,6 +146,26 @@ def test_classify_names_the_events_the_store_and_reconciler_record(tmp_path):
     assert failed.message == f"job {job.id} failed: exit code 1" and failed.level == "warning"
 
 
+def test_classify_names_hibernation_and_waking(tmp_path):
+    """Scale to zero: the store's own transitions of a cluster into hibernation and out of it by a job."""
+    store = _store(tmp_path)
+    store.request_cluster("etl", framework="spark", min_core=1)
+    store.transition_cluster("etl", ClusterState.DEPLOYING, "admitted")
+    core = store.allocate_node("etl", "h0", Role.CORE)
+    store.transition_node(core.id, NodeState.PROVISIONING)
+    store.transition_node(core.id, NodeState.RUNNING)
+    store.transition_cluster("etl", ClusterState.ACTIVE)
+    store.transition_cluster("etl", ClusterState.SAVING, "inactive for T_idle")
+    store.record_saved_output("etl", {"nothing": "no /output"}, "nothing to save")
+    store.transition_node(core.id, NodeState.DRAINING, "teardown")
+    store.transition_node(core.id, NodeState.RELEASED, "cluster released")
+    store.transition_cluster("etl", ClusterState.HIBERNATING, "hibernated")
+    store.submit_job("etl", ["wc"])
+    store.request_release("etl")  # the woken one, still queued: withdrawn (not a wake)
+    names = [classify(e.kind, e.message, e.level) for e in store.events(limit=1000)]
+    assert [x for x in names if x in ("hibernated", "woken", "admitted")] == ["admitted", "hibernated", "woken"]
+
+
 # ---------------------------------------------------------------- delivery
 def test_signed_post_verifies_with_the_secret(tmp_path, receiver):
     r = receiver()

@@ -1,4 +1,4 @@
-"""``fawkes cluster request|list|show|release``: MR-cluster requests in the global FIFO queue.
+"""``fawkes cluster request|list|show|release|wake``: MR-cluster requests in the global FIFO queue.
 
 These commands only change the stored state; the coordinator admits, deploys, resizes
 and releases clusters.
@@ -16,7 +16,7 @@ from fawkes.config import open_store, state_option
 
 @click.group()
 def cluster() -> None:
-    """Request, inspect and release MR-clusters."""
+    """Request, inspect, release and wake MR-clusters."""
 
 
 @cluster.command()
@@ -127,3 +127,25 @@ def release(name: str, state: str | None, url: str | None, token_file: str | Non
         click.echo(f"cluster {c.name} withdrawn from the queue (released)")
     else:
         click.echo(f"cluster {c.name}: release requested; the coordinator will save and release it")
+
+
+@cluster.command()
+@click.argument("name")
+@state_option
+@remote_options
+@json_option
+def wake(name: str, state: str | None, url: str | None, token_file: str | None, as_json: bool) -> None:
+    """Wake hibernating cluster NAME without a job: requested again at its minimum, its saved output
+    restored (docs/scale-to-zero.md; a job submitted to it wakes it too)."""
+    api = remote(url, token_file)
+    if api is not None:
+        out = api.call("POST", f"/api/v1/clusters/{cluster_path(name)}/wake")
+        emit_json(out["cluster"]) if as_json else click.echo(out["message"])
+        return
+    with open_store(state) as store, audited(store, "cluster.wake", name):
+        c = store.wake_cluster(name)
+    if as_json:
+        emit_json(record(c))
+    else:
+        click.echo(f"cluster {c.name}: woken, requested again (min_core {c.min_core}); the coordinator will "
+                   "deploy it and restore its saved output")

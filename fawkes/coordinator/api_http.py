@@ -20,6 +20,7 @@ GET       /api/v1/status                  status     ``fawkes status`` of the to
 GET       /api/v1/jobs[?cluster=&limit=]  status     ``fawkes jobs`` of the token's clusters
 POST      /api/v1/clusters                request    ``fawkes cluster request``
 POST      /api/v1/clusters/NAME/release   release    ``fawkes cluster release NAME``
+POST      /api/v1/clusters/NAME/wake      request    ``fawkes cluster wake NAME`` (scale to zero)
 POST      /api/v1/jobs                    submit     ``fawkes submit``
 POST      /api/v1/jobs/cancel             cancel     ``fawkes jobs cancel``
 ========  ==============================  =========  ===========================================
@@ -49,6 +50,7 @@ PREFIX = "/api/v1/"
 #: how often a token's last use is written (seconds): not at every request
 TOUCH_EVERY_S = 60.0
 _RELEASE = re.compile(r"^/api/v1/clusters/([^/]+)/release$")
+_WAKE = re.compile(r"^/api/v1/clusters/([^/]+)/wake$")
 _REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
             404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict",
             411: "Length Required", 413: "Content Too Large", 415: "Unsupported Media Type",
@@ -70,7 +72,7 @@ def _store_status(exc: FawkesError) -> int:
     msg = str(exc)
     if "no such" in msg or "not found" in msg:
         return 404
-    if "already" in msg or "changed concurrently" in msg or "not accepting" in msg:
+    if "already" in msg or "changed concurrently" in msg or "not accepting" in msg or "not hibernating" in msg:
         return 409
     return 400
 
@@ -207,6 +209,8 @@ class ApiApp:
             return "cluster.request", self._request
         if _RELEASE.match(path):
             return "cluster.release", self._release
+        if _WAKE.match(path):
+            return "cluster.wake", self._wake
         if path == "/api/v1/jobs":
             return "job.submit", self._submit
         if path == "/api/v1/jobs/cancel":
@@ -253,6 +257,14 @@ class ApiApp:
         c = self.store.request_release(name)
         return 200, {"message": f"cluster {c.name}: " + ("withdrawn from the queue" if c.state == "released"
                                                          else "release requested"),
+                     "cluster": _finite(c.model_dump(mode="json"))}
+
+    def _wake(self, token, environ, path, target) -> tuple[int, Any]:
+        body = read_json(environ, self.max_body) if environ.get("CONTENT_LENGTH") not in (None, "", "0") else {}
+        only(body, ())
+        name = self._cluster_field(token, "request", "cluster", _WAKE.match(path).group(1), target)
+        c = self.store.wake_cluster(name)
+        return 200, {"message": f"cluster {c.name}: woken, requested again (min_core {c.min_core})",
                      "cluster": _finite(c.model_dump(mode="json"))}
 
     def _submit(self, token, environ, path, target) -> tuple[int, Any]:

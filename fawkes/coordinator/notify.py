@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 log = logging.getLogger("fawkes.notify")
 
 #: the notification names a webhook can choose (``notify[].events``), and the events they come from
-EVENTS = ("admitted", "grown", "shrunk", "drain_stuck", "host_failed", "job_failed")
+EVENTS = ("admitted", "grown", "shrunk", "drain_stuck", "host_failed", "job_failed", "hibernated", "woken")
 
 MAX_SECRET_BYTES = 4096
 MIN_SECRET_BYTES = 16
@@ -113,9 +113,15 @@ def classify(kind: str, message: str, level: str = "info") -> str | None:
     * ``drain_stuck``: the reconciler's warning that a node has been draining longer than
       ``timeouts.draining``;
     * ``host_failed``: a host moved ``-> failed`` (unreachable, or taken out of service);
-    * ``job_failed``: a job moved to failed (the dispatcher: non-zero exit, driver or directory lost).
+    * ``job_failed``: a job moved to failed (the dispatcher: non-zero exit, driver or directory lost);
+    * ``hibernated``: a cluster moved ``saving -> hibernating`` (scale to zero);
+    * ``woken``: a hibernating cluster left to be requested again (``hibernating -> released (woken``).
     """
     if kind == "cluster":
+        if message.startswith("saving -> hibernating"):
+            return "hibernated"
+        if message.startswith("hibernating -> released (woken"):
+            return "woken"
         return "admitted" if message.startswith("requested -> deploying") else None
     if kind == "node":
         m = _MOVE.match(message)

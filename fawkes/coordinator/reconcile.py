@@ -20,7 +20,8 @@ Each :meth:`Reconciler.step` runs three phases, in this order:
 cluster state  operation                                                       key
 =============  ==============================================================  ===========
 DEPLOYING      all core nodes allocated: deploy them (masters + workers + DNs)  cluster
-LOADING        load the input into HDFS, then ACTIVE                           cluster
+LOADING        restore a woken cluster's saved output (scale to zero), load    cluster
+               the input into HDFS, then ACTIVE
 ACTIVE         nodes REQUESTED / PROVISIONING (not up): add them (TR or TC)    grow
 ACTIVE         nodes DRAINING: TR by FP (or suspended: shrink_mode suspend);   shrink
                TC by DP: start the decommission,
@@ -31,6 +32,7 @@ ACTIVE         idle, first step after a start and every ``drift_every_s``:     r
                re-render the configs, restart only daemons whose files changed
 SAVING         save the output outside the cluster's directory (``save_to``),   cluster
                record where it went, tear down, release every node, RELEASED
+               (or HIBERNATING: idle, ``on_idle: hibernate`` and saved)
 any            nodes SUSPENDED / LENT (shrink_mode suspend): lent, resumed     suspend:HOST
                when the host comes back, stopped at teardown (suspend.py)
 =============  ==============================================================  ===========
@@ -56,7 +58,7 @@ from fawkes.coordinator.fleet import Fleet
 from fawkes.coordinator.suspend import Suspender
 from fawkes.errors import FawkesError
 from fawkes.frameworks.base import (SHRINK_MODES, DecommissionInterrupted, DecommissionTimeout, NodeFacts,
-                                    driver_class, shrink_mode_for)
+                                    SavedOutput, driver_class, shrink_mode_for)
 from fawkes.mechanism import ClusterState, Role, ShrinkMode
 from fawkes.store import Store
 from fawkes.ssh.cgroups import Footprint
@@ -77,13 +79,16 @@ class Reconciler:
     def __init__(self, store: Store, fleet: Fleet, *, workers: int = 4, clock: Callable[[], float] = time.time,
                  timeouts: TimeoutsConfig | None = None, drift_every_s: float = 300.0,
                  shrink_mode: str | None = None, footprint: Footprint | None = None,
-                 save_to: Callable[[str], str | None] | None = None):
+                 save_to: Callable[[str], str | None] | None = None,
+                 hibernate: Callable[[str], bool] | None = None):
         if shrink_mode is not None and shrink_mode not in SHRINK_MODES:
             raise FawkesError(f"shrink_mode: {shrink_mode!r} is not one of {', '.join(map(repr, SHRINK_MODES))}")
         self.shrink_mode = shrink_mode  # None: each framework kind's default (B-6, shrink_mode_for)
         # where a leaving cluster's output goes (the config's save_to_of; None: <work dir>/saved on its master)
         self.save_to = save_to if save_to is not None else (lambda name: None)
         self._save_failures: dict[str, int] = {}
+        # scale to zero: whether an idle cluster hibernates instead of being released (the config's hibernates)
+        self.hibernate = hibernate if hibernate is not None else (lambda name: False)
         # shrink_mode suspend: a TR node's worker suspended through cgroups, its host lent (coordinator/suspend.py);
         # its pass runs whatever the mode (suspended nodes of an earlier run are resumed or stopped)
         self.suspender = Suspender(self, footprint if footprint is not None else Footprint())
@@ -246,14 +251,42 @@ class Reconciler:
         for i in node_ids:
             self._advance(i, NodeState.RUNNING, detail)
         c = self.store.get_cluster(name)
-        nxt = ClusterState.LOADING if c.input_path else ClusterState.ACTIVE
-        self.store.transition_cluster(name, nxt, "deployed" + (f", loading {c.input_path}" if c.input_path else ""))
+        nxt = ClusterState.LOADING if c.input_path or c.restore_from else ClusterState.ACTIVE
+        self.store.transition_cluster(name, nxt, "deployed" + (", restoring its saved output" if c.restore_from
+                                                               else "") + (f", loading {c.input_path}"
+                                                                           if c.input_path else ""))
+        faults.point("cluster-deployed")
 
     def _load(self, name: str, src: str | None) -> None:
+        """LOADING: a woken cluster's saved output restored first (scale to zero), then the input loaded."""
         spec, driver = self.fleet.spec(name)
+        c = self.store.get_cluster(name)
+        done = []
+        if c.restore_from:
+            done.append(self._restore(name, c, spec, driver))
         if src:
             driver.load_input(spec, src, INPUT_DIR, timeout=self.op_timeout)
-        self.store.transition_cluster(name, ClusterState.ACTIVE, f"input loaded into {INPUT_DIR}" if src else "")
+            done.append(f"input loaded into {INPUT_DIR}")
+        if c.restore_from:
+            done.append(f"woken: active {max(0.0, self.clock() - c.requested_at):.1f}s after the job that woke it "
+                        "was submitted")
+        self.store.transition_cluster(name, ClusterState.ACTIVE, "; ".join(done))
+
+    def _restore(self, name: str, c, spec, driver) -> str:
+        """Restore the saved output ``c.restore_from`` names into ``OUTPUT_DIR`` through the kind's driver
+        (checked against its manifest there); idempotent (a crash mid-restore: the next run replaces it)."""
+        saved = saved_of(c.restore_from)
+        if saved is None:
+            self.store.record_event("cluster", "woken from hibernation: nothing to restore (nothing was saved)",
+                                    cluster=name)
+            return "nothing to restore"
+        t0 = time.monotonic()
+        driver.restore_output(spec, saved, OUTPUT_DIR, timeout=self.op_timeout)
+        dt = time.monotonic() - t0
+        self.store.record_event("cluster", f"output restored from {saved.describe()} into {OUTPUT_DIR} in "
+                                f"{dt:.1f}s", cluster=name)
+        faults.point("output-restored")
+        return f"output restored into {OUTPUT_DIR} in {dt:.1f}s"
 
     def _grow(self, name: str, node_ids: list[int]) -> None:
         nodes = [n for n in (self.store.get_node(i) for i in node_ids) if n.state in IN_FLIGHT]  # not meanwhile
@@ -360,6 +393,8 @@ class Reconciler:
         ``SAVE_ATTEMPTS`` tries the daemons are stopped but nothing is deleted (the event names the
         directories that still hold the data), so that no release ever loses data."""
         every = self.store.list_nodes(name)
+        held = sum(1 for n in every if n.state != NodeState.RELEASED)
+        t0 = time.monotonic()
         try:
             spec, driver = self.fleet.spec(name)
         except FawkesError:
@@ -382,8 +417,25 @@ class Reconciler:
         for n in self.store.list_nodes(name):
             if n.state == NodeState.REQUESTED or n.state == NodeState.DRAINING or n.state == NodeState.FAILED:
                 self._advance(n.id, NodeState.RELEASED, "cluster released")
+        c = self.store.get_cluster(name)
+        if self._hibernates(c):
+            faults.point("nodes-released")
+            self.store.transition_cluster(
+                name, ClusterState.HIBERNATING, f"hibernated: output saved, {held} node(s) released, "
+                f"{max(0.0, self.clock() - (c.saving_at or self.clock())):.1f}s after it went idle (this save and "
+                f"teardown: {time.monotonic() - t0:.1f}s); the next job submitted to it wakes it")
+            return
         self.store.transition_cluster(name, ClusterState.RELEASED, "output saved, nodes released" if wipe
                                       else "output NOT saved and kept in place, nodes released")
+
+    def _hibernates(self, c) -> bool:
+        """Scale to zero: SAVING ``c`` hibernates instead of being released when it went idle (it was
+        active and nobody asked for its release: the only other way out of ACTIVE), its config says
+        ``on_idle: hibernate``, and its output was saved (a save that failed keeps the data in place:
+        released as always, nothing elsewhere to restore from)."""
+        if c.release_requested_at is not None or c.active_at is None or c.saved_output is None:
+            return False
+        return "kept" not in json.loads(c.saved_output) and bool(self.hibernate(c.name))
 
     def _save(self, name: str, c, spec, driver) -> bool:
         """Save ``c``'s output and record it; True when the cluster's directories may be wiped."""
@@ -482,3 +534,22 @@ class Reconciler:
         except FawkesError as exc:
             log.info("skipped: %s", exc)
             return None
+
+
+def saved_of(record: str | None) -> SavedOutput | None:
+    """The :class:`SavedOutput` a cluster's ``saved_output`` / ``restore_from`` JSON record names; None when
+    it saved nothing (``{"nothing": ...}``); FawkesError for a record that names no checked copy."""
+    import re
+
+    rec = json.loads(record) if record else {}
+    if "nothing" in rec:
+        return None
+    try:
+        saved = SavedOutput(str(rec["host"]), str(rec["path"]), int(rec["files"]), int(rec["bytes"]),
+                            str(rec["manifest_sha256"]))
+    except (KeyError, TypeError, ValueError):
+        raise FawkesError(f"restore: the saved output record {str(record)[:200]!r} names no saved copy") from None
+    if not saved.path.startswith("/") or ".." in saved.path.split("/") \
+            or not re.fullmatch(r"[0-9a-f]{64}", saved.manifest_sha256) or saved.files < 0 or saved.bytes < 0:
+        raise FawkesError(f"restore: the saved output record {str(record)[:200]!r} is malformed")
+    return saved

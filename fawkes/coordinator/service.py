@@ -71,7 +71,8 @@ class Coordinator:
                  clock: Callable[[], float] = time.time, workers: int = 4, max_running_jobs: int = 1,
                  host_grace_s: float = 30.0, cluster_options: dict[str, str] | None = None, retention=None,
                  timeouts=None, runner=None, pool=None, shrink_mode: str | None = None, footprint=None,
-                 save_to: Callable[[str], str | None] | None = None, notifier=None):
+                 save_to: Callable[[str], str | None] | None = None, notifier=None,
+                 hibernate: Callable[[str], bool] | None = None):
         from fawkes.config import RetentionConfig
 
         self.store = store
@@ -86,7 +87,8 @@ class Coordinator:
         self.counters["ssh_failures"] = lambda: float(getattr(self.fleet.ex, "failures", 0))
         self.control = Control(store, settings, clock, runner=runner)  # runner: a chapter-2 policy
         self.reconciler = Reconciler(store, self.fleet, workers=workers, clock=clock, timeouts=timeouts,
-                                     shrink_mode=shrink_mode, footprint=footprint, save_to=save_to)
+                                     shrink_mode=shrink_mode, footprint=footprint, save_to=save_to,
+                                     hibernate=hibernate)
         self.dispatcher = Dispatcher(store, self.fleet, max_running=max_running_jobs)
         self.sampler = Sampler(store, self.fleet, self.dispatcher, settings, clock=clock, grace_s=host_grace_s)
         if settings.swollen_threshold is not None or settings.straggler_factor is not None:
@@ -468,7 +470,7 @@ def build(cfg, *, inventory_path=None, leadership=None, inventory: Inventory | N
         return Coordinator(store, inv, settings, runner=runner, cluster_options=dict(cfg.cluster_options),
                            host_grace_s=cfg.host_grace, retention=cfg.retention, timeouts=cfg.timeouts, pool=pool,
                            shrink_mode=cfg.shrink_mode, footprint=cfg.suspend.footprint(), save_to=cfg.save_to_of,
-                           notifier=notifier)
+                           notifier=notifier, hibernate=cfg.hibernates)
     except Exception:
         store.close()
         raise

@@ -10,7 +10,7 @@ The contract, modelled on Ray autoscaler v2's node provider: a few verbs on a cl
 :class:`ClusterSpec` -- observe (:meth:`~FrameworkDriver.observe`: per node :class:`NodeFacts`;
 :meth:`~FrameworkDriver.metrics`: per cluster a neutral :class:`FrameworkSample`), deploy /
 teardown, add nodes, remove nodes (with a removal mode the kind offers), submit a job
-(:meth:`~FrameworkDriver.job_command`), load input / save output, and the hooks the suspender
+(:meth:`~FrameworkDriver.job_command`), load input / save output / restore a saved output, and the hooks the suspender
 and the opportunistic lender need (:meth:`~FrameworkDriver.suspend_hooks`,
 :meth:`~FrameworkDriver.opportunistic_worker`).  What a kind offers it declares as class
 attributes: ``roles``, ``removal_modes``, ``default_shrink_mode``, ``signals``,
@@ -275,6 +275,14 @@ class FrameworkDriver(ABC):
     def save_output(self, cluster: ClusterSpec, src: str, dest: str, *, timeout: float = 600.0) -> SavedOutput | None:
         """Copy ``src`` from the cluster's file system to ``dest`` (a path on the master host, outside the
         cluster's directories), checked and with a checksum manifest; None when ``src`` does not exist."""
+
+    @abstractmethod
+    def restore_output(self, cluster: ClusterSpec, saved: SavedOutput, dest: str, *, timeout: float = 600.0) -> None:
+        """Scale to zero: copy an output :meth:`save_output` saved (``saved``: its record; ``saved.path`` a
+        path the master host reaches) back into the cluster's file system at ``dest``, once the copy is
+        checked against its ``MANIFEST.sha256`` (every file's hash, and the manifest's own hash and file
+        count as recorded); the manifest itself is not copied.  Replaces whatever ``dest`` held
+        (idempotent); refused, with nothing loaded, when the saved copy does not match."""
 
     @abstractmethod
     def teardown(self, cluster: ClusterSpec, *, wipe: bool = True, timeout: float = 120.0) -> OpResult:

@@ -48,6 +48,23 @@ def save_shared_script(source: str, dest: str) -> Script:
         s=source, tmp=tmp, dest=dest, man=f"{tmp}/MANIFEST.sha256")
 
 
+def check_saved_script(saved: SavedOutput) -> Script:
+    """Check, on the host that reaches it, a copy :func:`save_shared_script` (or an HDFS save) left: its
+    ``MANIFEST.sha256`` hashes to the recorded digest and lists the recorded number of files, and every
+    file hashes as the manifest says (a restore loads nothing otherwise: exit 3, one line on stderr)."""
+    return Script(
+        "p={p}; want={digest}; files={files}; m=\"$p/MANIFEST.sha256\"; "
+        "if [ ! -f \"$m\" ]; then echo \"$p: no MANIFEST.sha256 (not a saved output)\" >&2; exit 3; fi; "
+        "got=$(sha256sum < \"$m\" | cut -d' ' -f1); "
+        "if [ \"$got\" != \"$want\" ]; then echo \"$p: MANIFEST.sha256 is not the one recorded\" >&2; exit 3; fi; "
+        "n=$(wc -l < \"$m\"); "
+        "if [ \"$n\" != \"$files\" ]; then echo \"$p: $n file(s) in MANIFEST.sha256, $files recorded\" >&2; "
+        "exit 3; fi; "
+        "if ! (cd \"$p\" && sha256sum --quiet --strict -c MANIFEST.sha256 >&2); then "
+        "echo \"$p: a file does not match MANIFEST.sha256\" >&2; exit 3; fi",
+        p=saved.path, digest=saved.manifest_sha256, files=str(saved.files))
+
+
 def check_problems(executor, hosts: Sequence[str], script: Script) -> dict[str, list[str]]:
     """Run a kind's installation check on ``hosts``: per host the lines it printed (one problem a line),
     or that the host did not answer (``check_framework``)."""
@@ -333,6 +350,16 @@ class SharedStorage:
         self.emit(cluster, "save", f"{source} -> {dest}", m.name, t0)
         out = self._run({m.name: save_shared_script(source, dest)}, f"saving {source}", timeout)[m.name]
         return self._saved(cluster, out, dest, t0)
+
+    def restore_output(self, cluster: ClusterSpec, saved: SavedOutput, dest: str, *, timeout: float = 600.0) -> None:
+        """Copy the checked saved output back to ``<shared_dir>/<cluster><dest>`` (without its manifest)."""
+        t0 = time.monotonic()
+        m, target = cluster.master, self._shared(cluster, dest)
+        self.emit(cluster, "restore", f"{saved.path} -> {target}", m.name, t0)
+        self._run({m.name: Script("{check} && rm -rf {t} && mkdir -p \"$(dirname {t})\" && cp -R {s} {t} && "
+                                  "rm -f {t}/MANIFEST.sha256", check=check_saved_script(saved), s=saved.path,
+                                  t=target)}, f"restoring {saved.path}", timeout)
+        self.emit(cluster, "restore", "done", m.name, t0)
 
     def teardown(self, cluster: ClusterSpec, *, wipe: bool = True, timeout: float = 120.0) -> OpResult:
         """Stop every daemon (and delete the cluster's directories on the nodes; with ``wipe``, its

@@ -32,6 +32,7 @@ from fawkes.errors import FawkesError
 from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import (DecommissionInterrupted, DecommissionTimeout, Health, NodeFacts, OpResult,
                                     SavedOutput)
+from fawkes.frameworks.control import check_saved_script
 from fawkes.frameworks.render import EXCLUDE_FILE, ports_for, render_exclude
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import SHRINK_MODE, Role, ShrinkMode
@@ -190,6 +191,21 @@ class HdfsStorage:
             man=f"{tmp}/MANIFEST.sha256", get=self._ctl(cluster, m, "hdfs", FSSHELL, "-get", src, tmp))
         out = self._run({m.name: script}, f"saving hdfs:{src}", timeout)[m.name]
         return self._saved(cluster, out, dest, t0)
+
+    def restore_output(self, cluster: ClusterSpec, saved: SavedOutput, dest: str, *, timeout: float = 600.0) -> None:
+        """Put the checked saved output (:func:`check_saved_script`) back into HDFS at ``dest`` (whatever
+        it held replaced), without its manifest."""
+        t0 = time.monotonic()
+        m = cluster.master
+        self.emit(cluster, "restore", f"{saved.path} -> hdfs:{dest}", m.name, t0)
+        self._run({m.name: Script(
+            "{check} && {mk} && {rm} && {put} && {rmman}", check=check_saved_script(saved),
+            mk=self._ctl(cluster, m, "hdfs", FSSHELL, "-mkdir", "-p", str(PurePosixPath(dest).parent)),
+            rm=self._ctl(cluster, m, "hdfs", FSSHELL, "-rm", "-r", "-f", "-skipTrash", dest),
+            put=self._ctl(cluster, m, "hdfs", FSSHELL, "-put", saved.path, dest),
+            rmman=self._ctl(cluster, m, "hdfs", FSSHELL, "-rm", "-skipTrash", f"{dest}/MANIFEST.sha256"))},
+            f"restoring {saved.path} into HDFS", timeout)
+        self.emit(cluster, "restore", "done", m.name, t0)
 
     def hdfs(self, cluster: ClusterSpec, tool: str, *args: str, timeout: float = 300.0) -> str:
         """Run an HDFS tool (``fs``, ``dfsadmin``, ``fsck``) on the master host; its stdout."""

@@ -185,8 +185,27 @@ class SimulatedDriver(FrameworkDriver):
         if not files:
             return None
         self._wait_until(w.now() + min(timeout, size / w.costs.save_Bps / w.speedup))
-        digest = hashlib.sha256(f"simulated {cluster.name} {files} {size}\n".encode()).hexdigest()
-        return SavedOutput(m, dest, files, size, digest)
+        with w.lock:
+            w.saved[dest] = (files, size)
+        return SavedOutput(m, dest, files, size, _digest(cluster.name, files, size))
+
+    def restore_output(self, cluster: ClusterSpec, saved: SavedOutput, dest: str, *, timeout: float = 600.0) -> None:
+        """The saved copy checked (this fleet's copy at ``saved.path`` holds the recorded files and bytes, and
+        the recorded manifest digest is theirs; a fleet started after the save, as a restarted coordinator's
+        is, checks the record alone), then loaded back at the load rate: the cluster's output again."""
+        w = self.world
+        w.check_up(cluster.master.name)
+        with w.lock:
+            kept = w.saved.get(saved.path)
+        if kept is not None and kept != (saved.files, saved.bytes):
+            raise FawkesError(f"{saved.path}: holds {kept[0]} file(s), {kept[1]} bytes; {saved.files} file(s), "
+                              f"{saved.bytes} bytes recorded")
+        if saved.manifest_sha256 != _digest(cluster.name, saved.files, saved.bytes):
+            raise FawkesError(f"{saved.path}: the manifest is not the one recorded")
+        self.emit(cluster, "restore", f"{saved.path} -> {dest}", cluster.master.name)
+        self._wait_until(w.now() + min(timeout, saved.bytes / w.costs.load_Bps / w.speedup))
+        with w.lock:
+            w.outputs[cluster.name], w.written[cluster.name] = saved.files, saved.bytes
 
     def teardown(self, cluster: ClusterSpec, *, wipe: bool = True, timeout: float = 120.0) -> OpResult:
         t0 = time.monotonic()
@@ -199,6 +218,7 @@ class SimulatedDriver(FrameworkDriver):
         if wipe:
             for n in cluster.nodes:
                 w.wipe(cluster.name, n.name)
+            w.drop_output(cluster.name)
         return OpResult(cluster, {"total": time.monotonic() - t0}, tuple(n.name for n in cluster.nodes))
 
     def reconfigure(self, cluster: ClusterSpec) -> dict[str, list[str]]:
@@ -255,6 +275,11 @@ class SimulatedDriver(FrameworkDriver):
 
     def opportunistic_worker(self, cluster: ClusterSpec, node: NodeSpec) -> WorkerLaunch:
         raise FawkesError("opportunistic workers are not offered by kind simulated")
+
+
+def _digest(cluster: str, files: int, size: int) -> str:
+    """A simulated save's "MANIFEST.sha256" digest: of what it holds."""
+    return hashlib.sha256(f"simulated {cluster} {files} {size}\n".encode()).hexdigest()
 
 
 DRIVER = SimulatedDriver

@@ -126,6 +126,9 @@ class World:
         self.jobs_of: dict[str, list[LaunchedJob]] = defaultdict(list)  # cluster -> its jobs not yet ended
         self.written: Counter = Counter()  # cluster -> output bytes of its finished jobs
         self.outputs: Counter = Counter()  # cluster -> finished jobs with output
+        #: saved outputs (the simulated kind's save_output): path -> (files, bytes), on storage outside the
+        #: clusters (a teardown leaves them; scale to zero restores them)
+        self.saved: dict[str, tuple[int, int]] = {}
         self.start_failure = start_failure
         self.job_failure = job_failure
         self.report_path = report
@@ -315,6 +318,12 @@ class World:
         with self.lock:
             for key in [k for k, j in self.files.items() if k[0] == host and j.cluster == cluster]:
                 del self.files[key]
+
+    def drop_output(self, cluster: str) -> None:
+        """``cluster``'s file system is gone (a teardown that wipes): its output with it."""
+        with self.lock:
+            self.written.pop(cluster, None)
+            self.outputs.pop(cluster, None)
 
     def node(self, cluster: str, host: str) -> tuple[Daemons | None, bool | None]:
         """(the node, whether the host answers)."""

@@ -112,6 +112,18 @@ class ClustersMixin(StoreBase):
             f"woken from hibernation (min_core={c.min_core})",
             f"requested: woken from hibernation ({why}; min_core {c.min_core}, restores its saved output)")
 
+    def wake_cluster(self, name: str) -> MRCluster:
+        """``fawkes cluster wake``: hibernating ``name`` woken without a job (:meth:`_wake`: a new incarnation
+        requested at the tail of the queue, which restores its saved output); returns it.  Refused, nothing
+        written, unless it hibernates."""
+        validate.name("name", name)
+        now = self.clock()
+        with self.session(write=True) as s:
+            c = self._cluster(s, name, live=True)
+            if c.state != ClusterState.HIBERNATING:
+                raise FawkesError(f"cluster {name}: {c.state}, not hibernating")
+            return self._wake(s, c, "fawkes cluster wake", now)
+
     def get_cluster(self, name: str) -> MRCluster:
         """The live cluster called ``name``, else the latest released one."""
         with self.session() as s:
@@ -181,20 +193,30 @@ class ClustersMixin(StoreBase):
         """Move live cluster ``name`` along an edge of :data:`CLUSTER_TRANSITIONS`.
 
         Entering RELEASED is refused while any node still holds a host; it also frees
-        the name and cancels jobs that never started.
+        the name and cancels jobs that never started.  Entering HIBERNATING is refused the same way;
+        jobs still queued then wake it at once (a new incarnation, :meth:`_wake`, which is returned).
         """
         now = self.clock()
         with self.session(write=True) as s:
             c = self._cluster(s, name, live=True)
             to = ClusterState(to)
             check(CLUSTER_TRANSITIONS, "cluster", name, c.state, to)
-            if to == ClusterState.RELEASED:
+            if to in (ClusterState.RELEASED, ClusterState.HIBERNATING):
                 held = s.exec(select(func.count()).select_from(Node).where(
                     Node.cluster_id == c.id, col(Node.holds_host).is_not(None))).one()
                 if held:
                     raise FawkesError(f"cluster {name}: still holds {held} node(s); release them first")
+            if to == ClusterState.RELEASED:
                 self._cancel_queued_jobs(s, c, "cluster released", now)
             self._cluster_cas(s, c, to, detail, now)
+            if to == ClusterState.HIBERNATING:
+                queued = list(s.exec(select(Job.id).where(Job.cluster_id == c.id, Job.state == JobState.QUEUED)))
+                new = None
+                if queued:  # queued before it went idle and not yet dispatched: they wake it at once
+                    new = self._wake(s, c, f"{len(queued)} job(s) queued while it was saving", now)
+                    s.execute(update(Job).where(col(Job.id).in_(queued)).values(cluster_id=new.id))
+                self._cancel_queued_jobs(s, c, "cluster hibernated", now)  # dispatched ones: as a release
+                c = new or c
             return c
 
     def cluster_history(self, name: str) -> list[ClusterTransition]:
