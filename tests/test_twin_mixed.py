@@ -267,6 +267,7 @@ def test_bad_per_cluster_cost_items_one_line(tmp_path, item, needle):
     ({"kind_of_dask": "dask\nx"}, "clusters.dask.kind"),
     ({"kind_of_dask": "dask\0"}, "clusters.dask.kind"),
     ({"dask_release_s": 1e30}, "fp_stop_s"),  # a node released 1e30 s after its drain
+    ({"dask_release_s": float("inf")}, "clusters.dask.fp_stop_s: not a finite number"),
     ({"dask_release_s": 250.0}, "fp_stop_s"),  # released before it drained: a negative stop
 ])
 def test_from_state_refuses_what_the_replay_would_refuse_and_writes_nothing(tmp_path, state, needle):
