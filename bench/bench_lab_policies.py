@@ -95,7 +95,7 @@ def main() -> None:
 
         print("\nthe twin of every run (bench/bench_twin_of_runs.py):", flush=True)
         bench_twin_of_runs.main(["--state", str(workdir / "fawkes.db"), "--json", str(workdir / "runs.json"),
-                                 "--out", str(workdir / "twin")])
+                                 "--out", str(workdir / "twin")] + (["--mixed"] if args.mixed else []))
 
 
 def latin_order(policies: list[str], rep: int) -> list[str]:

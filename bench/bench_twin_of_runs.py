@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The twin of every run of a live benchmark: each run exported from the state and replayed.
 
-    python3 bench/bench_twin_of_runs.py --state DIR/fawkes.db --json RUNS.json [--seeds 5] [--out DIR]
+    python3 bench/bench_twin_of_runs.py --state DIR/fawkes.db --json RUNS.json [--seeds 5] [--out DIR] [--mixed]
 
 RUNS.json is what ``bench/bench_lab_policies.py --json`` writes (per policy, its runs with their
 jobs); the state is that benchmark's SQLite file.  For each run: the jobs submitted in the run's
@@ -11,6 +11,9 @@ under None, at the live periods (``fawkes.demo.preset_for``).  Prints, per run a
 over its runs), each cluster's live mean slowdown, the twin's replay of the same policy and their
 difference, and the twin's None; so the live benchmark's figures stand next to the simulation's,
 and the None the twin predicts from a TD run can be set against the None measured on the lab.
+Runs of the mixed pool (``--mixed``, or runs whose clusters are fawkes.demo.MIXED_PLAN's): the
+plan's clusters, growth and periods, and each cluster replayed with its own kind's measured costs
+(the cost file's ``clusters:``, docs/live.md).
 Reads the state only; writes the exports under --out.  No lab, a few seconds per run.
 """
 
@@ -27,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.results_meta import meta  # noqa: E402
-from fawkes.demo import DemoPlan, replay_window  # noqa: E402
+from fawkes.demo import MIXED_PLAN, DemoPlan, replay_window  # noqa: E402
 from fawkes.errors import FawkesError  # noqa: E402
 
 
@@ -38,6 +41,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--out", type=Path, default=None, help="where the exports go (default: a new temp dir)")
     ap.add_argument("--result", type=Path, default=None, help="write the figures as JSON here")
+    ap.add_argument("--mixed", action="store_true",
+                    help="runs of the mixed pool (bench_mixed_pool.py): fawkes.demo.MIXED_PLAN's clusters, growth "
+                         "and periods; the export gives each cluster its own kind's costs")
     a = ap.parse_args(argv)
     if not 1 <= a.seeds <= 50:
         print("error: --seeds: expected 1..50", file=sys.stderr)
@@ -50,12 +56,14 @@ def main(argv=None) -> int:
         runs = json.loads(a.json.read_text(encoding="utf-8"))["runs"]
         windows = {p: [(min(j["submitted"] for j in r["jobs"]) - 1, max(j["ended"] for j in r["jobs"]),
                         r["slowdowns"]) for r in rs] for p, rs in runs.items()}
+        seen = {j["cluster"] for rs in runs.values() for r in rs for j in r["jobs"]}
     except (OSError, ValueError, KeyError, TypeError) as e:
         print(f"error: --json: {a.json}: not a bench_lab_policies.py result ({e})", file=sys.stderr)
         return 2
     out = a.out or Path(tempfile.mkdtemp(prefix="fawkes-twin-runs-"))
     url = f"sqlite:///{a.state.resolve()}"
-    plan, seeds = DemoPlan(), tuple(range(1, a.seeds + 1))
+    mixed = a.mixed or (seen <= set(MIXED_PLAN.clusters) and not seen <= set(DemoPlan().clusters))
+    plan, seeds = (MIXED_PLAN if mixed else DemoPlan()), tuple(range(1, a.seeds + 1))
     clusters = list(dict.fromkeys(c for _, c in plan.stream))
     rows: dict[str, list[dict]] = {}
     for policy, ws in windows.items():

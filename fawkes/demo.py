@@ -388,7 +388,7 @@ def replay_window(url: str, plan: DemoPlan, since: float, until: float, labels, 
     exported (``fawkes trace from-state``: ``stream.csv``, ``stream-costs.yaml``,
     ``stream-clusters.csv`` and ``presets/`` in ``workdir``) and replayed under each of ``labels``
     (policy names or presets, at the plan's periods: :func:`preset_for`); replay rows by label."""
-    from fawkes.traces.from_state import dump_costs, export, replay
+    from fawkes.traces.from_state import export, replay
     from fawkes.traces.trace import write_trace
 
     store = Store(url)
@@ -400,8 +400,7 @@ def replay_window(url: str, plan: DemoPlan, since: float, until: float, labels, 
     trace, costs, clusters = workdir / "stream.csv", workdir / "stream-costs.yaml", workdir / "stream-clusters.csv"
     with trace.open("w") as f:
         write_trace(ex.rows, f)
-    with costs.open("w") as f:
-        dump_costs(ex.costs, ex.measured, f)
+    costs.write_text(ex.cost_text())
     clusters.write_text(ex.clusters_csv())
     presets = {}
     (workdir / "presets").mkdir(exist_ok=True)

@@ -31,7 +31,8 @@ from fawkes.errors import FawkesError
 @click.option("--mixed", is_flag=True,
               help="the mixed pool: one Spark (spark-hdfs), one Flink (flink-hdfs) and one Dask MR-cluster on the "
                    "same hosts, a burst of each one's CPU-bound jobs in turn, growth by transient nodes; R is "
-                   "measured per kind (three calibration jobs) and None is measured after it, not predicted: about 30 minutes")
+                   "measured per kind (three calibration jobs); the twin replays each cluster with its own kind's "
+                   "measured costs to predict None (--measure-none measures it on the lab as well)")
 def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, reference_s: float | None,
          recalibrate: bool, as_json: bool, mixed: bool) -> None:
     """Three MR-clusters on a local SSH lab of CPU-limited hosts and two bursts of real CPU-bound
@@ -60,7 +61,6 @@ def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, ref
     if mixed and reference_s is not None:
         raise click.UsageError("--reference is one R; with --mixed R is measured per kind")
     plan = MIXED_PLAN if mixed else DemoPlan()
-    measure_none = measure_none or mixed
     ref_cache = cache_root() / REFERENCE_CACHE
     source = "given"
     if reference_s is None and not recalibrate and not mixed:
@@ -133,8 +133,8 @@ def demo(policy: str, measure_none: bool, workdir: Path | None, prefix: str, ref
             session.stop()
     finally:
         session.close()
-    # the twin replays one kind's costs: a mixed run's None is measured (--measure-none) instead
-    predicted = None if mixed else twin(workdir, session, out, policy, console)
+    # a mixed run's export carries each cluster's own kind's costs (the cost file's clusters:)
+    predicted = twin(workdir, session, out, policy, console)
     png = plot(out, workdir / "allocations.png", plan.clusters,
                {c: plan.kind_of(c) for c in plan.clusters} if plan.kinds else None)
     lap("lab down, twin and plot")

@@ -159,7 +159,7 @@ def simulate(experiment, trace_file, clusters_file, capacity, min_core, period, 
         raise FawkesError(f"policy listed twice in --compare: {', '.join(labels)}")
     seed_list = list(range(first_seed, first_seed + seeds))
     progress = None if quiet else _Progress(len(specs) * len(seed_list))
-    if workload is not None and scale != 1 and workload.cost.gated():  # a cost file of the live dispatcher
+    if workload is not None and scale != 1 and workload.cost.any_gated():  # a cost file of the live dispatcher
         raise FawkesError("--scale does not apply to a twin replay (max_running_jobs / job_startup_s)")
     matrix = runner.run_matrix(exp, specs, seed_list, grow=grow, check=check, scale=scale, workers=workers,
                                timeline=bool(plot_file), progress=progress, workload=workload, cost=cost)

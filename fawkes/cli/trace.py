@@ -133,10 +133,13 @@ def from_state(state, output, costs_out, clusters_out, since, until, quiet) -> N
     One row per job that succeeded: submission time, cluster, input bytes, the reference runtime
     it was submitted with, and its tasks as the sampler saw them (count and mean slot seconds).
     The cost file holds what the reconciler measured (node start and stop times per role), the
-    slots per node (the hosts' cores) and the per-job overhead; docs/live.md says how each is read.
+    slots per node (the hosts' cores) and the per-job overhead; in a pool of clusters of several
+    kinds (Spark, Flink, Dask), also each cluster's own kind's start-up, overhead and node times
+    (its clusters: section); docs/live.md says how each is read.
     Prints the `fawkes simulate` command that replays it.
     """
-    from fawkes.traces.from_state import dump_costs, export
+    from fawkes.traces.costfile import parse_cost_text
+    from fawkes.traces.from_state import export
     from fawkes.traces.trace import write_trace
 
     now = time.time()
@@ -163,9 +166,11 @@ def from_state(state, output, costs_out, clusters_out, since, until, quiet) -> N
     buf = io.StringIO()
     write_trace(ex.rows, buf)
     if costs_out:
-        cbuf = io.StringIO()
-        dump_costs(ex.costs, ex.measured, cbuf)
-        texts.append((costs_out, cbuf.getvalue()))
+        text = ex.cost_text()
+        # what simulate --cost-file will read, checked as it reads it (a measured figure out of range,
+        # a kind name that cannot be one) before anything is written
+        parse_cost_text(text, f"--costs {costs_out} (measured from the state)")
+        texts.append((costs_out, text))
     if clusters_out:
         texts.append((clusters_out, ex.clusters_csv()))
     if output:
@@ -182,6 +187,8 @@ def from_state(state, output, costs_out, clusters_out, since, until, quiet) -> N
                    + ", ".join(f"{c} {n}" for c, n in per.items()) + (f" -> {output}" if output else ""), err=True)
         if ex.costs:
             click.echo("measured: " + ", ".join(f"{k}={v}" for k, v in ex.costs.items()), err=True)
+        for c, fields in ex.cluster_costs.items():
+            click.echo(f"measured for {c} (its kind's): " + ", ".join(f"{k}={v}" for k, v in fields.items()), err=True)
         for what, n in ex.skipped.items():
             click.echo(f"skipped {n} job(s) {what}", err=True)
         m = min(ex.minima.values())

@@ -117,8 +117,10 @@ class SimCluster:
         self.name = spec.name
         # a Spark-like cluster's node runs every stage on map_slots cores (fawkes/sim/stages.py)
         self.job_model = spec.job_model
-        self.map_slots = sim.cost.map_slots
-        self.red_slots = 0 if spec.job_model == stages.SPARK else sim.cost.reduce_slots
+        # the pool's cost model with the cluster's own fields (a pool of several kinds: CostModel.for_cluster)
+        self.cost = sim.cost.for_cluster(spec.name)
+        self.map_slots = self.cost.map_slots
+        self.red_slots = 0 if spec.job_model == stages.SPARK else self.cost.reduce_slots
         self.min_core = spec.min_core
         self.state = ClusterState.REQUESTED
         self.jobs: dict[int, SimJob] = {}  # unfinished, in submission order
@@ -126,7 +128,7 @@ class SimCluster:
         self.rq: list[SimJob] = []  # jobs with pending reduces, FIFO
         # The live dispatcher's gate (cost fields max_running_jobs / job_startup_s; off at 0, the
         # thesis' model): see submit().
-        self.gated = sim.cost.gated()
+        self.gated = self.cost.gated()
         self.waiting: deque[SimJob] = deque()  # submitted, not dispatched (gated only)
         self.dispatched: set[int] = set()  # job ids between dispatch and end, start-up included
         self.up: set[int] = set()  # dispatched job ids whose tasks are schedulable
@@ -193,7 +195,6 @@ class SimCluster:
         if not node.attached or node.draining or node.ready:
             return
         node.ready = True
-        cost = self.sim.cost
         node.free_map, node.free_red = self.map_slots, self.red_slots
         self.free_map += node.free_map
         self.free_red += node.free_red
@@ -370,11 +371,11 @@ class SimCluster:
         return gone
 
     def _launch(self, now: float) -> None:
-        limit = self.sim.cost.max_running_jobs or 10**9
+        limit = self.cost.max_running_jobs or 10**9
         while self.waiting and len(self.dispatched) < limit:
             job = self.waiting.popleft()
             self.dispatched.add(job.id)
-            startup = job.spec.startup_s if job.spec.startup_s is not None else self.sim.cost.job_startup_s
+            startup = job.spec.startup_s if job.spec.startup_s is not None else self.cost.job_startup_s
             self.sim.push(now + startup, EV_CALL, lambda sim, t, job=job: self._up(job, t))
 
     def _up(self, job: SimJob, now: float) -> None:
@@ -431,7 +432,7 @@ class SimCluster:
         self.version += 1
         d = job.map_d[idx] if is_map else job.red_d[idx]
         if job.spec.beta_in or job.spec.beta_out:
-            mode = self.sim.cost.penalty
+            mode = self.cost.penalty
             if mode == "load_aware":
                 n = self.n_core + self.busy_tr + self.busy_tc
                 d *= penalty(job.spec.beta_in, job.spec.beta_out, n, self.n_core, self.n_core + self.busy_tc)
@@ -481,12 +482,12 @@ class SimCluster:
             job.maps_done += 1
             if job.maps_done == job.slow_need:
                 self._eligible(job)
-            if job.n_reds and node.role is not Role.CORE and self.sim.cost.lose_map_outputs:
+            if job.n_reds and node.role is not Role.CORE and self.cost.lose_map_outputs:
                 node.map_outputs.append((job, t.idx))
             if job.n_reds == 0:
                 self._write_output(node, job.out_per_writer)
             elif job.maps_done >= job.n_maps and job.waiting:
-                sh = self.sim.cost.shuffle_frac
+                sh = self.cost.shuffle_frac
                 for r in job.waiting:
                     if r.alive:
                         r.end = max(r.start + sh * r.dur, now) + (1.0 - sh) * r.dur
@@ -503,7 +504,7 @@ class SimCluster:
 
     def _job_done(self, job, now: float) -> None:
         del self.jobs[job.id]
-        job.end = now + self.sim.cost.job_overhead_s
+        job.end = now + self.cost.job_overhead_s
         self.completed_jobs += 1
         self.sim.on_job_done(self, job)
         if job.id in self.dispatched:  # the dispatcher sees the end (after the overhead), launches the next
@@ -519,7 +520,7 @@ class SimCluster:
     def _write_output(self, node: SimNode, out: float) -> None:
         if out <= 0:
             return
-        rep = self.sim.cost.replication
+        rep = self.cost.replication
         self.output_bytes += out * rep
         if self._dns_ver != self.node_ver:
             self._dns = [n for n in self.nodes.values() if n.role is not Role.TR and not n.draining]
@@ -541,7 +542,7 @@ class SimCluster:
         return self.slots_per_node * (self.n_ready_core + self.n_ready_tr + self.n_ready_tc)
 
     def storage_capacity(self) -> float:
-        return self.sim.cost.hdfs_capacity_bytes * self.n_dn
+        return self.cost.hdfs_capacity_bytes * self.n_dn
 
     @property
     def settled(self) -> int:

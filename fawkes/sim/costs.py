@@ -9,6 +9,11 @@ Task durations (B.3, calibrated per B.5 item 6, see docs/simulation.md):
   capped at ``red_max_s``.  A reduce copies while maps run (the first ``shuffle_frac`` of its
   work) and cannot pass the end of the map phase; the rest runs after the last map.
 
+Per-cluster costs (a pool of several framework kinds, ``fawkes trace from-state`` of a mixed run):
+``clusters.NAME.FIELD`` sets one of :data:`PER_CLUSTER` for the MR-cluster NAME only
+(:class:`ClusterCosts`, :meth:`CostModel.for_cluster`); every other cluster, and every field a
+cluster does not set, keeps the pool's value.
+
 Node-type penalty (B.3 bottleneck-sum model, load-aware per B.5 item 1): a task that starts
 on an MR-cluster with ``N_in`` core nodes is slowed by
 ``m = 1 + beta_in (N/N_in - 1) + beta_out (N/N_out - 1)`` where ``N`` counts the core nodes
@@ -80,6 +85,33 @@ def app_profile(name: str, apps: dict[str, AppProfile] | None = None) -> AppProf
         raise KeyError(f"unknown app {name!r}; known: {', '.join(sorted(apps))} (aliases {', '.join(sorted(ALIASES))})") from None
 
 
+#: a cluster's or a kind's name, as the store takes them (fawkes.store.validate.NAME_RE)
+NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,62}$"
+
+
+def _seconds():
+    return Field(None, ge=0, le=1e9, allow_inf_nan=False)
+
+
+class ClusterCosts(BaseModel):
+    """One MR-cluster's own costs (None: the pool's), and the framework kind they were measured on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str | None = Field(None, pattern=NAME_PATTERN, description="the framework kind (informative)")
+    job_startup_s: float | None = _seconds()
+    job_overhead_s: float | None = _seconds()
+    core_ready_s: float | None = _seconds()
+    tr_ready_s: float | None = _seconds()
+    tc_ready_s: float | None = _seconds()
+    fp_stop_s: float | None = _seconds()
+    dp_fixed_s: float | None = _seconds()
+
+
+#: the fields a cluster may set for itself: what a framework kind's daemons and jobs take to start and stop
+PER_CLUSTER = tuple(f for f in ClusterCosts.model_fields if f != "kind")
+
+
 class CostModel(BaseModel):
     """Every simulator parameter (docs/simulation.md) with its default; override with ``model_copy(update=...)``."""
 
@@ -118,6 +150,18 @@ class CostModel(BaseModel):
     replication: int = Field(3, ge=1)
     hdfs_capacity_bytes: float = Field(2 * 1024 * GB, gt=0, description="configured HDFS capacity per DataNode (DU)")
     apps: dict[str, AppProfile] = Field(default_factory=lambda: dict(APPS))
+    clusters: dict[str, ClusterCosts] = Field(default_factory=dict, description="per-cluster costs (PER_CLUSTER)")
+
+    def for_cluster(self, name: str) -> CostModel:
+        """The model one MR-cluster runs under: the pool's, with the cluster's own fields on top."""
+        own = self.clusters.get(name)
+        if own is None:
+            return self
+        return self.model_copy(update={**own.model_dump(exclude_none=True, exclude={"kind"}), "clusters": {}})
+
+    def any_gated(self) -> bool:
+        """Some cluster dispatches as the live coordinator does (:meth:`gated`, its own fields included)."""
+        return self.gated() or any(self.for_cluster(n).gated() for n in self.clusters)
 
     @property
     def slots_per_node(self) -> int:
@@ -164,14 +208,30 @@ CostOverrides = tuple[tuple[str, object], ...]
 
 def cost_model(overrides: CostOverrides = (), **base) -> CostModel:
     """``CostModel(**base)`` with ``overrides`` applied and validated: a field name (``map_slots``,
-    ``w_dst_Bps``, ...) or ``apps.NAME.FIELD`` for one application profile (``apps.sort.beta_in``)."""
+    ``w_dst_Bps``, ...), ``apps.NAME.FIELD`` for one application profile (``apps.sort.beta_in``) or
+    ``clusters.NAME.FIELD`` for one MR-cluster (a field of :data:`PER_CLUSTER`, or ``kind``)."""
+    import re
+
     from pydantic import ValidationError
 
     fields = dict(base)
     apps = dict(APPS)
+    clusters: dict[str, ClusterCosts] = {}
     for key, value in overrides:
         parts = key.split(".")
-        if parts[0] == "apps" and len(parts) == 3:
+        if parts[0] == "clusters" and len(parts) == 3:
+            name, attr = parts[1], parts[2]
+            if not re.fullmatch(NAME_PATTERN, name):
+                raise ValueError(f"clusters: invalid cluster name {name[:64]!r} (a letter, then up to 62 "
+                                 "letters, digits, '_' or '-')")
+            if attr not in ClusterCosts.model_fields:
+                raise ValueError(f"{key}: not a per-cluster field; known: kind, {', '.join(PER_CLUSTER)}")
+            old = clusters.get(name, ClusterCosts()).model_dump(exclude_none=True)
+            try:
+                clusters[name] = ClusterCosts.model_validate({**old, attr: value})
+            except ValidationError as exc:
+                raise ValueError(f"{key}: {exc.errors()[0]['msg']}, got {value!r}") from None
+        elif parts[0] == "apps" and len(parts) == 3:
             try:
                 name, attr = app_profile(parts[1], apps).name, parts[2]
             except KeyError as exc:
@@ -183,14 +243,14 @@ def cost_model(overrides: CostOverrides = (), **base) -> CostModel:
                 apps[name] = AppProfile.model_validate({**apps[name].model_dump(), attr: value})
             except ValidationError as exc:
                 raise ValueError(f"{key}: {exc.errors()[0]['msg']}, got {value!r}") from None
-        elif len(parts) == 1 and key in CostModel.model_fields and key != "apps":
+        elif len(parts) == 1 and key in CostModel.model_fields and key not in ("apps", "clusters"):
             fields[key] = value
         else:
             raise ValueError(f"unknown cost parameter {key!r}; known: "
-                             + ", ".join(f for f in CostModel.model_fields if f != "apps")
-                             + ", apps.NAME.FIELD")
+                             + ", ".join(f for f in CostModel.model_fields if f not in ("apps", "clusters"))
+                             + ", apps.NAME.FIELD, clusters.NAME.FIELD")
     try:
-        return CostModel(**fields, apps=apps)
+        return CostModel(**fields, apps=apps, clusters=clusters)
     except ValidationError as exc:
         e = exc.errors()[0]
         raise ValueError(f"{e['loc'][0]}: {e['msg']}, got {e.get('input')!r}") from None

@@ -326,7 +326,7 @@ class Simulator:
     def _submit(self, spec, now: float) -> None:
         c = self.clusters[spec.cluster]
         ref = self.refs[spec.id] if self.refs is not None else spec.ref_runtime_s
-        job = new_job(spec, c.job_model, now, self.cost.slowstart, ref)
+        job = new_job(spec, c.job_model, now, c.cost.slowstart, ref)
         self.jobs[spec.id] = job
         if c.state is ClusterState.RELEASED:  # it left after T_idle: request it again (redeploy, reload)
             c.submit(job, now)
@@ -350,7 +350,8 @@ class Simulator:
         if role is Role.CORE and (ready_now or c.state in (ClusterState.REQUESTED, ClusterState.DEPLOYING)):
             c.make_ready(node)  # deployment time covers the daemons of the first core nodes
         else:
-            delay = {Role.TR: self.cost.tr_ready_s, Role.TC: self.cost.tc_ready_s}.get(role, self.cost.core_ready_s)
+            cost = c.cost  # the cluster's own (CostModel.for_cluster)
+            delay = {Role.TR: cost.tr_ready_s, Role.TC: cost.tc_ready_s}.get(role, cost.core_ready_s)
             if ready_now or delay <= 0:
                 c.make_ready(node)
             else:
@@ -745,10 +746,10 @@ class Simulator:
             k = len(nodes)
             cum = 0.0
             for node in nodes:
-                c.stop_node(node, now, kill=self.cost.dp_kill_tasks)
+                c.stop_node(node, now, kill=c.cost.dp_kill_tasks)
                 cum += node.stored
                 self.stats.rereplicated_bytes += node.stored
-                self.push(now + self.cost.removal_time(cum, k, n_dn), EV_RELEASE, node)
+                self.push(now + c.cost.removal_time(cum, k, n_dn), EV_RELEASE, node)
             self._spread_blocks(c, nodes)
         touched: dict[SimCluster, None] = {}  # ordered: event order must not depend on ids
         for g in plan.grows:
@@ -767,7 +768,7 @@ class Simulator:
         may carry a TR shrink out otherwise: ``fawkes/seeds/bigc.py`` models BIG-C's suspend and
         graceful shrink)."""
         c.stop_node(node, now)
-        self.push(now + self.cost.fp_stop_s, EV_RELEASE, node)
+        self.push(now + c.cost.fp_stop_s, EV_RELEASE, node)
 
     def _spread_blocks(self, c: SimCluster, leaving) -> None:
         """Re-replicated blocks land on the DataNodes that stay."""

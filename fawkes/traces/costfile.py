@@ -7,6 +7,8 @@
     tc_ready_s: 22.0
     apps:                      # optional: per-application fields
       sort: {beta_in: 0.3}
+    clusters:                  # optional: per-cluster fields (a pool of several kinds)
+      flink: {kind: flink-hdfs, job_startup_s: 21.4, tr_ready_s: 12.0}
 
 Every value is a finite number (or true/false where the field is a flag), checked by the model;
 a bad file ends in one line naming the file and the field.  The file's values are overrides like
@@ -72,11 +74,18 @@ def _value(path: Path, key: str, v: Any) -> Any:
 
 
 def load_cost_file(path: str | Path) -> tuple[tuple[str, Any], ...]:
-    """The file's fields as validated ``cost_model`` overrides (``apps.NAME.FIELD`` for apps)."""
+    """The file's fields as validated ``cost_model`` overrides (``apps.NAME.FIELD`` for apps,
+    ``clusters.NAME.FIELD`` for one MR-cluster)."""
+    p = Path(path)
+    return parse_cost_text(read_text_file(p, "cost file"), p)
+
+
+def parse_cost_text(text: str, p: str | Path) -> tuple[tuple[str, Any], ...]:
+    """A cost file's text (named ``p`` in errors) as validated ``cost_model`` overrides."""
     from fawkes.sim.costs import cost_model
 
-    p = Path(path)
-    text = read_text_file(p, "cost file")
+    if "\0" in text:
+        raise ConfigError(str(p), "contains a NUL byte: not a text file")
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -90,14 +99,15 @@ def load_cost_file(path: str | Path) -> tuple[tuple[str, Any], ...]:
     over: list[tuple[str, Any]] = []
     for k, v in doc.items():
         key = str(k)
-        if key == "apps":
+        if key in ("apps", "clusters"):
             if not isinstance(v, dict):
-                raise ConfigError(str(p), "expected a mapping NAME: {FIELD: VALUE}", field="apps")
+                raise ConfigError(str(p), "expected a mapping NAME: {FIELD: VALUE}", field=key)
             for name, fields in v.items():
+                where = f"{key}.{str(name)[:64]!r}" if not str(name).isprintable() else f"{key}.{name}"
                 if not isinstance(fields, dict):
-                    raise ConfigError(str(p), "expected a mapping FIELD: VALUE", field=f"apps.{name}")
+                    raise ConfigError(str(p), "expected a mapping FIELD: VALUE", field=where)
                 for f, x in fields.items():
-                    over.append((f"apps.{name}.{f}", _value(p, f"apps.{name}.{f}", x)))
+                    over.append((f"{key}.{name}.{f}", _value(p, f"{where}.{f}", x)))
         else:
             over.append((key, _value(p, key, v)))
     for i, (key, _) in enumerate(over):
@@ -106,5 +116,5 @@ def load_cost_file(path: str | Path) -> tuple[tuple[str, Any], ...]:
         except ValueError as exc:
             msg = str(exc)
             msg = msg[len(key) + 2:] if msg.startswith(key + ": ") else msg
-            raise ConfigError(str(p), msg, field=key) from None
+            raise ConfigError(str(p), msg, field=key if key.isprintable() else None) from None
     return tuple(over)

@@ -31,6 +31,12 @@ What the store holds and how it becomes the twin's input (docs/live.md):
   concurrent tasks): ``map_slots`` = cores, ``reduce_slots`` 1 (unused, every task is a map).
 * **pool and loop**: usable hosts (``--capacity``), minima, T (median gap between decisions) and
   the policies that decided, for the ``fawkes simulate`` command printed with the export.
+* **a pool of several kinds** (a mixed pool: spark-hdfs, flink-hdfs and dask clusters under one
+  coordinator; a cluster's kind is the ``frameworks`` row it names): the start-up, overhead,
+  executor start, node ready and stop times above are also measured per kind, on that kind's jobs
+  and nodes only, and given to each cluster of the kind (``Export.cluster_costs``, the cost file's
+  ``clusters:``, which ``fawkes simulate`` applies with ``CostModel.for_cluster``); a row's slot
+  cap uses its kind's executor start.  Clusters of one kind: no per-cluster costs, as before.
 * **what the sampler knew** (the cluster file's ``tasks_known``): the live sampler counts a job
   whose tasks it has not seen yet as the most tasks an earlier run of the same program on that
   cluster reported (at least one per input split); the export gives each cluster that count from
@@ -50,7 +56,7 @@ from fawkes.traces.trace import TraceRow
 from fawkes.store import Store
 from fawkes.store.jobs import job_program, tasks_learned
 from fawkes.store.lifecycle import JobState, NodeState
-from fawkes.store.schema import DecisionRecord, Host, Job, MRCluster, Node, NodeTransition, Sample
+from fawkes.store.schema import DecisionRecord, Framework, Host, Job, MRCluster, Node, NodeTransition, Sample
 
 #: cost-model fields the export can measure, and where they come from
 MEASURED = {
@@ -90,6 +96,20 @@ class Export:
     measured: dict[str, str] = field(default_factory=dict)  # field -> how many observations
     origin: float = 0.0
     tasks_known: dict[str, int] = field(default_factory=dict)  # cluster -> what its sampler knew at the start
+    #: cluster -> its framework kind (the ``frameworks`` row its MR-cluster names; else the framework's name)
+    kinds: dict[str, str] = field(default_factory=dict)
+    #: a pool of several kinds: cluster -> its own kind's costs (``kind`` and fields of
+    #: fawkes.sim.costs.PER_CLUSTER; the cost file's ``clusters:``), and how many observations each
+    cluster_costs: dict[str, dict[str, float | str]] = field(default_factory=dict)
+    cluster_measured: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def cost_text(self) -> str:
+        """The cost file (:func:`dump_costs`), per-cluster costs included."""
+        import io
+
+        buf = io.StringIO()
+        dump_costs(self.costs, self.measured, buf, self.cluster_costs, self.cluster_measured)
+        return buf.getvalue()
 
     def clusters_csv(self) -> str:
         """The cluster file (``fawkes simulate --clusters``): every cluster at t = 0 with its minimum and
@@ -162,10 +182,10 @@ def _node_times(n, ts: list, clusters: dict) -> NodeTimes:
     return NodeTimes(req, first(NodeState.RUNNING), first(NodeState.DRAINING), first(NodeState.RELEASED), grown)
 
 
-def _usable_slots(nodes, times: dict[int, NodeTimes], cores: dict[str, int], ex_s: float):
+def _usable_slots(nodes, times: dict[int, NodeTimes], cores: dict[str, int], ex_s):
     """``usable(cluster_id, t)``: the cores of the cluster's nodes that can run a task at ``t``: a node
-    deployed with the cluster from its start, a grown one ``ex_s`` after it ran (its executor's
-    start), each until it was released."""
+    deployed with the cluster from its start, a grown one ``ex_s(cluster_id)`` after it ran (its
+    executor's start, its kind's), each until it was released."""
     spans: dict[int, list[tuple[float, float, int]]] = {}
     for n in nodes:
         nt = times[n.id]
@@ -173,7 +193,7 @@ def _usable_slots(nodes, times: dict[int, NodeTimes], cores: dict[str, int], ex_
         if run is None:
             continue
         rel = nt.rel if nt.rel is not None else n.released_at
-        spans.setdefault(n.cluster_id, []).append((run + ex_s if nt.grown else float("-inf"),
+        spans.setdefault(n.cluster_id, []).append((run + ex_s(n.cluster_id) if nt.grown else float("-inf"),
                                                    rel if rel is not None else float("inf"),
                                                    cores.get(n.host, 1) or 1))
 
@@ -217,13 +237,15 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
             trans.setdefault(t.node_id, []).append(t)
         hosts = list(s.exec(select(Host)))
         known = _tasks_known(s, jobs, lo)
+        fw_kind = {f.name: f.kind for f in s.exec(select(Framework))}
+    kind = {cid: fw_kind.get(c.framework, c.framework) for cid, c in clusters.items()}
     gaps = [b.time - a.time for a, b in zip(decisions, decisions[1:]) if b.time > a.time]
     period = _median(gaps)
     sgaps = [b.time - a.time for ss in samples.values() for a, b in zip(ss, ss[1:]) if b.time > a.time]
     sample_period = _median(sgaps) or 5.0
     rows: list[TraceRow] = []
-    overheads: list[float] = []
-    startups: list[float] = []
+    overheads: dict[str, list[float]] = {}  # by kind
+    startups: dict[str, list[float]] = {}
     skipped = {str(k): v for k, v in others.items() if v}
     no_tasks = 0
     # each finished job's window and its tasks as the samples saw them: the first task seen gives an
@@ -232,11 +254,15 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
     runs = [(j, begin, job_tasks(samples.get(j.cluster_id, []), begin, j.ended_at, sample_period))
             for j in jobs if j.ended_at is not None
             for begin in (j.dispatched_at or j.started_at or j.submitted_at,)]
-    executors = [jt.first_busy - sample_period / 2 - j.started_at for j, _, jt in runs
-                 if jt is not None and j.started_at is not None and jt.first_busy >= j.started_at]
-    ex_s = _median(executors) or 0.0
+    executors: dict[str, list[float]] = {}  # by kind: a Spark executor, a Flink TaskManager's slots, a Dask worker
+    for j, _, jt in runs:
+        if jt is not None and j.started_at is not None and jt.first_busy >= j.started_at:
+            executors.setdefault(kind[j.cluster_id], []).append(jt.first_busy - sample_period / 2 - j.started_at)
+    ex_s = _median(_flat(executors)) or 0.0
+    ex_kind = {k: _median(xs) or 0.0 for k, xs in executors.items()}
     times = {n.id: _node_times(n, trans.get(n.id, []), clusters) for n in nodes}
-    usable = _usable_slots(nodes, times, {h.name: h.cores for h in hosts}, ex_s)
+    usable = _usable_slots(nodes, times, {h.name: h.cores for h in hosts},
+                           lambda cid: ex_kind.get(kind.get(cid, ""), ex_s))
     for j, begin, seen in runs:
         if seen is None:
             no_tasks += 1
@@ -246,9 +272,9 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
                        usable=lambda t, cid=j.cluster_id: usable(cid, t))
         # a task runs about half a sample period before the first sample sees it, and after the last
         startup = max(0.0, jt.first_busy - sample_period / 2 - begin)
-        startups.append(startup)
+        startups.setdefault(kind[j.cluster_id], []).append(startup)
         startup += jt.serial_s  # the job's one-task stages take as long on any number of slots
-        overheads.append(max(0.0, j.ended_at - (jt.last_busy + sample_period / 2)))
+        overheads.setdefault(kind[j.cluster_id], []).append(max(0.0, j.ended_at - (jt.last_busy + sample_period / 2)))
         rows.append(TraceRow(submit_s=j.submitted_at - lo, cluster=c.name, app="wordcount",
                              input_bytes=float(j.input_bytes or 0), maps=jt.tasks, reduces=0,
                              ref_runtime_s=j.ref_runtime if j.ref_runtime and j.ref_runtime > 0 else None,
@@ -266,37 +292,74 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
     if overheads:
         costs["max_running_jobs"] = 1  # the dispatcher's (fawkes/coordinator/dispatch.py)
         measured["max_running_jobs"] = "the live dispatcher"
-        costs["job_startup_s"] = round(_median(startups), 2)
-        measured["job_startup_s"] = f"{len(startups)} jobs"
-        costs["job_overhead_s"] = round(_median(overheads), 2)
-        measured["job_overhead_s"] = f"{len(overheads)} jobs"
-    ready: dict[str, list[float]] = {}
-    stop: dict[str, list[float]] = {}
+    ready: dict[tuple[str, str], list[float]] = {}  # (kind, role) -> seconds
+    stop: dict[tuple[str, str], list[float]] = {}
     for n in nodes:
         nt, c = times[n.id], clusters.get(n.cluster_id)
+        k = kind.get(n.cluster_id, "")
         if nt.run is not None and nt.grown and lo - 600 <= nt.req <= hi + 600:
-            ready.setdefault(n.role, []).append(nt.run - nt.req)
+            ready.setdefault((k, n.role), []).append(nt.run - nt.req)
         if (nt.drain is not None and nt.rel is not None and lo - 600 <= nt.drain <= hi + 600
                 and (c is None or c.release_requested_at is None or nt.drain < c.release_requested_at)):
-            stop.setdefault(n.role, []).append(nt.rel - nt.drain)
-    # a node grown under a running job serves it once the job's executor there is up: the node's
-    # start plus an executor's (ex_s, above)
-    for role, key in (("core", "core_ready_s"), ("transient", "tr_ready_s"), ("transient-core", "tc_ready_s")):
-        if ready.get(role):
-            costs[key] = round(_median(ready[role]) + ex_s, 2)
-            measured[key] = (f"{len(ready[role])} nodes: {_median(ready[role]):.1f} s"
-                             + (f" + executor start {ex_s:.1f} s ({len(executors)} jobs)" if ex_s else ""))
-    for role, key in (("transient", "fp_stop_s"), ("transient-core", "dp_fixed_s")):
-        if stop.get(role):
-            costs[key] = round(_median(stop[role]), 2)
-            measured[key] = f"{len(stop[role])} nodes"
+            stop.setdefault((k, n.role), []).append(nt.rel - nt.drain)
+    pool = _lifecycle(_flat(startups), _flat(overheads), _by_role(ready), _by_role(stop), ex_s, len(_flat(executors)))
+    costs.update(pool[0])
+    measured.update(pool[1])
     used = {j.cluster_id for j in jobs}
     minima = {clusters[i].name: clusters[i].min_core for i in used}
+    kinds = {clusters[i].name: kind[i] for i in sorted(used)}
+    cluster_costs: dict[str, dict[str, float | str]] = {}
+    cluster_measured: dict[str, dict[str, str]] = {}
+    if len(set(kinds.values())) > 1:  # a pool of several kinds: each cluster gets its own kind's costs
+        for k in dict.fromkeys(kinds.values()):
+            kc, km = _lifecycle(startups.get(k, []), overheads.get(k, []), _by_role(ready, k), _by_role(stop, k),
+                                ex_kind.get(k, ex_s), len(executors.get(k, [])))
+            for name in (n for n, nk in kinds.items() if nk == k):
+                cluster_costs[name] = {"kind": k, **kc}
+                cluster_measured[name] = {f: f"{how} of kind {k}" for f, how in km.items()}
     policies = list(dict.fromkeys(p for t, p in decisions if lo <= t <= hi))
     capacity = sum(1 for h in hosts if h.state in ("free", "allocated"))
     return Export(rows=rows, costs=costs, minima=minima, capacity=capacity, period_s=period, policies=policies,
                   sample_period_s=sample_period, skipped=skipped, measured=measured, origin=lo,
-                  tasks_known={clusters[i].name: known[i] for i in used if known.get(i)})
+                  tasks_known={clusters[i].name: known[i] for i in used if known.get(i)}, kinds=kinds,
+                  cluster_costs=cluster_costs, cluster_measured=cluster_measured)
+
+
+def _flat(by_kind: dict[str, list[float]]) -> list[float]:
+    return [x for xs in by_kind.values() for x in xs]
+
+
+def _by_role(by: dict[tuple[str, str], list[float]], kind: str | None = None) -> dict[str, list[float]]:
+    """``(kind, role) -> seconds`` as ``role -> seconds``, of one kind or (None) of all."""
+    out: dict[str, list[float]] = {}
+    for (k, role), xs in by.items():
+        if kind is None or k == kind:
+            out.setdefault(role, []).extend(xs)
+    return out
+
+
+def _lifecycle(startups: list[float], overheads: list[float], ready: dict[str, list[float]],
+               stop: dict[str, list[float]], ex_s: float, n_ex: int) -> tuple[dict, dict]:
+    """The start-up and stop costs of some jobs and nodes (the pool's, or one kind's): medians, and how
+    many observations each; a node grown under a running job serves it once the job's executor there
+    is up, so a ready time is the node's start plus an executor's (``ex_s``, from ``n_ex`` jobs)."""
+    costs: dict[str, float] = {}
+    measured: dict[str, str] = {}
+    if overheads:
+        costs["job_startup_s"] = round(_median(startups), 2)
+        measured["job_startup_s"] = f"{len(startups)} jobs"
+        costs["job_overhead_s"] = round(_median(overheads), 2)
+        measured["job_overhead_s"] = f"{len(overheads)} jobs"
+    for role, key in (("core", "core_ready_s"), ("transient", "tr_ready_s"), ("transient-core", "tc_ready_s")):
+        if ready.get(role):
+            costs[key] = round(_median(ready[role]) + ex_s, 2)
+            measured[key] = (f"{len(ready[role])} nodes: {_median(ready[role]):.1f} s"
+                             + (f" + executor start {ex_s:.1f} s ({n_ex} jobs)" if ex_s else ""))
+    for role, key in (("transient", "fp_stop_s"), ("transient-core", "dp_fixed_s")):
+        if stop.get(role):
+            costs[key] = round(_median(stop[role]), 2)
+            measured[key] = f"{len(stop[role])} nodes"
+    return costs, measured
 
 
 def _tasks_known(s, jobs: list, lo: float) -> dict[int, int]:
@@ -316,14 +379,38 @@ def _tasks_known(s, jobs: list, lo: float) -> dict[int, int]:
     return {cid: n for cid, n in known.items() if n}
 
 
-def dump_costs(costs: dict, measured: dict, out) -> None:
-    """The cost file: YAML of CostModel fields, one per line with where it came from."""
+def dump_costs(costs: dict, measured: dict, out, clusters: dict | None = None,
+               cluster_measured: dict | None = None) -> None:
+    """The cost file: YAML of CostModel fields, one per line with where it came from; with ``clusters``
+    (a pool of several kinds) a ``clusters:`` section, each cluster's kind and its kind's own costs."""
     out.write("# fawkes cost file (fawkes simulate --cost-file): CostModel fields measured on the live service\n")
     for k, v in costs.items():
-        note = MEASURED.get(k, "")
-        how = measured.get(k, "")
-        comment = f"  # {note}" + (f" ({how})" if how else "") if note else ""
-        out.write(f"{k}: {v}{comment}\n")
+        out.write(f"{k}: {v}{_comment(k, measured.get(k, ''))}\n")
+    if clusters:
+        out.write("clusters:  # a pool of several kinds: each cluster's fields measured on its kind's jobs and "
+                  "nodes (the pool's above for the others)\n")
+        for name, fields in clusters.items():
+            out.write(f"  {_yaml_str(name)}:\n")
+            for k, v in fields.items():
+                v = _yaml_str(v) if isinstance(v, str) else v
+                out.write(f"    {k}: {v}{_comment(k, (cluster_measured or {}).get(name, {}).get(k, ''))}\n")
+
+
+def _yaml_str(text: str) -> str:
+    """A name as YAML: as is when it is a plain name, else double-quoted with escapes (a newline or a NUL
+    byte in the state stays on its line and reaches the reader, which refuses it naming the field)."""
+    import json
+    import re
+
+    from fawkes.sim.costs import NAME_PATTERN
+
+    return text if re.fullmatch(NAME_PATTERN, text) else json.dumps(text)
+
+
+def _comment(key: str, how: str) -> str:
+    how = how if how.isprintable() else repr(how)[1:-1]  # a kind's name from the state stays on its line
+    note = MEASURED.get(key, "")
+    return f"  # {note}" + (f" ({how})" if how else "") if note else ""
 
 
 def finite_or_none(x: float | None) -> float | None:

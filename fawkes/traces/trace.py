@@ -173,6 +173,9 @@ def load_trace(path: str | Path, *, capacity: int, min_core: int, period_s: floa
     if not rows:
         raise ConfigError(str(path), "no jobs in the trace")
     names = list(dict.fromkeys(r.cluster for r in sorted(rows, key=lambda r: r.submit_s)))
+    stray = [n for n in cost.clusters if n not in names]
+    if stray:  # a per-cluster cost (a cost file's clusters:) for a cluster the trace does not run
+        raise FawkesError(f"cost clusters.{stray[0]}: no job of cluster {stray[0]!r} in the trace {path}")
     specs = {n: WorkloadCluster(n, 0.0, min_core, 0.0, preloaded=True) for n in names}
     if clusters_file is not None:
         cpath = Path(clusters_file)
