@@ -56,6 +56,7 @@ from fawkes.coordinator.fleet import Fleet  # noqa: E402
 from fawkes.errors import FawkesError  # noqa: E402
 from fawkes.frameworks.render import CONTROL_SCRIPT, ports_for  # noqa: E402
 from fawkes.frameworks.hdfs import FSSHELL  # noqa: E402
+from fawkes.frameworks.sizing import LAB_SIZES  # noqa: E402
 from fawkes.inventory import load_inventory  # noqa: E402
 from fawkes.mechanism import Role  # noqa: E402
 from fawkes.simfleet import invariants  # noqa: E402
@@ -66,7 +67,7 @@ from fawkes.store.lifecycle import JobState, NodeState  # noqa: E402
 APP = REPO / "fawkes" / "apps" / "wordcount.py"
 CLUSTERS = ("a", "b", "c")
 IDLE_RELEASED, IDLE_TIMEOUT_S = "c", 20  # the cluster the coordinator releases itself at the end
-LAB_OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1",
+LAB_OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1",
                "replication": "2", "executor_memory": "512m"}
 PRESET = ("policy: TD\ngrow_type: transient-core\nperiod_s: 10\nsample_period_s: 2\ntau: 0.5\n"
           "idle_timeout_s: 36000\nall_zero: equal\n")

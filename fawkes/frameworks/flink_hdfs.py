@@ -34,7 +34,7 @@ from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import JobLaunch, SuspendHooks, WorkerLaunch
 from fawkes.frameworks.control import ControlScriptDriver, check_problems
 from fawkes.frameworks.hdfs import HdfsStorage, hdfs_checks, hdfs_path
-from fawkes.frameworks.render import FLINK_PORTS, cluster_dirs
+from fawkes.frameworks.render import FLINK_PORTS, _options, cluster_dirs
 from fawkes.frameworks.sample import FrameworkSample, TaskCounts, sum_tasks
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role
@@ -173,11 +173,12 @@ class FlinkHdfsDriver(HdfsStorage, ControlScriptDriver):
             inp = nn + hdfs_path(inp)
         return arg.replace("{input}", inp).replace("{output}", nn + output).replace("{job}", str(job.id))
 
-    def job_command(self, cluster: ClusterSpec, job, *, output: str, driver_memory: str,
-                    python: str) -> JobLaunch:
+    def job_command(self, cluster: ClusterSpec, job, *, output: str, driver_memory: str | None = None,
+                    python: str | None = None) -> JobLaunch:
         """``flink run -Dpipeline.name=fawkes-<cluster>-<job> ARGV...`` on the master with the cluster's
         configuration (the JobManager's address); ``ARGV``: the job's own (``[-c CLASS] JAR ARGS``, or any
-        other option of ``flink run`` before the jar).  The client's JVM gets ``-Xmx<driver_memory>`` and
+        other option of ``flink run`` before the jar).  The client's JVM gets ``-Xmx<driver_memory>`` (else
+        the cluster's option ``driver_memory``, derived from the master's memory when not set) and
         ``-Dfawkes.job=<cluster>/<job>`` (``ps`` tells it apart); ``python`` has no meaning here."""
         fw = cluster.framework
         d = cluster_dirs(cluster, cluster.master)
@@ -185,7 +186,8 @@ class FlinkHdfsDriver(HdfsStorage, ControlScriptDriver):
                 *(self.expand(cluster, a, job, output) for a in job.argv))
         env = {"FLINK_CONF_DIR": d["conf"], "FLINK_LOG_DIR": d["logs"], "HADOOP_CONF_DIR": d["conf"],
                "HADOOP_CLASSPATH": ":".join(fw.hdfs_classpath),
-               "JVM_ARGS": f"-Xmx{driver_memory} -Dfawkes.job={cluster.name}/{job.id}",
+               "JVM_ARGS": f"-Xmx{driver_memory or _options(cluster)['driver_memory']} "
+                           f"-Dfawkes.job={cluster.name}/{job.id}",
                **({"JAVA_HOME": fw.java_home} if fw.java_home else {})}
         return JobLaunch(argv, env)
 

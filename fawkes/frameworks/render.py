@@ -31,6 +31,8 @@ from pathlib import PurePosixPath
 import jinja2
 
 from fawkes.errors import FawkesError
+from fawkes.frameworks import sizing
+from fawkes.frameworks.sizing import RULES
 from fawkes.frameworks.spec import ClusterSpec, NodeSpec
 from fawkes.mechanism.model import Role
 from fawkes.resources import data_dir
@@ -109,20 +111,26 @@ FLINK_JAVA_OPENS = " ".join(
 EXCLUDE_FILE = "conf/dfs.exclude"
 CONTROL_SCRIPT = "bin/fawkes-daemon.sh"
 
-#: tunables (strings, as they come from a config file or the store); ClusterSpec.options override
+#: tunables (strings, as they come from a config file or the store); ClusterSpec.options override.  A size
+#: left "" is derived from the hosts' inventory (fawkes.frameworks.sizing.RULES); the lab passes its own
+#: small sizes explicitly (sizing.LAB_SIZES)
 DEFAULT_OPTIONS: dict[str, str] = {
     "replication": "3",  # clamped to the number of core nodes
     "blocksize": "128m",
-    "spark_daemon_memory": "128m",
-    "daemon_jvm_opts": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    "spark_daemon_memory": "",  # derived: 1/16 of the node's memory, 256m..1g
+    "daemon_jvm_opts": "",  # JVM flags of every daemon (the JVM's defaults when empty)
     "app_jvm_opts": "",  # JVM flags of each job's driver and executors (spark.{driver,executor}.extraJavaOptions)
-    "nn_heap": "192m",
-    "dn_heap": "128m",
-    "tool_heap": "128m",
-    "executor_memory": "512m",
+    "nn_heap": "",  # derived: 1/8 of the master's memory, 256m..8g
+    "dn_heap": "",  # derived: 1/16 of the node's memory, 256m..2g
+    "tool_heap": "",  # derived: 1/16 of the node's memory, 256m..1g
+    "executor_memory": "",  # derived: 1/2 of a worker's memory, 512m..64g (at submission: the smallest worker's)
+    "driver_memory": "",  # a job's driver (Flink: its client's heap); derived: 1/8 of the master's memory, 512m..4g
+    "job_python": "",  # a job's Python on the hosts (spark.pyspark.python; Dask's client); "": the framework's
     "worker_memory_mb": "",  # default: the node's memory_mb
     "worker_timeout_s": "60",
-    "decommission_allow_mode": "ALLOW",  # lets fawkes (not on the master) POST /workers/kill/
+    # who may decommission a Spark worker through the master's web UI (POST /workers/kill/): DENY, nobody;
+    # fawkes decommissions by a signal to the worker on its host, never through the UI
+    "decommission_allow_mode": "DENY",
     "spark_log_level": "info",
     "heartbeat_s": "3",
     "recheck_ms": "300000",
@@ -131,9 +139,10 @@ DEFAULT_OPTIONS: dict[str, str] = {
     "replication_max_streams": "4",
     "replication_max_streams_hard": "8",
     "replication_work_multiplier": "4",
-    # flink-hdfs only: the JobManager's and each TaskManager's whole process (Flink's *.memory.process.size)
-    "flink_jm_memory": "768m",
-    "flink_tm_memory": "1024m",
+    # flink-hdfs only: the JobManager's and each TaskManager's whole process (Flink's *.memory.process.size);
+    # derived: 1/8 of the master's memory (768m..4g), 1/2 of the node's (1g..64g)
+    "flink_jm_memory": "",
+    "flink_tm_memory": "",
     # a job under the adaptive scheduler (reactive mode) rescales this long after the TaskManagers stop
     # changing (Flink's default: 60 s; the cooldown after a rescale is Flink's 30 s)
     "flink_rescale_wait_s": "5",
@@ -148,7 +157,8 @@ _INT_MAX = 2**31 - 1  # a Java int: every integer option ends up in a Java confi
 _SIZE = re.compile(r"[1-9][0-9]{0,12}[kKmMgGtT]?")  # a JVM memory size / HDFS block size: 512m, 1g, 134217728
 _JVM_FLAGS = re.compile(r"(-[A-Za-z0-9:+=._/-]+)( -[A-Za-z0-9:+=._/-]+)*")
 _SIZE_OPTS = ("blocksize", "spark_daemon_memory", "nn_heap", "dn_heap", "tool_heap", "executor_memory",
-              "flink_jm_memory", "flink_tm_memory")
+              "driver_memory", "flink_jm_memory", "flink_tm_memory")
+_PATH = re.compile(r"/[A-Za-z0-9._+/-]{1,255}")  # job_python: an absolute path, no space, quote or control
 _INT_OPTS = ("replication", "worker_timeout_s", "heartbeat_s", "recheck_ms", "decommission_interval_s",
              "decommission_retry_s", "flink_rescale_wait_s",
              "replication_max_streams", "replication_max_streams_hard", "replication_work_multiplier",
@@ -161,8 +171,9 @@ _CHOICES = {"decommission_allow_mode": ("ALLOW", "LOCAL", "DENY"),  # spark.mast
 def check_option(key: str, value: object) -> str:
     """``value`` of the framework option ``key`` as the templates write it, or ValueError saying why.
 
-    Every option is typed: integers (1 .. 2^31-1), sizes (``512m``, ``1g``), fractions (0..1), a
-    choice, or JVM flags (``-Xss1m -XX:+UseSerialGC``); so no value can add a line to a config file
+    Every option is typed: integers (1 .. 2^31-1), sizes (``512m``, ``1g``; "" derives it from the
+    hosts' memory), fractions (0..1), a choice, a path (``job_python``), or JVM flags
+    (``-Xss1m -XX:+UseSerialGC``); so no value can add a line to a config file
     or a word to a command line (a newline, ``;``, a quote)."""
     if key not in DEFAULT_OPTIONS:
         raise ValueError(f"unknown option {key!r}; known: {', '.join(sorted(DEFAULT_OPTIONS))}")
@@ -176,6 +187,8 @@ def check_option(key: str, value: object) -> str:
             raise ValueError(f"{key}: expected an integer 1..{_INT_MAX}, got {text!r}")
         return str(int(text))
     if key in _SIZE_OPTS:
+        if text == "" and key in RULES:
+            return text  # derived from the hosts' memory (fawkes.frameworks.sizing)
         if not _SIZE.fullmatch(text):
             raise ValueError(f"{key}: expected a size such as 512m, 1g or 134217728, got {text!r}")
         return text
@@ -192,6 +205,11 @@ def check_option(key: str, value: object) -> str:
         if match is None:
             raise ValueError(f"{key}: expected one of {', '.join(_CHOICES[key])}, got {text!r}")
         return match
+    if key == "job_python":
+        if text and (not _PATH.fullmatch(text) or "/../" in text + "/"):
+            raise ValueError(f"{key}: expected an absolute path such as /usr/bin/python3 (letters, digits and "
+                             f"._+/- only), got {text!r}")
+        return text
     if key in ("daemon_jvm_opts", "app_jvm_opts"):
         if text and not _JVM_FLAGS.fullmatch(text):
             raise ValueError(f"{key}: expected JVM flags such as '-XX:+UseSerialGC -Xss1m' (letters, digits "
@@ -243,7 +261,8 @@ def _env(root: str) -> jinja2.Environment:
     return env
 
 
-def _options(cluster: ClusterSpec) -> dict[str, str]:
+def _options(cluster: ClusterSpec, node: NodeSpec | None = None) -> dict[str, str]:
+    """The cluster's options over the defaults, sizes left empty derived for ``node`` (default: the master)."""
     unknown = set(cluster.options) - set(DEFAULT_OPTIONS)
     if unknown:
         raise FawkesError(f"cluster {cluster.name}: unknown option(s) {', '.join(sorted(unknown))}")
@@ -253,7 +272,7 @@ def _options(cluster: ClusterSpec) -> dict[str, str]:
             opt[k] = check_option(k, v)
         except ValueError as exc:
             raise FawkesError(f"cluster {cluster.name}: option {exc}") from None
-    return opt
+    return sizing.fill(cluster, node or cluster.master, opt)
 
 
 def cluster_dirs(cluster: ClusterSpec, node: NodeSpec) -> dict[str, str]:
@@ -265,7 +284,7 @@ def cluster_dirs(cluster: ClusterSpec, node: NodeSpec) -> dict[str, str]:
 
 def context(cluster: ClusterSpec, node: NodeSpec) -> dict[str, object]:
     fw = cluster.framework
-    opt = _options(cluster)
+    opt = _options(cluster, node)
     n_core = len(cluster.by_role(Role.CORE))
     return {
         "cluster": cluster,
