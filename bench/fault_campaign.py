@@ -54,7 +54,7 @@ from bench.results_meta import meta  # noqa: E402
 from fawkes import faults  # noqa: E402
 from fawkes.coordinator.fleet import Fleet  # noqa: E402
 from fawkes.errors import FawkesError  # noqa: E402
-from fawkes.frameworks.render import CONTROL_SCRIPT, ports_for  # noqa: E402
+from fawkes.frameworks.render import CONTROL_SCRIPT, cluster_ports  # noqa: E402
 from fawkes.frameworks.hdfs import FSSHELL  # noqa: E402
 from fawkes.frameworks.sizing import LAB_SIZES  # noqa: E402
 from fawkes.inventory import load_inventory  # noqa: E402
@@ -406,7 +406,7 @@ class Campaign:
     def fsck(spec, extra: str = "") -> str:
         """HDFS fsck of / from the NameNode's own /fsck servlet (what DFSck calls; no JVM to start);
         ``extra``: more query parameters (``&files=1&blocks=1&locations=1&openforwrite=1``)."""
-        url = (f"http://{spec.master.address}:{ports_for(spec.framework.hdfs_major)['nn_http']}/fsck?ugi=root"
+        url = (f"http://{spec.master.address}:{cluster_ports(spec)['nn_http']}/fsck?ugi=root"
                f"&path=%2F{extra}")
         try:
             with urllib.request.urlopen(url, timeout=60) as r:

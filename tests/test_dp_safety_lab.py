@@ -19,7 +19,7 @@ import urllib.request
 import pytest
 
 from fawkes.frameworks.base import ProgressEvent
-from fawkes.frameworks.render import ports_for
+from fawkes.frameworks.render import cluster_ports
 from fawkes.frameworks.hdfs import FSSHELL
 from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
@@ -35,7 +35,7 @@ OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "2000", "decommission_
 
 
 def fsck(cluster: ClusterSpec, extra: str = "") -> str:
-    url = (f"http://{cluster.master.address}:{ports_for(2)['nn_http']}/fsck?ugi=root&path=%2F{extra}")
+    url = (f"http://{cluster.master.address}:{cluster_ports(cluster)['nn_http']}/fsck?ugi=root&path=%2F{extra}")
     with urllib.request.urlopen(url, timeout=60) as r:
         return r.read().decode(errors="replace")
 

@@ -34,7 +34,7 @@ from fawkes.errors import FawkesError
 from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import Health, JobLaunch, NodeFacts, OpResult, SuspendHooks, WorkerLaunch
 from fawkes.frameworks.control import ControlScriptDriver, SharedStorage, check_problems
-from fawkes.frameworks.render import DASK_PORTS
+from fawkes.frameworks.render import cluster_ports
 from fawkes.frameworks.sample import FrameworkSample, TaskCounts
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role, ShrinkMode
@@ -100,7 +100,8 @@ class DaskDriver(SharedStorage, ControlScriptDriver):
     @staticmethod
     def urls(cluster: ClusterSpec) -> dict[str, str]:
         m = cluster.master.address
-        return {"scheduler": f"tcp://{m}:{DASK_PORTS['scheduler']}", "http": f"http://{m}:{DASK_PORTS['dashboard']}"}
+        p = cluster_ports(cluster)
+        return {"scheduler": f"tcp://{m}:{p['scheduler']}", "http": f"http://{m}:{p['dashboard']}"}
 
     def _http_text(self, url: str) -> str:
         try:

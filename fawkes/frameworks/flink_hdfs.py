@@ -34,7 +34,7 @@ from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import JobLaunch, SuspendHooks, WorkerLaunch
 from fawkes.frameworks.control import ControlScriptDriver, check_problems
 from fawkes.frameworks.hdfs import HdfsStorage, hdfs_checks, hdfs_path
-from fawkes.frameworks.render import FLINK_PORTS, _options, cluster_dirs
+from fawkes.frameworks.render import _options, cluster_dirs, cluster_ports
 from fawkes.frameworks.sample import FrameworkSample, TaskCounts, sum_tasks
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role
@@ -123,7 +123,8 @@ class FlinkHdfsDriver(HdfsStorage, ControlScriptDriver):
     # ================================================================== the JobManager and TaskManagers
     def urls(self, cluster: ClusterSpec) -> dict[str, str]:
         m = cluster.master.address
-        return {"rest": f"http://{m}:{FLINK_PORTS['rest']}", "jobmanager": f"{m}:{FLINK_PORTS['jobmanager_rpc']}",
+        p = cluster_ports(cluster)
+        return {"rest": f"http://{m}:{p['rest']}", "jobmanager": f"{m}:{p['jobmanager_rpc']}",
                 **self.hdfs_urls(cluster)}
 
     def web_ui(self, cluster: ClusterSpec) -> str | None:

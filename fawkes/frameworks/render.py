@@ -33,7 +33,7 @@ import jinja2
 from fawkes.errors import FawkesError
 from fawkes.frameworks import sizing
 from fawkes.frameworks.sizing import RULES
-from fawkes.frameworks.spec import ClusterSpec, NodeSpec
+from fawkes.frameworks.spec import PORT_BLOCK, ClusterSpec, NodeSpec
 from fawkes.mechanism.model import Role
 from fawkes.resources import data_dir
 
@@ -128,6 +128,9 @@ DEFAULT_OPTIONS: dict[str, str] = {
     "job_python": "",  # a job's Python on the hosts (spark.pyspark.python; Dask's client); "": the framework's
     "worker_memory_mb": "",  # default: the node's memory_mb
     "worker_timeout_s": "60",
+    # FIRST-LAST: the ports a cluster's daemons listen on are its block of PORT_BLOCK ports in this range (the
+    # store gives each live cluster its own block); "standard": the frameworks' own (7077, 8080, 8020, ...)
+    "port_range": "21000-31999",
     # who may decommission a Spark worker through the master's web UI (POST /workers/kill/): DENY, nobody;
     # fawkes decommissions by a signal to the worker on its host, never through the UI
     "decommission_allow_mode": "DENY",
@@ -158,6 +161,7 @@ _SIZE = re.compile(r"[1-9][0-9]{0,12}[kKmMgGtT]?")  # a JVM memory size / HDFS b
 _JVM_FLAGS = re.compile(r"(-[A-Za-z0-9:+=._/-]+)( -[A-Za-z0-9:+=._/-]+)*")
 _SIZE_OPTS = ("blocksize", "spark_daemon_memory", "nn_heap", "dn_heap", "tool_heap", "executor_memory",
               "driver_memory", "flink_jm_memory", "flink_tm_memory")
+_PORT_RANGE = re.compile(r"([0-9]{4,5})-([0-9]{4,5})")
 _PATH = re.compile(r"/[A-Za-z0-9._+/-]{1,255}")  # job_python: an absolute path, no space, quote or control
 _INT_OPTS = ("replication", "worker_timeout_s", "heartbeat_s", "recheck_ms", "decommission_interval_s",
              "decommission_retry_s", "flink_rescale_wait_s",
@@ -205,6 +209,14 @@ def check_option(key: str, value: object) -> str:
         if match is None:
             raise ValueError(f"{key}: expected one of {', '.join(_CHOICES[key])}, got {text!r}")
         return match
+    if key == "port_range":
+        m = _PORT_RANGE.fullmatch(text)
+        if text.lower() == "standard":
+            return "standard"
+        if not m or not 1024 <= int(m[1]) <= int(m[2]) <= 65535 or int(m[2]) - int(m[1]) + 1 < PORT_BLOCK:
+            raise ValueError(f"{key}: expected FIRST-LAST, ports 1024..65535 holding at least one block of "
+                             f"{PORT_BLOCK} (e.g. 21000-31999), or standard, got {text!r}")
+        return f"{int(m[1])}-{int(m[2])}"
     if key == "job_python":
         if text and (not _PATH.fullmatch(text) or "/../" in text + "/"):
             raise ValueError(f"{key}: expected an absolute path such as /usr/bin/python3 (letters, digits and "
@@ -225,6 +237,32 @@ def ports_for(hdfs_major: int) -> dict[str, int]:
     else:
         p |= {"nn_http": 50070, "nn_secondary_http": 50090, "dn_xfer": 50010, "dn_http": 50075, "dn_ipc": 50020}
     return p
+
+
+#: each named port's offset in a cluster's block (PORT_BLOCK ports): the Spark, HDFS, Flink and Dask daemons
+PORT_OFFSETS = {"spark_master": 0, "spark_master_ui": 1, "spark_worker_ui": 2, "nn_rpc": 3, "nn_http": 4,
+                "nn_secondary_http": 5, "dn_xfer": 6, "dn_http": 7, "dn_ipc": 8, "jobmanager_rpc": 9, "rest": 10,
+                "scheduler": 11, "dashboard": 12}
+assert max(PORT_OFFSETS.values()) < PORT_BLOCK
+
+
+def cluster_ports(cluster: ClusterSpec) -> dict[str, int]:
+    """Every named port of ``cluster``'s daemons: its block in the option ``port_range`` when the store gave
+    it one (:attr:`ClusterSpec.port_slot`), else (or with ``port_range: standard``) the frameworks' own."""
+    standard = {**ports_for(cluster.framework.hdfs_major), **FLINK_PORTS, **DASK_PORTS}
+    given = cluster.options.get("port_range")
+    try:
+        text = check_option("port_range", given if given is not None else DEFAULT_OPTIONS["port_range"])
+    except ValueError as exc:
+        raise FawkesError(f"cluster {cluster.name}: option {exc}") from None
+    if cluster.port_slot is None or text == "standard":
+        return standard
+    first, last = (int(x) for x in text.split("-"))
+    base = first + cluster.port_slot * PORT_BLOCK
+    if base + PORT_BLOCK - 1 > last:
+        raise FawkesError(f"cluster {cluster.name}: port_range {text} holds {(last - first + 1) // PORT_BLOCK} "
+                          f"block(s) of {PORT_BLOCK} ports, all taken by live clusters: widen it")
+    return {name: base + off for name, off in PORT_OFFSETS.items()}
 
 
 @dataclass(frozen=True)
@@ -285,6 +323,7 @@ def cluster_dirs(cluster: ClusterSpec, node: NodeSpec) -> dict[str, str]:
 def context(cluster: ClusterSpec, node: NodeSpec) -> dict[str, object]:
     fw = cluster.framework
     opt = _options(cluster, node)
+    ports = cluster_ports(cluster)
     n_core = len(cluster.by_role(Role.CORE))
     return {
         "cluster": cluster,
@@ -294,13 +333,13 @@ def context(cluster: ClusterSpec, node: NodeSpec) -> dict[str, object]:
         "java": fw.java,
         "hdfs_classpath": ":".join(fw.hdfs_classpath),
         "dirs": cluster_dirs(cluster, node),
-        "ports": ports_for(fw.hdfs_major),
+        "ports": ports,
         "opt": opt,
         "replication": max(1, min(int(opt["replication"]), n_core)),
         "worker_memory_mb": int(opt["worker_memory_mb"] or node.memory_mb),
         "python": fw.python or sys.executable,  # kind dask: the hosts' Python (the lab: fawkes' own)
-        "dask_ports": DASK_PORTS,
-        "flink_ports": FLINK_PORTS,
+        "dask_ports": {k: ports[k] for k in DASK_PORTS},
+        "flink_ports": {k: ports[k] for k in FLINK_PORTS},
         "flink_java_opens": FLINK_JAVA_OPENS,
     }
 

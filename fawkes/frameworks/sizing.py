@@ -55,12 +55,14 @@ RULES: dict[str, Rule] = {
 
 #: the lab's explicit sizes (its hosts are network namespaces sharing a small machine: docs/lab.md); with
 #: ``-XX:TieredStopAtLevel=1`` the daemons JIT with C1 only, which under a 0.33-CPU quota starts them faster,
-#: ``decommission_allow_mode: ALLOW`` and jobs run by fawkes' own interpreter, as the lab has always run
+#: ``decommission_allow_mode: ALLOW``, jobs run by fawkes' own interpreter and the frameworks' standard ports,
+#: as the lab has always run
 LAB_SIZES: dict[str, str] = {
     "nn_heap": "192m", "dn_heap": "128m", "tool_heap": "128m", "spark_daemon_memory": "128m",
     "executor_memory": "512m", "driver_memory": "512m", "flink_jm_memory": "768m", "flink_tm_memory": "1024m",
     "daemon_jvm_opts": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1", "decommission_allow_mode": "ALLOW",
     "job_python": sys.executable,  # every lab host sees this machine's files
+    "port_range": "standard",  # the frameworks' own ports (each lab host has its own address)
 }
 
 
@@ -86,10 +88,11 @@ def fill(cluster: ClusterSpec, node: NodeSpec, opt: dict[str, str]) -> dict[str,
     return out
 
 
-def submit_executor_memory(cluster: ClusterSpec, opt: Mapping[str, str]) -> str:
-    """A job's ``spark.executor.memory``: the option when given, else the smallest worker's derived share
-    (an executor larger than a worker's memory would never start there)."""
+def submit_executor_memory(cluster: ClusterSpec) -> str:
+    """A job's ``spark.executor.memory``: the cluster's option when given, else the smallest worker's derived
+    share (an executor larger than a worker's memory would never start there)."""
+    opt = cluster.options  # as given (checked by the caller's render._options)
     if opt.get("executor_memory"):
-        return opt["executor_memory"]
+        return str(opt["executor_memory"])
     rule = RULES["executor_memory"]
     return f"{min(rule.size_mb(worker_memory_mb(n, opt)) for n in cluster.nodes)}m"

@@ -30,7 +30,7 @@ from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import JobLaunch, SuspendHooks, WorkerLaunch
 from fawkes.frameworks.control import HASH_FILE, ControlScriptDriver, check_problems  # noqa: F401  (HASH_FILE: re-exported)
 from fawkes.frameworks.hdfs import HdfsStorage, hdfs_checks, hdfs_path
-from fawkes.frameworks.render import CONTROL_SCRIPT, ports_for
+from fawkes.frameworks.render import CONTROL_SCRIPT, cluster_ports
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role
 from fawkes.ssh.shell import Script
@@ -91,7 +91,7 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
 
     # ================================================================== the Spark master and workers
     def urls(self, cluster: ClusterSpec) -> dict[str, str]:
-        p = ports_for(cluster.framework.hdfs_major)
+        p = cluster_ports(cluster)
         m = cluster.master.address
         return {"master": f"spark://{m}:{p['spark_master']}", "master_ui": f"http://{m}:{p['spark_master_ui']}",
                 **self.hdfs_urls(cluster)}
@@ -119,7 +119,7 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
 
     def _worker_cores_used(self, cluster: ClusterSpec, node: NodeSpec) -> int:
         """Cores the worker on ``node`` has granted to executors now, from its own web UI."""
-        port = ports_for(cluster.framework.hdfs_major)["spark_worker_ui"]
+        port = cluster_ports(cluster)["spark_worker_ui"]
         return int(self._http_json(f"http://{node.address}:{port}/json/").get("coresused", 0))
 
     def _decommission_workers(self, cluster: ClusterSpec, nodes: Sequence[NodeSpec], t0: float) -> None:
@@ -185,7 +185,7 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
                 "spark.storage.decommission.shuffleBlocks.enabled": "true",
                 # a decommissioned executor exits once a migration pass finds nothing left: passes this far apart
                 "spark.storage.decommission.replicationReattemptInterval": f"{opt['decommission_retry_s']}s",
-                "spark.executor.memory": submit_executor_memory(cluster, {**opt, **dict(cluster.options)}),
+                "spark.executor.memory": submit_executor_memory(cluster),
                 **({"spark.driver.extraJavaOptions": opt["app_jvm_opts"],
                     "spark.executor.extraJavaOptions": opt["app_jvm_opts"]} if opt["app_jvm_opts"] else {})}
 
