@@ -356,7 +356,9 @@ class CoordinatorConfig(BaseModel):
                            "default: off)")
     log_format: Literal["text", "json"] = Field(default="text", description="the coordinator's log lines")
     cluster_options: dict[str, str] = Field(default_factory=dict, description="framework tunables for every "
-                                            "cluster (the templates' DEFAULT_OPTIONS)")
+                                            "cluster (the templates' DEFAULT_OPTIONS): sizes left out follow the "
+                                            "hosts' memory, ports are the cluster's block of port_range, "
+                                            "job_python the jobs' Python (docs/frameworks.md, On real hosts)")
     max_running_jobs: int = Field(default=1, ge=1, le=1000, strict=True,
                                   description="jobs of one MR-cluster dispatched at once, the others queued FIFO (a "
                                               "cluster's own under clusters:); with more than 1, size "

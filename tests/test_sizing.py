@@ -187,3 +187,17 @@ def test_coordinator_with_a_bad_job_python_creates_no_state(tmp_path, monkeypatc
     refused(fawkes("coordinator", "run", "--config", str(tmp_path / "cfg.yaml"), "--for", "1"),
             "cfg.yaml:3: cluster_options: job_python: expected an absolute path")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.yaml", "inv.yaml"]
+
+
+def test_the_docs_table_is_the_rules():
+    """docs/frameworks.md prints RULES: every option with its fraction, floor and ceiling."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "frameworks.md").read_text()
+    rows = {ln.split("|")[1].strip(" `"): [c.strip() for c in ln.split("|")[2:-1]]
+            for ln in text.splitlines() if ln.startswith("| `") and ln.count("|") == 7}
+    for key, rule in RULES.items():
+        what, _, fraction, floor, ceiling = rows[key]
+        assert (fraction, floor, ceiling) == (f"1/{round(1 / rule.fraction)}", f"{rule.floor_mb}m",
+                                              f"{rule.ceiling_mb}m"), key
+        assert what == rule.what.split(" (at submission")[0], key
