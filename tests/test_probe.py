@@ -93,3 +93,50 @@ def test_bad_probe_options_are_one_line_exit_2(tmp_path, opt, value):
     r = fawkes("inventory", "probe", str(inv), opt, value)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and opt in r.stderr, r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["inv.yaml"]
+
+
+# ------------------------------------------------------------------ the framework's versions (from its jar names)
+def test_versions_are_read_from_the_jars_on_a_host(tmp_path):
+    from fawkes.frameworks.spec import FrameworkPaths
+    from fawkes.frameworks.versions import parse_versions, version_notes, version_script
+
+    spark, hadoop, flink = tmp_path / "spark", tmp_path / "hadoop", tmp_path / "flink"
+    for d, jar in ((spark / "jars", "spark-core_2.12-3.5.1.jar"), (flink / "lib", "flink-dist-2.3.0.jar"),
+                   (hadoop / "share/hadoop/common", "hadoop-common-3.4.1.jar")):
+        d.mkdir(parents=True)
+        (d / jar).write_text("")
+        (d / "unrelated-1.0.jar").write_text("")
+
+    def on_host(fw):
+        return parse_versions(subprocess.run(["sh", "-c", str(version_script(fw))], capture_output=True,
+                                             text=True, check=True).stdout)
+
+    old = on_host(FrameworkPaths("s", "spark-hdfs", str(spark), hadoop_home=str(hadoop)))
+    assert old == {"spark": "3.5.1", "hadoop": "3.4.1"}
+    assert version_notes(old) == ["spark 3.5.1: fawkes has run spark 4.* only",
+                                  "hadoop 3.4.1: fawkes has run hadoop 2.7.3 only"]
+    assert on_host(FrameworkPaths("f", "flink-hdfs", flink_home=str(flink), hadoop_home=str(tmp_path / "none"))) == {
+        "flink": "2.3.0"}  # a missing Hadoop home: no line (the kind's own check names the missing path)
+    assert version_notes({"flink": "2.3.0", "spark": "4.3.0", "hadoop": "2.7.3"}) == []
+
+
+def test_versions_that_differ_between_hosts_are_named():
+    from fawkes.frameworks.versions import differing, parse_versions
+
+    assert parse_versions("spark 4.3.0\nspark 9\n$(reboot)\nhadoop 2.7.3; rm\n") == {"spark": "4.3.0"}
+    by_host = {"h1": {"spark": "4.3.0"}, "h2": {"spark": "4.3.0"}, "h3": {"spark": "4.2.1"}, "h4": None}
+    assert differing(by_host) == ["spark: 4.2.1 (h3), 4.3.0 (h1, h2)"]
+
+
+@pytest.mark.parametrize("name, message", [("nosuch", "nosuch"), ("a\nb", "a\\nb")])
+def test_probe_of_an_unknown_framework_is_one_line_exit_2(tmp_path, name, message):
+    from fawkes.store import Store
+
+    state = tmp_path / "state.db"
+    with Store(f"sqlite:///{state}") as s:
+        s.register_framework("spark", "spark-hdfs", spark_home="/opt/spark", hdfs_jars="/opt/hdfs")
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("version: 1\nhosts:\n  - {name: u1, address: 192.0.2.1}\n")
+    r = fawkes("inventory", "probe", str(inv), "--framework", name, state=str(state))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
+    assert r.stdout == "" and sorted(p.name for p in tmp_path.iterdir()) == ["inv.yaml", "state.db"]

@@ -73,13 +73,18 @@ def _port_range(ctx, param, value: str) -> str:
               help="the hosts' Python for jobs (the clusters' option job_python)")
 @click.option("--port-range", default="21000-31999", show_default=True, callback=_port_range,
               help="the ports clusters listen on (the option port_range; standard: 7077, 8080, 8020, ...)")
+@click.option("--framework", "framework_name", default=None, metavar="NAME",
+              help="also run registered framework NAME's own check (files, Java) and read its versions on each host")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output (no progress bar)")
+@state_option
 def probe(file: Path, hosts: tuple[str, ...], max_connects: int, timeout: float, java_min: int, python: str,
-          port_range: str, as_json: bool) -> None:
+          port_range: str, framework_name: str | None, as_json: bool, state: str | None) -> None:
     """Connect to every host of FILE in parallel and report cores, memory, free disk, Java, and what the
     kinds need there: Java >= --java-min, --python running, a writable work dir, no listening port in
-    --port-range, a clock within 2 s of this machine's, a delegated cgroup (for shrink_mode suspend).
-    Exit 1 when a host does not answer; what a host lacks is reported (status column, JSON "problems")."""
+    --port-range, a clock within 2 s of this machine's, a delegated cgroup (for shrink_mode suspend); with
+    --framework, that framework's own check and its components' versions (a version fawkes has not run
+    live is named).  Exit 1 when a host does not answer; what a host lacks is reported (status column,
+    JSON "problems")."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
@@ -90,6 +95,7 @@ def probe(file: Path, hosts: tuple[str, ...], max_connects: int, timeout: float,
 
     inv = load_inventory(file)
     chosen = inv.select(list(hosts) if hosts else None)
+    fw = _framework(framework_name, state) if framework_name else None  # a bad name: one line, before SSH
     console = Console(stderr=True)
     with Progress(TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}"), console=console, transient=True, disable=as_json) as bar:
@@ -97,12 +103,17 @@ def probe(file: Path, hosts: tuple[str, ...], max_connects: int, timeout: float,
         results = run_probe(inv, chosen, max_connects=max_connects, command_timeout=timeout, python=python,
                             on_result=lambda p: bar.update(task, advance=1, description=p.host))
     ports = _ports(port_range)
+    answered = [h.name for h in chosen if results[h.name].ok]
+    fw_checks, fw_versions = _framework_checks(inv, fw, answered, timeout) if fw is not None and answered else ({}, {})
 
     def lacks(p) -> list[str]:
-        return problems(p, java_min=java_min, ports=ports, python=python)
+        return problems(p, java_min=java_min, ports=ports, python=python) + fw_checks.get(p.host, [])
 
     if as_json:
         rows = [_probe_row(h, results[h.name], lacks(results[h.name]), ports) for h in chosen]
+        if fw is not None:
+            for r in rows:
+                r["framework"] = {"name": fw.name, "kind": fw.kind, "versions": fw_versions.get(r["host"])}
         emit_json(rows)
         if any(not r["ok"] for r in rows):
             raise click.exceptions.Exit(1)
@@ -125,6 +136,30 @@ def probe(file: Path, hosts: tuple[str, ...], max_connects: int, timeout: float,
     if failed:
         click.echo(f"{failed} of {len(chosen)} hosts failed", err=True)
         raise click.exceptions.Exit(1)
+
+
+def _framework(name: str, state: str | None):
+    """The registered framework ``name`` as its paths (one line when there is no such framework)."""
+    from fawkes.config import open_store
+    from fawkes.frameworks.registry import paths_of
+
+    with open_store(state) as store:
+        return paths_of(store.get_framework(name))
+
+
+def _framework_checks(inv, fw, hosts: list[str], timeout: float) -> tuple[dict[str, list[str]], dict]:
+    """Per host: the kind's own check's problems plus the versions fawkes has not run; and the versions."""
+    from fawkes.frameworks.base import driver_class
+    from fawkes.frameworks.versions import version_notes, versions_on_hosts
+
+    with inv.executor(hosts, command_timeout=timeout) as ex:
+        checks = driver_class(fw.kind).check_framework(ex, fw, hosts)
+        versions = versions_on_hosts(ex, fw, hosts)
+    out = {h: list(checks.get(h, [])) + version_notes(versions.get(h) or {}) for h in hosts}
+    for h in hosts:
+        if versions.get(h) is not None and not versions[h]:
+            out[h].append(f"no {fw.kind} version found")
+    return out, versions
 
 
 def _ports(port_range: str) -> range | list[int]:
