@@ -10,7 +10,14 @@ import time
 
 import pytest
 
-from fawkes.inventory.probe import JAVA_MIN, Probe, java_major, parse, probe_script, problems
+from fawkes.inventory.probe import (
+    JAVA_MIN,
+    Probe,
+    java_major,
+    parse,
+    probe_script,
+    problems,
+)
 from fawkes.ssh.executor import Result
 
 try:
@@ -21,7 +28,8 @@ except ImportError:
 
 def run_here(work_dir: str, python: str = "python3") -> tuple[Result, float]:
     t0 = time.monotonic()
-    out = subprocess.run(["sh", "-c", str(probe_script(work_dir, python))], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(["sh", "-c", str(probe_script(work_dir, python))], capture_output=True, text=True, timeout=60,
+                         check=False)
     return Result("here", out.returncode == 0, out.returncode, out.stdout, out.stderr, None,
                   time.monotonic() - t0), time.time()
 
@@ -88,7 +96,7 @@ def test_bad_probe_options_are_one_line_exit_2(tmp_path, opt, value):
     inv.write_text("version: 1\nhosts:\n  - {name: u1, address: 192.0.2.1}\n")
     if "\0" in value:  # no argv can carry a NUL byte: the OS refuses it before fawkes runs
         with pytest.raises(ValueError):
-            subprocess.run(["true", value])
+            subprocess.run(["true", value], check=False)
         return
     r = fawkes("inventory", "probe", str(inv), opt, value)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and opt in r.stderr, r.stderr

@@ -33,7 +33,7 @@ def version_script(framework: FrameworkPaths, python: str | None = None) -> Scri
     def jar(component: str, directory: str, glob: str, regex: str) -> None:
         nonlocal text
         i = len(parts)
-        text += _JAR.replace("{dir}", "{d%d}" % i).replace("{glob}", glob).replace("{expr}", "{e%d}" % i)
+        text += _JAR.replace("{dir}", f"{{d{i}}}").replace("{glob}", glob).replace("{expr}", f"{{e{i}}}")
         parts[f"d{i}"], parts[f"e{i}"] = directory, f"s/^{regex}\\.jar$/{component} \\1/p"
 
     if framework.spark_home:

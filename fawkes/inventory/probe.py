@@ -6,6 +6,7 @@ groups).  One read-only shell script per host; nothing is written on the host.""
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -91,7 +92,7 @@ def parse(host: str, res: Result, arrived: float | None = None) -> Probe:
     except ValueError:
         host_time = float("nan")
     skew = None
-    if arrived is not None and host_time == host_time and host_time > 0:
+    if arrived is not None and math.isfinite(host_time) and host_time > 0:
         skew = round(host_time - arrived, 3)  # the host read its clock just before it answered
     cgroup = parts[8] if parts[8] in ("v2 delegated", "v2 not delegated", "v1") else None
     return Probe(host, True, None, num(parts[0]), num(parts[1]), num(parts[2]), java, parts[4] or None,
