@@ -148,3 +148,13 @@ def test_probe_of_an_unknown_framework_is_one_line_exit_2(tmp_path, name, messag
     r = fawkes("inventory", "probe", str(inv), "--framework", name, state=str(state))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
     assert r.stdout == "" and sorted(p.name for p in tmp_path.iterdir()) == ["inv.yaml", "state.db"]
+
+
+def test_a_host_that_does_not_answer_is_exit_1(tmp_path):
+    """The table (or JSON) is printed and the exit code says a host failed (it was 0: click's Exit was
+    swallowed by fawkes.cli.main)."""
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("version: 1\nhosts:\n  - {name: u1, address: 127.0.0.1, port: 1}\n")
+    for extra in ((), ("--json",)):
+        r = fawkes("inventory", "probe", str(inv), "--timeout", "10", *extra)
+        assert r.returncode == 1 and "u1" in r.stdout, (r.stdout, r.stderr)

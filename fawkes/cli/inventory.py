@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 import click
@@ -116,7 +117,7 @@ def probe(file: Path, hosts: tuple[str, ...], max_connects: int, timeout: float,
                 r["framework"] = {"name": fw.name, "kind": fw.kind, "versions": fw_versions.get(r["host"])}
         emit_json(rows)
         if any(not r["ok"] for r in rows):
-            raise click.exceptions.Exit(1)
+            sys.exit(1)  # click's Exit is swallowed by fawkes.cli.main (standalone_mode=False)
         return
     table = Table(title=f"{file}: {len(chosen)} hosts")
     for col in ("host", "address", "cores", "memory", "free disk", "java", "status"):
@@ -135,7 +136,7 @@ def probe(file: Path, hosts: tuple[str, ...], max_connects: int, timeout: float,
     Console().print(table)
     if failed:
         click.echo(f"{failed} of {len(chosen)} hosts failed", err=True)
-        raise click.exceptions.Exit(1)
+        sys.exit(1)  # click's Exit is swallowed by fawkes.cli.main (standalone_mode=False)
 
 
 def _framework(name: str, state: str | None):
