@@ -115,3 +115,32 @@ def test_the_fleet_gives_each_deployed_cluster_its_block(tmp_path):
         assert urls == {"etl": "spark://192.0.2.10:21000", "bi": "spark://192.0.2.11:21020"}
         assert fleet.spec("etl")[0].port_slot == 0  # the same block at every later spec
     assert PORT_BLOCK == 20
+
+
+def test_render_shows_the_configs_options_and_the_clusters_block(tmp_path):
+    """``fawkes render`` writes what the coordinator would: the config's cluster_options (its port range,
+    a heap it sets) and the block the store gave the cluster."""
+    import json
+
+    try:
+        from test_cli_store import fawkes
+    except ImportError:
+        from tests.test_cli_store import fawkes
+
+    (tmp_path / "inv.yaml").write_text("hosts:\n  - {name: m1, address: 192.0.2.10, cores: 2, memory: 16GiB}\n")
+    (tmp_path / "cfg.yaml").write_text("state: state.db\ninventory: inv.yaml\n"
+                                       "cluster_options: {port_range: 40000-40999, dn_heap: 700m}\n")
+    with Store(str(tmp_path / "state.db")) as store:
+        store.register_framework("spark", "spark-hdfs", spark_home="/opt/spark", hdfs_jars="/opt/hdfs")
+        store.sync_hosts([{"name": "m1", "address": "192.0.2.10", "cores": 2, "memory_mb": 16384}])
+        for name in ("x", "etl"):
+            store.request_cluster(name, framework="spark", min_core=1)
+        store.transition_cluster("etl", ClusterState.DEPLOYING)
+        store.allocate_node("etl", "m1", Role.CORE)
+        assert [store.port_slot("x"), store.port_slot("etl")] == [0, 1]
+    r = fawkes("render", "etl", "--config", str(tmp_path / "cfg.yaml"), "--json")
+    assert r.returncode == 0, r.stderr
+    files = json.loads(r.stdout)["m1"]["files"]
+    assert "SPARK_MASTER_PORT=40020" in files["conf/spark-env.sh"]
+    assert "SPARK_DAEMON_MEMORY=1024m" in files["conf/spark-env.sh"]  # 16 GiB / 16
+    assert "DN_OPTS=-Xmx700m" in files["conf/hadoop-env.sh"] and "NN_OPTS=-Xmx2048m" in files["conf/hadoop-env.sh"]
