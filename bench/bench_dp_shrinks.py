@@ -41,7 +41,8 @@ from fawkes.coordinator.dispatch import Dispatcher  # noqa: E402
 from fawkes.coordinator.fleet import Fleet  # noqa: E402
 from fawkes.coordinator.reconcile import Reconciler  # noqa: E402
 from fawkes.frameworks import dists  # noqa: E402
-from fawkes.frameworks.render import ports_for  # noqa: E402
+from fawkes.frameworks.render import cluster_ports  # noqa: E402
+from fawkes.frameworks.sizing import LAB_SIZES  # noqa: E402
 from fawkes.inventory import load_inventory  # noqa: E402
 from fawkes.lab import Lab  # noqa: E402
 from fawkes.mechanism import ClusterState, Role  # noqa: E402
@@ -51,7 +52,7 @@ from fawkes.store.lifecycle import JobState, NodeState  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "fawkes" / "apps" / "wordcount.py"
-OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1", "replication": "2",
+OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1", "replication": "2",
            "executor_memory": "512m"}
 NAME = "dp"
 
@@ -70,7 +71,7 @@ def run_until(what: str, steps, done, timeout: float, poll: float = 0.5):
 
 
 def fsck(spec) -> str:
-    url = f"http://{spec.master.address}:{ports_for(spec.framework.hdfs_major)['nn_http']}/fsck?ugi=root&path=%2F"
+    url = f"http://{spec.master.address}:{cluster_ports(spec)['nn_http']}/fsck?ugi=root&path=%2F"
     with urllib.request.urlopen(url, timeout=60) as r:
         return r.read().decode(errors="replace")
 

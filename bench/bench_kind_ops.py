@@ -40,13 +40,14 @@ from fawkes.frameworks import dists  # noqa: E402
 from fawkes.frameworks.base import driver_class  # noqa: E402
 from fawkes.frameworks.registry import node_spec  # noqa: E402
 from fawkes.frameworks.render import CONTROL_SCRIPT  # noqa: E402
+from fawkes.frameworks.sizing import LAB_SIZES  # noqa: E402
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths  # noqa: E402
 from fawkes.inventory import load_inventory  # noqa: E402
 from fawkes.lab import Lab  # noqa: E402
 from fawkes.mechanism.model import Role, ShrinkMode  # noqa: E402
 from fawkes.ssh.shell import Script  # noqa: E402
 
-OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1", "replication": "1"}
+OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1", "replication": "1"}
 TIMEOUT_S = 300.0
 
 

@@ -38,6 +38,7 @@ from fawkes.errors import FawkesError
 from fawkes.frameworks import dists
 from fawkes.frameworks.registry import node_spec
 from fawkes.frameworks.render import CONTROL_SCRIPT
+from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.inventory import load_inventory
@@ -46,7 +47,7 @@ from fawkes.mechanism.model import Role
 from fawkes.ssh.shell import Script
 
 KEYS = ("worker", "worker_cpu", "datanode", "datanode_cpu")
-LAB_OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1"}
+LAB_OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1"}
 CLASSES = {"worker": b"org.apache.spark.deploy.worker.Worker",
            "datanode": b"org.apache.hadoop.hdfs.server.datanode.DataNode"}
 SETTLE_S = 5.0   # after deployment: the master's and NameNode's JVMs finish warming up

@@ -25,13 +25,14 @@ import time
 from pathlib import Path
 
 from fawkes.frameworks import dists
+from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.lab import Lab
 from fawkes.mechanism.model import Role, ShrinkMode
 
 APP = Path(__file__).resolve().parent.parent / "fawkes" / "apps" / "wordcount.py"
-OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1"}
+OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1"}
 
 
 def run_job(drv, cluster, lab, out: str, parts: int, log: Path) -> float:

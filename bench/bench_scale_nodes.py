@@ -53,6 +53,7 @@ from fawkes.coordinator.fleet import Fleet  # noqa: E402
 from fawkes.coordinator.reconcile import Reconciler  # noqa: E402
 from fawkes.frameworks import dists  # noqa: E402
 from fawkes.frameworks.render import CONTROL_SCRIPT  # noqa: E402
+from fawkes.frameworks.sizing import LAB_SIZES  # noqa: E402
 from fawkes.frameworks.spark_hdfs import SparkHdfsDriver  # noqa: E402
 from fawkes.frameworks.spec import ClusterSpec, NodeSpec  # noqa: E402
 from fawkes.inventory import load_inventory  # noqa: E402
@@ -64,7 +65,7 @@ from fawkes.store.lifecycle import NodeState  # noqa: E402
 
 # recheck_ms 3000: a stopped DataNode is declared dead after 2 * 3 s + 10 * 1 s = 16 s (the
 # bench waits for that between measurements on the same hosts)
-LAB_OPTIONS = {"heartbeat_s": "1", "recheck_ms": "3000", "decommission_interval_s": "1"}
+LAB_OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "3000", "decommission_interval_s": "1"}
 NAME = "bench"
 
 

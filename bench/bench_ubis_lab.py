@@ -26,6 +26,7 @@ import time
 import pytest
 
 from fawkes.frameworks import dists
+from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.store.lifecycle import JobState, NodeState
 from tests.conftest import REPO, cluster_dirs_marker, own_lab, pids_with_cmdline
 
@@ -36,7 +37,7 @@ from tests.conftest import REPO, cluster_dirs_marker, own_lab, pids_with_cmdline
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
 BURN = REPO / "fawkes" / "apps" / "burn.py"
-LAB_OPTIONS = {"heartbeat_s": "1", "executor_memory": "512m", "replication": "1"}
+LAB_OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "executor_memory": "512m", "replication": "1"}
 SLOWDOWN_LIMIT = 1.10  # A's job with B's opportunistic workers present, over A's job alone (issue 12)
 # B's jobs of phases 1-2: 16 tasks of 1.5 core-s, 40 s of compute on B's one 0.6-core host, so that the
 # borrowed workers (lent once B has pending tasks, then a JVM start on a capped CPU) have work left to share

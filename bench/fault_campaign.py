@@ -54,8 +54,9 @@ from bench.results_meta import meta  # noqa: E402
 from fawkes import faults  # noqa: E402
 from fawkes.coordinator.fleet import Fleet  # noqa: E402
 from fawkes.errors import FawkesError  # noqa: E402
-from fawkes.frameworks.render import CONTROL_SCRIPT, ports_for  # noqa: E402
+from fawkes.frameworks.render import CONTROL_SCRIPT, cluster_ports  # noqa: E402
 from fawkes.frameworks.hdfs import FSSHELL  # noqa: E402
+from fawkes.frameworks.sizing import LAB_SIZES  # noqa: E402
 from fawkes.inventory import load_inventory  # noqa: E402
 from fawkes.mechanism import Role  # noqa: E402
 from fawkes.simfleet import invariants  # noqa: E402
@@ -66,7 +67,7 @@ from fawkes.store.lifecycle import JobState, NodeState  # noqa: E402
 APP = REPO / "fawkes" / "apps" / "wordcount.py"
 CLUSTERS = ("a", "b", "c")
 IDLE_RELEASED, IDLE_TIMEOUT_S = "c", 20  # the cluster the coordinator releases itself at the end
-LAB_OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1",
+LAB_OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1",
                "replication": "2", "executor_memory": "512m"}
 PRESET = ("policy: TD\ngrow_type: transient-core\nperiod_s: 10\nsample_period_s: 2\ntau: 0.5\n"
           "idle_timeout_s: 36000\nall_zero: equal\n")
@@ -405,7 +406,7 @@ class Campaign:
     def fsck(spec, extra: str = "") -> str:
         """HDFS fsck of / from the NameNode's own /fsck servlet (what DFSck calls; no JVM to start);
         ``extra``: more query parameters (``&files=1&blocks=1&locations=1&openforwrite=1``)."""
-        url = (f"http://{spec.master.address}:{ports_for(spec.framework.hdfs_major)['nn_http']}/fsck?ugi=root"
+        url = (f"http://{spec.master.address}:{cluster_ports(spec)['nn_http']}/fsck?ugi=root"
                f"&path=%2F{extra}")
         try:
             with urllib.request.urlopen(url, timeout=60) as r:

@@ -211,6 +211,8 @@ class ClusterConfig(BaseModel):
     on_idle: Literal["release", "hibernate"] | None = Field(
         default=None, description="what this cluster does after T_idle idle: release | hibernate (null: the "
                                   "config's on_idle; docs/scale-to-zero.md)")
+    max_running_jobs: int | None = Field(default=None, ge=1, le=1000, strict=True,
+                                         description="jobs this cluster runs at once (null: the config's)")
 
     @field_validator("idle_timeout_s", mode="before")
     @classmethod
@@ -358,7 +360,13 @@ class CoordinatorConfig(BaseModel):
                            "default: off)")
     log_format: Literal["text", "json"] = Field(default="text", description="the coordinator's log lines")
     cluster_options: dict[str, str] = Field(default_factory=dict, description="framework tunables for every "
-                                            "cluster (the templates' DEFAULT_OPTIONS)")
+                                            "cluster (the templates' DEFAULT_OPTIONS): sizes left out follow the "
+                                            "hosts' memory, ports are the cluster's block of port_range, "
+                                            "job_python the jobs' Python (docs/frameworks.md, On real hosts)")
+    max_running_jobs: int = Field(default=1, ge=1, le=1000, strict=True,
+                                  description="jobs of one MR-cluster dispatched at once, the others queued FIFO (a "
+                                              "cluster's own under clusters:); with more than 1, size "
+                                              "executor_memory so that many executors fit a worker")
     host_grace: float = Field(default=30.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
                               description="seconds without an SSH answer before a host is failed")
     retention: RetentionConfig = Field(default=RetentionConfig(), description="what the coordinator prunes "
@@ -431,6 +439,11 @@ class CoordinatorConfig(BaseModel):
                 if not isinstance(k, str) or not NAME_RE.fullmatch(k):
                     raise ValueError(f"{str(k)[:40]!r} is not a cluster name")
         return v
+
+    def max_running_jobs_of(self, cluster: str) -> int:
+        """Jobs ``cluster`` runs at once: its own setting, else the config's."""
+        c = self.clusters.get(cluster)
+        return c.max_running_jobs if c is not None and c.max_running_jobs is not None else self.max_running_jobs
 
     def save_to_of(self, cluster: str) -> str | None:
         """Where ``cluster``'s output goes when it leaves (None: the master host's default)."""

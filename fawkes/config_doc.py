@@ -186,7 +186,11 @@ sample_period: 5                              # seconds, <= period
 metrics: {bind: 127.0.0.1, port: 9464, dashboard: true}
 api: {enabled: false, rate_per_min: 60}       # teams' API under /api/v1/ (docs/api.md; tokens: fawkes token)
 log_format: text                              # text | json
-cluster_options: {}                           # framework tunables (templates' DEFAULT_OPTIONS)
+cluster_options:                              # framework tunables (docs/frameworks.md "On real hosts")
+  port_range: 21000-31999                     # each cluster's 20 ports in here (standard: 7077, 8080, ...)
+  # job_python: /usr/bin/python3              # the jobs' Python on the hosts (default: python3 on their PATH)
+  # executor_memory: 4g                       # sizes left out follow the hosts' memory in the inventory
+max_running_jobs: 1                           # jobs of one cluster at once (the others queue, FIFO)
 host_grace: 30                                # seconds without an SSH answer before a host is failed
 retention:                                    # what the coordinator prunes every every_s (null: keep all)
   samples_s: 604800                           # samples older than 7 days (never the mechanism's window)
@@ -212,7 +216,7 @@ idle_timeout_s: 600                           # T_idle: seconds, or never (defau
 save_to: /srv/fawkes/saved                    # a leaving cluster's output: <save_to>/<cluster>/<id> on its master
 on_idle: release                              # after T_idle: release | hibernate (docs/scale-to-zero.md)
 clusters:                                     # per MR-cluster, over the three above
-  etl: {idle_timeout_s: never, save_to: /shared/etl, max_nodes: 12}   # max_nodes: its ceiling
+  etl: {idle_timeout_s: never, save_to: /shared/etl, max_nodes: 12, max_running_jobs: 2}   # max_nodes: its ceiling
   bi: {on_idle: hibernate}                    # scale to zero: saved to save_to, nodes released, woken by a job
 teams:                                        # a quota over a team's clusters (their minima still hold)
   data: {clusters: [etl, bi], max_nodes: 16}

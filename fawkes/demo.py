@@ -34,6 +34,7 @@ import yaml
 
 from fawkes.coordinator.view import allocation_history
 from fawkes.errors import FawkesError
+from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.store import Store
 from fawkes.store.lifecycle import JOB_FINISHED, JobState
 
@@ -41,8 +42,8 @@ REPO = Path(__file__).resolve().parent.parent
 APP = Path(__file__).resolve().parent / "apps" / "burn.py"
 #: app_jvm_opts: a job's driver and executors JIT with C1 only, like the daemons; under a 0.33-CPU quota
 #: C2's compiler threads eat the tasks' CPU (one job alone: 179 s against 238 s, median of 2 each, docs/lab.md)
-LAB_OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1", "replication": "1",
-               "executor_memory": "512m", "app_jvm_opts": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"}
+LAB_OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1",
+               "replication": "1", "executor_memory": "512m", "app_jvm_opts": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"}
 
 
 @dataclass(frozen=True)

@@ -144,7 +144,7 @@ STATE_ARGS = {
     "host drain": ["n0"], "jobs cancel": ["1"], "jobs list": [], "migrate": ["--dry-run"], "node protect": ["1"],
     "plan": [], "prune": ["--dry-run"], "status": [], "submit": ["a", "--", "x"], "token create": ["t", "--scope", "submit"],
     "token list": [], "token revoke": ["1"], "trace from-state": ["-o", "{tmp}/t.csv"],
-    "inventory apply": ["{tmp}/inv.yaml"],
+    "inventory apply": ["{tmp}/inv.yaml"], "inventory probe": ["{tmp}/inv.yaml", "--framework", "x"],
 }
 #: state readers tested on their own: they need more than a state
 STATE_ELSEWHERE = {

@@ -41,6 +41,7 @@ from fawkes.coordinator.suspend import resume_worker, suspend_worker
 from fawkes.errors import FawkesError
 from fawkes.frameworks import dists
 from fawkes.frameworks.base import driver_class
+from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths
 from fawkes.mechanism.model import Role, ShrinkMode
 from fawkes.ssh.cgroups import Footprint
@@ -54,7 +55,7 @@ APPS = Path(__file__).resolve().parent.parent / "fawkes" / "apps"
 #: the word count each kind runs (same usage: INPUT OUTPUT PARTITIONS SLEEP_PER_PARTITION_S); flink-hdfs: the
 #: jar of fawkes/apps/flink compiled by `fawkes framework dists`
 APP = {"dask": lambda: APPS / "dask_wordcount.py", "flink-hdfs": lambda: dists.ensure_lab_dists().flink_apps}
-OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1", "replication": "1"}
+OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1", "replication": "1"}
 
 
 def removal(cls, role: Role) -> ShrinkMode:

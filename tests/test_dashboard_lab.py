@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from fawkes.frameworks import dists
+from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.mechanism import Role
 from fawkes.store import Store
 from fawkes.store.lifecycle import NodeState
@@ -35,7 +36,7 @@ from tests.conftest import REPO, cluster_dirs_marker, pids_with_cmdline, run_cli
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
-LAB_OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1",
+LAB_OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1",
                "replication": "1", "executor_memory": "512m"}
 
 

@@ -70,3 +70,63 @@ def test_app_jvm_opts_follow_the_tag_in_one_argument(tmp_path):
         assert f"spark.driver.extraJavaOptions={want}" in args
         assert f"spark.executor.extraJavaOptions={want}" in args
         assert sum(a.startswith("spark.driver.extraJavaOptions=") for a in args) == 1
+
+
+def test_no_python_of_the_coordinators_is_assumed_on_the_hosts(tmp_path):
+    """Issue 30: the job's Python is the cluster's option job_python (else Spark's own choice on the host),
+    never the interpreter the coordinator runs under; the driver's memory follows the master's 2 GiB."""
+    import sys
+
+    runs, _ = submitted_args(tmp_path)
+    for args in runs:
+        assert not any(a.startswith("spark.pyspark.") for a in args) and sys.executable not in args
+        assert "spark.driver.memory=512m" in args  # 2048/8 = 256, below the 512m floor
+    (tmp_path / "py").mkdir()
+    runs, _ = submitted_args(tmp_path / "py", {"job_python": "/opt/py/bin/python3", "driver_memory": "1g"})
+    for args in runs:
+        assert "spark.pyspark.python=/opt/py/bin/python3" in args and "spark.driver.memory=1g" in args
+
+
+class _Answers:
+    """An executor that answers every job poll ``running`` and every launch ok (nothing runs)."""
+
+    def __init__(self):
+        self.launched = 0
+
+    def run(self, hosts, script, timeout=None):
+        from types import SimpleNamespace
+
+        text = str(script)
+        if "setsid nohup" in text:
+            self.launched += 1
+        out = "running\n" if "kill -0" in text else ""
+        return {h: SimpleNamespace(ok=True, stdout=out, error="") for h in hosts}
+
+    def close(self):
+        pass
+
+
+def test_jobs_per_cluster_follow_max_running_jobs_per_cluster(tmp_path):
+    """The dispatcher starts at most the cluster's max_running_jobs jobs (a function of its name, as the
+    config's clusters: give it); the others stay queued."""
+    from fawkes.store.lifecycle import JobState
+
+    inv_file = tmp_path / "inventory.yaml"
+    inv_file.write_text("hosts:\n  - {name: m1, address: 192.0.2.10}\n  - {name: m2, address: 192.0.2.11}\n")
+    inv = load_inventory(inv_file)
+    with Store(str(tmp_path / "state.db")) as store:
+        store.register_framework("spark", "spark-hdfs", spark_home="/opt/spark", hdfs_jars="/opt/hdfs")
+        store.sync_hosts([{"name": h.name, "address": h.address, "cores": 1} for h in inv.hosts])
+        ex = _Answers()
+        fleet = Fleet(store, inv, executor=ex)
+        for name, host in (("etl", "m1"), ("bi", "m2")):
+            store.request_cluster(name, framework="spark", min_core=1)
+            store.transition_cluster(name, ClusterState.DEPLOYING)
+            store.allocate_node(name, host, Role.CORE)
+            store.transition_cluster(name, ClusterState.ACTIVE)
+            for _ in range(4):
+                store.submit_job(name, ["app.py"])
+        Dispatcher(store, fleet, max_running={"etl": 3, "bi": 1}.__getitem__).step()
+        started = {n: len(store.list_jobs(n, states=[JobState.DISPATCHED, JobState.RUNNING])) for n in ("etl", "bi")}
+        assert started == {"etl": 3, "bi": 1} and ex.launched == 4
+        assert [len(store.list_jobs(n, states=[JobState.QUEUED])) for n in ("etl", "bi")] == [1, 3]

@@ -19,6 +19,7 @@ import pytest
 
 from fawkes.coordinator.dispatch import Dispatcher
 from fawkes.coordinator.fleet import Fleet
+from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.inventory import load_inventory
 from fawkes.mechanism import ClusterState, Role
 from fawkes.ssh.shell import Script
@@ -62,7 +63,7 @@ def world(lab, tmp_path):
     store.transition_node(n.id, NodeState.PROVISIONING)
     store.transition_node(n.id, NodeState.RUNNING)
     store.transition_cluster(name, ClusterState.ACTIVE)
-    fleet = Fleet(store, inv)
+    fleet = Fleet(store, inv, cluster_options=LAB_SIZES)
     dispatcher = Dispatcher(store, fleet, max_running=1, cancel_grace_s=2.0)
     spec, _ = fleet.spec(name)
     yield store, dispatcher, name, spec, tmp_path

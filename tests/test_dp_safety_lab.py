@@ -19,8 +19,9 @@ import urllib.request
 import pytest
 
 from fawkes.frameworks.base import ProgressEvent
-from fawkes.frameworks.render import ports_for
+from fawkes.frameworks.render import cluster_ports
 from fawkes.frameworks.hdfs import FSSHELL
+from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
 from fawkes.frameworks.spec import ClusterSpec
 from fawkes.mechanism.model import Role
@@ -30,11 +31,11 @@ from tests.test_spark_hdfs_lab import framework, node, wait_for
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
 #: a DataNode is dead 2 x recheck + 10 x heartbeat after its last heartbeat: 14 s here
-OPTIONS = {"heartbeat_s": "1", "recheck_ms": "2000", "decommission_interval_s": "1", "replication": "1"}
+OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "2000", "decommission_interval_s": "1", "replication": "1"}
 
 
 def fsck(cluster: ClusterSpec, extra: str = "") -> str:
-    url = (f"http://{cluster.master.address}:{ports_for(2)['nn_http']}/fsck?ugi=root&path=%2F{extra}")
+    url = (f"http://{cluster.master.address}:{cluster_ports(cluster)['nn_http']}/fsck?ugi=root&path=%2F{extra}")
     with urllib.request.urlopen(url, timeout=60) as r:
         return r.read().decode(errors="replace")
 

@@ -233,6 +233,7 @@ def test_spark_worker_offers_its_hosts_quota(tmp_path):
     and a Spark worker deployed from that inventory offers exactly that to the master."""
     from fawkes.frameworks import dists
     from fawkes.frameworks.registry import node_spec
+    from fawkes.frameworks.sizing import LAB_SIZES
     from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
     from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths
     from fawkes.inventory import load_inventory
@@ -244,7 +245,7 @@ def test_spark_worker_offers_its_hosts_quota(tmp_path):
     try:
         node = node_spec(load_inventory(lab.inventory_path).host("h1"), Role.CORE)
         assert (node.cores, node.memory_mb) == (2, 1536)
-        cluster = ClusterSpec("quota", fw, (node,))
+        cluster = ClusterSpec("quota", fw, (node,), options=LAB_SIZES)
         with lab.executor(command_timeout=120) as ex:
             drv = SparkHdfsDriver(ex)
             try:

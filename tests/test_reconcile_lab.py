@@ -26,6 +26,7 @@ from fawkes.config import TimeoutsConfig
 from fawkes.coordinator.fleet import Fleet
 from fawkes.coordinator.reconcile import Reconciler
 from fawkes.frameworks import dists
+from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.inventory import load_inventory
 from fawkes.mechanism import ClusterState, Role
 from fawkes.ssh.shell import Script
@@ -35,7 +36,7 @@ from tests.conftest import cluster_dirs_marker, pids_with_cmdline
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
-LAB_OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1"}
+LAB_OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1"}
 NAME = "recon"
 
 

@@ -18,13 +18,14 @@ import pytest
 
 from fawkes.coordinator.reconcile import OUTPUT_DIR, Reconciler
 from fawkes.frameworks.hdfs import FSSHELL
+from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.mechanism import ClusterState, Role
 from fawkes.ssh.shell import Script
 from tests.test_reconcile_lab import lab_state, run_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
-OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1"}
+OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1"}
 NAME = "keep"
 
 

@@ -116,6 +116,7 @@ def _wait(cond, timeout, what):
 def test_pool_grows_with_an_allocation_and_gives_it_back(slab, tmp_path, monkeypatch):
     from fawkes.config import CoordinatorConfig, PoolConfig
     from fawkes.coordinator.service import build
+    from fawkes.frameworks.sizing import LAB_SIZES
     from fawkes.lab import slurm
     from fawkes.store.hosts import HostState
     from fawkes.store.lifecycle import NodeState
@@ -131,6 +132,7 @@ def test_pool_grows_with_an_allocation_and_gives_it_back(slab, tmp_path, monkeyp
     inv["defaults"]["key_file"] = str(slab.key_file)
     (tmp_path / "inventory.yaml").write_text(yaml.safe_dump(inv))
     cfg = CoordinatorConfig(state=f"sqlite:///{tmp_path}/state.db", inventory=tmp_path / "inventory.yaml",
+                            cluster_options=dict(LAB_SIZES),
                             policy="td-tc",  # the pool's test, written for undamped TD (not the default td-damped)
                             pool=PoolConfig(provider="slurm", partition="lab", max_nodes=2, nodes_per_request=2,
                                             idle_s=2, key_file=slab.key_file, work_dir=str(slab.node_dir)))

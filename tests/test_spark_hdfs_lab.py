@@ -24,6 +24,7 @@ import pytest
 
 from fawkes.frameworks import dists
 from fawkes.frameworks.base import DecommissionInterrupted, DecommissionTimeout, ProgressEvent
+from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role, ShrinkMode
@@ -34,7 +35,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
 APP = Path(__file__).resolve().parent.parent / "fawkes" / "apps" / "wordcount.py"
 #: fast HDFS reactions for a lab (the defaults are Hadoop's production values)
-LAB_OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1"}
+LAB_OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1"}
 CAPTURE = os.environ.get("FAWKES_CAPTURE_DIR")  # set to record the daemons' JSON as test fixtures
 
 

@@ -116,6 +116,8 @@ def _downgrade_to_v1(store: Store) -> None:
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN deadline_s"))
         c.execute(text("ALTER TABLE hosts DROP COLUMN rack"))
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN saved_output"))
+        c.execute(text("DROP INDEX ix_mr_clusters_port_slot"))  # v14
+        c.execute(text("ALTER TABLE mr_clusters DROP COLUMN port_slot"))
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN restore_from"))
         c.execute(text("ALTER TABLE mr_clusters DROP COLUMN stored_baseline"))
         c.execute(text("ALTER TABLE frameworks DROP COLUMN paths"))
@@ -137,7 +139,7 @@ def _shape(engine) -> dict:
 
 def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
     """A real version-1 database with clusters, jobs, nodes and samples opens as the current version
-    (13), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
+    (14), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
     from sqlalchemy import Float, inspect
     from sqlmodel import SQLModel
 
@@ -162,7 +164,7 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
 
     migrated = Store(store_url, migrate=True)  # an explicit migration ('fawkes migrate')
     try:
-        assert migrated.schema_version == SCHEMA_VERSION == 13 == _version(migrated)
+        assert migrated.schema_version == SCHEMA_VERSION == 14 == _version(migrated)
         assert [(j.id, j.argv, j.state, j.app_id, j.cancel_requested_at) for j in migrated.list_jobs()] == [
             (queued, ["wc", "1"], "queued", None, None), (running, ["wc", "2"], "running", "app-1", None)]
         assert [m.pending_tasks for m in migrated.samples("a")] == [3]

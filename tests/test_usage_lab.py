@@ -6,6 +6,7 @@ and its tick takes the idle swollen cluster's node instead of the busy cluster's
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -56,6 +57,7 @@ def test_coordinator_takes_the_idle_swollen_hosts_node_first(quota_lab, tmp_path
     from fawkes.config import load_config
     from fawkes.coordinator.service import build
     from fawkes.coordinator.view import build_snapshot
+    from fawkes.frameworks.sizing import LAB_SIZES
     from fawkes.mechanism import ClusterMetrics, controller
     from fawkes.mechanism.memory import Memory
     from fawkes.store.lifecycle import NodeState
@@ -68,7 +70,7 @@ def test_coordinator_takes_the_idle_swollen_hosts_node_first(quota_lab, tmp_path
                       "shrink_amount: demand_capped\nswollen_threshold: 0.5\nusage_window_s: 2\n")
     config = tmp_path / "config.yaml"
     config.write_text(f"state: sqlite:///{tmp_path / 'state.db'}\ninventory: {lab.inventory_path}\n"
-                      f"policy: {preset}\n")
+                      f"policy: {preset}\ncluster_options: {json.dumps(LAB_SIZES)}\n")
     coord = build(load_config(config))
     store = coord.store
     try:

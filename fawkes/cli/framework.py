@@ -185,6 +185,7 @@ def add(name, kind, spark_home, hadoop_home, hdfs_jars, flink_home, shared_dir, 
             raise FawkesError(f"framework {name}: {len(bad)} of {len(problems)} host(s) fail the check; "
                               f"{first[0]}: {'; '.join(first[1])}")
         click.echo(f"[framework] {name}: ok on {len(problems)} host(s)", err=True)
+        _say_versions(fw, inv, list(problems))
     with open_store(state, create=True) as store:
         store.register_framework(name, kind, spark_home=spark_home, hadoop_home=hadoop_home, hdfs_jars=hdfs_jars,
                                  shared_dir=shared_dir, python=python_path, flink_home=flink_home, java_home=java_home,
@@ -194,6 +195,20 @@ def add(name, kind, spark_home, hadoop_home, hdfs_jars, flink_home, shared_dir, 
         emit_json(_show(fw_row))
     else:
         click.echo(f"framework {name} ({kind}) registered")
+
+
+def _say_versions(fw, inv, hosts: list[str]) -> None:
+    """The components' versions on the hosts, and a warning for each one fawkes has not run live or that
+    differs between hosts (not a refusal: it may work)."""
+    from fawkes.frameworks.versions import differing, version_notes, versions_on_hosts
+
+    with inv.executor(hosts) as ex:
+        by_host = versions_on_hosts(ex, fw, hosts)
+    found = next((v for v in by_host.values() if v), {})
+    if found:
+        click.echo(f"[framework] {fw.name}: " + ", ".join(f"{c} {v}" for c, v in found.items()), err=True)
+    for note in version_notes(found) + differing(by_host):
+        click.echo(f"[framework] warning: {note}", err=True)
 
 
 @framework.command("list")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import sys
 from pathlib import Path
 
 import click
@@ -38,6 +40,27 @@ def check(file: Path, no_files: bool, as_json: bool) -> None:
     click.echo(f"{file}: ok ({len(inv.hosts)} {what}, {len(inv.groups)} groups)")
 
 
+def _python(ctx, param, value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9._+-]{1,64}|/[A-Za-z0-9._+/-]{1,255}", value or ""):
+        raise click.BadParameter(f"expected a command name or an absolute path (letters, digits, ._+/-), got {value!r}")
+    return value
+
+
+def _java_min(ctx, param, value: str) -> int:
+    if not re.fullmatch(r"[1-9][0-9]?", value or ""):
+        raise click.BadParameter(f"expected a Java major version 1..99, got {value!r}")
+    return int(value)
+
+
+def _port_range(ctx, param, value: str) -> str:
+    from fawkes.frameworks.render import check_option
+
+    try:
+        return check_option("port_range", value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).split(": ", 1)[1]) from None
+
+
 @inventory.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--host", "-H", "hosts", multiple=True, help="only these hosts or groups (repeatable)")
@@ -45,29 +68,56 @@ def check(file: Path, no_files: bool, as_json: bool) -> None:
               help="concurrent connection attempts")
 @click.option("--timeout", default=30.0, show_default=True, type=seconds(0, 3600, min_open=True),
               help="per-host command timeout (s)")
+@click.option("--java-min", default="17", show_default=True, callback=_java_min,
+              help="the Java major version the kinds need (Spark 4, Flink 2: 17)")
+@click.option("--python", "python", default="python3", show_default=True, callback=_python,
+              help="the hosts' Python for jobs (the clusters' option job_python)")
+@click.option("--port-range", default="21000-31999", show_default=True, callback=_port_range,
+              help="the ports clusters listen on (the option port_range; standard: 7077, 8080, 8020, ...)")
+@click.option("--framework", "framework_name", default=None, metavar="NAME",
+              help="also run registered framework NAME's own check (files, Java) and read its versions on each host")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output (no progress bar)")
-def probe(file: Path, hosts: tuple[str, ...], max_connects: int, timeout: float, as_json: bool) -> None:
-    """Connect to every host of FILE in parallel and report cores, memory, free disk, Java."""
+@state_option
+def probe(file: Path, hosts: tuple[str, ...], max_connects: int, timeout: float, java_min: int, python: str,
+          port_range: str, framework_name: str | None, as_json: bool, state: str | None) -> None:
+    """Connect to every host of FILE in parallel and report cores, memory, free disk, Java, and what the
+    kinds need there: Java >= --java-min, --python running, a writable work dir, no listening port in
+    --port-range, a clock within 2 s of this machine's, a delegated cgroup (for shrink_mode suspend); with
+    --framework, that framework's own check and its components' versions (a version fawkes has not run
+    live is named).  Exit 1 when a host does not answer; what a host lacks is reported (status column,
+    JSON "problems")."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
     from fawkes.inventory import load_inventory
     from fawkes.inventory.probe import probe as run_probe
+    from fawkes.inventory.probe import problems
 
     inv = load_inventory(file)
     chosen = inv.select(list(hosts) if hosts else None)
+    fw = _framework(framework_name, state) if framework_name else None  # a bad name: one line, before SSH
     console = Console(stderr=True)
     with Progress(TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}"), console=console, transient=True, disable=as_json) as bar:
         task = bar.add_task("", total=len(chosen))
-        results = run_probe(inv, chosen, max_connects=max_connects, command_timeout=timeout,
+        results = run_probe(inv, chosen, max_connects=max_connects, command_timeout=timeout, python=python,
                             on_result=lambda p: bar.update(task, advance=1, description=p.host))
+    ports = _ports(port_range)
+    answered = [h.name for h in chosen if results[h.name].ok]
+    fw_checks, fw_versions = _framework_checks(inv, fw, answered, timeout) if fw is not None and answered else ({}, {})
+
+    def lacks(p) -> list[str]:
+        return problems(p, java_min=java_min, ports=ports, python=python) + fw_checks.get(p.host, [])
+
     if as_json:
-        rows = [_probe_row(h, results[h.name]) for h in chosen]
+        rows = [_probe_row(h, results[h.name], lacks(results[h.name]), ports) for h in chosen]
+        if fw is not None:
+            for r in rows:
+                r["framework"] = {"name": fw.name, "kind": fw.kind, "versions": fw_versions.get(r["host"])}
         emit_json(rows)
         if any(not r["ok"] for r in rows):
-            raise click.exceptions.Exit(1)
+            sys.exit(1)  # click's Exit is swallowed by fawkes.cli.main (standalone_mode=False)
         return
     table = Table(title=f"{file}: {len(chosen)} hosts")
     for col in ("host", "address", "cores", "memory", "free disk", "java", "status"):
@@ -79,30 +129,68 @@ def probe(file: Path, hosts: tuple[str, ...], max_connects: int, timeout: float,
             failed += 1
             table.add_row(h.name, h.address, "", "", "", "", f"[red]{p.error}[/red]")
             continue
-        notes = []
-        if h.cores and p.cores and h.cores > p.cores:
-            notes.append(f"declares {h.cores} cores")
-        if h.memory_mb and p.memory_mb and h.memory_mb > p.memory_mb:
-            notes.append(f"declares {h.memory_mb} MiB")
+        notes = _declared(h, p) + lacks(p)
         table.add_row(h.name, h.address, str(p.cores), _mib(p.memory_mb), _mib(p.disk_free_mb),
                       p.java or "[yellow]none[/yellow]", "[yellow]" + "; ".join(notes) + "[/yellow]" if notes
                       else "[green]ok[/green]")
     Console().print(table)
     if failed:
         click.echo(f"{failed} of {len(chosen)} hosts failed", err=True)
-        raise click.exceptions.Exit(1)
+        sys.exit(1)  # click's Exit is swallowed by fawkes.cli.main (standalone_mode=False)
 
 
-def _probe_row(h, p) -> dict:
-    """One probed host as JSON: what it declares, what was measured, the mismatches."""
+def _framework(name: str, state: str | None):
+    """The registered framework ``name`` as its paths (one line when there is no such framework)."""
+    from fawkes.config import open_store
+    from fawkes.frameworks.registry import paths_of
+
+    with open_store(state) as store:
+        return paths_of(store.get_framework(name))
+
+
+def _framework_checks(inv, fw, hosts: list[str], timeout: float) -> tuple[dict[str, list[str]], dict]:
+    """Per host: the kind's own check's problems plus the versions fawkes has not run; and the versions."""
+    from fawkes.frameworks.base import driver_class
+    from fawkes.frameworks.versions import version_notes, versions_on_hosts
+
+    with inv.executor(hosts, command_timeout=timeout) as ex:
+        checks = driver_class(fw.kind).check_framework(ex, fw, hosts)
+        versions = versions_on_hosts(ex, fw, hosts)
+    out = {h: list(checks.get(h, [])) + version_notes(versions.get(h) or {}) for h in hosts}
+    for h in hosts:
+        if versions.get(h) is not None and not versions[h]:
+            out[h].append(f"no {fw.kind} version found")
+    return out, versions
+
+
+def _ports(port_range: str) -> range | list[int]:
+    """The ports a cluster may listen on: the range, or the frameworks' standard ports."""
+    if port_range == "standard":
+        from fawkes.frameworks.render import DASK_PORTS, FLINK_PORTS, ports_for
+
+        return sorted({*ports_for(3).values(), *ports_for(2).values(), *FLINK_PORTS.values(), *DASK_PORTS.values()})
+    first, last = (int(x) for x in port_range.split("-"))
+    return range(first, last + 1)
+
+
+def _declared(h, p) -> list[str]:
+    """Where the inventory declares more than the host has."""
     notes = []
     if p.ok and h.cores and p.cores and h.cores > p.cores:
         notes.append(f"declares {h.cores} cores")
     if p.ok and h.memory_mb and p.memory_mb and h.memory_mb > p.memory_mb:
         notes.append(f"declares {h.memory_mb} MiB")
+    return notes
+
+
+def _probe_row(h, p, lacks: list[str], ports) -> dict:
+    """One probed host as JSON: what it declares, what was measured, the mismatches and what it lacks."""
     return {"host": h.name, "address": h.address, "ok": p.ok, "error": p.error, "cores": p.cores,
             "memory_mb": p.memory_mb, "disk_free_mb": p.disk_free_mb, "java": p.java, "hostname": p.hostname,
-            "declared": {"cores": h.cores, "memory_mb": h.memory_mb}, "notes": notes}
+            "java_major": p.java_major, "python": p.python, "work_dir_writable": p.work_dir_writable,
+            "ports_in_use": sorted(p.listening.intersection(ports)), "clock_skew_s": p.clock_skew_s,
+            "cgroup": p.cgroup, "declared": {"cores": h.cores, "memory_mb": h.memory_mb},
+            "notes": _declared(h, p), "problems": lacks}
 
 
 def _mib(v: int | None) -> str:

@@ -17,15 +17,17 @@ from fawkes.config import state_option
 @click.option("--inventory", "-i", "inventory_path", default=None, help="Inventory (default: the config's).")
 @state_option
 def render(cluster: str, hosts: tuple[str, ...], files_only: bool, as_json: bool, inventory_path, state) -> None:
-    """Print what would be written on each host of CLUSTER (paths relative to its cluster dir)."""
+    """Print what would be written on each host of CLUSTER (paths relative to its cluster dir), with the
+    config's cluster_options and the cluster's block of ports, as the coordinator writes them."""
     from fawkes.cli.framework import _inventory
-    from fawkes.config import open_store
+    from fawkes.config import load_config, open_store
     from fawkes.frameworks.registry import cluster_spec
     from fawkes.frameworks.render import render_cluster
 
     inv = _inventory(inventory_path)
+    options = dict(load_config().cluster_options)  # the command's --config (defaults without one)
     with open_store(state) as store:
-        spec = cluster_spec(store, inv, cluster)
+        spec = cluster_spec(store, inv, cluster, options)
     out = render_cluster(spec, list(hosts) or None)
     if as_json:
         click.echo(json.dumps({h: {"role": str(r.role), "cluster_dir": r.cluster_dir, "hash": r.hash,

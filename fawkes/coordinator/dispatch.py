@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import logging
 import shlex
-import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from fawkes import faults
 from fawkes.coordinator.fleet import Fleet
@@ -77,12 +76,17 @@ def env_words(env: Mapping[str, str]) -> str:
 
 
 class Dispatcher:
-    def __init__(self, store: Store, fleet: Fleet, *, max_running: int = 1, python: str | None = None,
-                 driver_memory: str = "512m", cancel_grace_s: float = 8.0):
+    """``max_running``: jobs a cluster runs at once (a number, or a function of the cluster's name: the
+    config's ``max_running_jobs``).  ``python`` / ``driver_memory``: passed to the kind's
+    :meth:`~fawkes.frameworks.base.FrameworkDriver.job_command` (None: the cluster's options decide, from
+    the hosts' inventory; the coordinator's own interpreter is never assumed to exist on a host)."""
+
+    def __init__(self, store: Store, fleet: Fleet, *, max_running: int | Callable[[str], int] = 1,
+                 python: str | None = None, driver_memory: str | None = None, cancel_grace_s: float = 8.0):
         self.store = store
         self.fleet = fleet
         self.max_running = max_running
-        self.python = python or sys.executable
+        self.python = python
         self.driver_memory = driver_memory
         self.cancel_grace_s = cancel_grace_s  # SIGTERM -> SIGKILL
 
@@ -154,7 +158,8 @@ class Dispatcher:
         for j in live:
             self._poll(spec, j)
         live = self.store.list_jobs(name, states=[JobState.DISPATCHED, JobState.RUNNING])
-        while len(live) < self.max_running:
+        limit = self.max_running(name) if callable(self.max_running) else self.max_running
+        while len(live) < limit:
             job = self.store.next_job(name)
             if job is None:
                 return

@@ -63,6 +63,7 @@ class Fleet:
         if not any(Role(n.role) is Role.CORE for n in nodes):
             raise FawkesError(f"cluster {cluster}: no core node to run the masters on")
         fw = self.framework(c.framework)
+        slot = c.port_slot if c.port_slot is not None else self.store.port_slot(cluster)  # taken once
         spec = ClusterSpec(name=c.name, framework=fw, nodes=tuple(self.node_spec(n.host, n.role) for n in nodes),
-                           options=self.cluster_options)
+                           options=self.cluster_options, port_slot=slot)
         return spec, self.driver(fw.kind)

@@ -68,7 +68,8 @@ class Coordinator:
     """Everything the service runs, wired once.  Tests drive ``sample``/``tick``/``fast`` directly."""
 
     def __init__(self, store: Store, inventory: Inventory, settings: Settings, *, executor=None,
-                 clock: Callable[[], float] = time.time, workers: int = 4, max_running_jobs: int = 1,
+                 clock: Callable[[], float] = time.time, workers: int = 4,
+                 max_running_jobs: int | Callable[[str], int] = 1,
                  host_grace_s: float = 30.0, cluster_options: dict[str, str] | None = None, retention=None,
                  timeouts=None, runner=None, pool=None, shrink_mode: str | None = None, footprint=None,
                  save_to: Callable[[str], str | None] | None = None, notifier=None,
@@ -470,7 +471,8 @@ def build(cfg, *, inventory_path=None, leadership=None, inventory: Inventory | N
         return Coordinator(store, inv, settings, runner=runner, cluster_options=dict(cfg.cluster_options),
                            host_grace_s=cfg.host_grace, retention=cfg.retention, timeouts=cfg.timeouts, pool=pool,
                            shrink_mode=cfg.shrink_mode, footprint=cfg.suspend.footprint(), save_to=cfg.save_to_of,
-                           notifier=notifier, hibernate=cfg.hibernates)
+                           notifier=notifier, hibernate=cfg.hibernates,
+                           max_running_jobs=cfg.max_running_jobs_of)
     except Exception:
         store.close()
         raise

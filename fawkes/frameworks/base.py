@@ -308,11 +308,14 @@ class FrameworkDriver(ABC):
         the cluster's running jobs started by :meth:`job_command` (their task counts, per job)."""
 
     @abstractmethod
-    def job_command(self, cluster: ClusterSpec, job, *, output: str, driver_memory: str,
-                    python: str) -> JobLaunch:
+    def job_command(self, cluster: ClusterSpec, job, *, output: str, driver_memory: str | None = None,
+                    python: str | None = None) -> JobLaunch:
         """How to start ``job`` (a stored job: ``id``, ``argv``, ``input_path``) on the master host: the
         kind's submit command with its arguments, ``{input}`` / ``{output}`` / ``{job}`` in them
-        replaced by the job's input path, ``output`` and its id as the framework addresses them."""
+        replaced by the job's input path, ``output`` and its id as the framework addresses them.
+        ``driver_memory``: over the cluster's option of that name; ``python``: the fallback when neither the
+        cluster's option ``job_python`` nor the framework names the hosts' Python (kinds with a driver
+        memory or a Python; None: the options decide)."""
 
     @classmethod
     @abstractmethod

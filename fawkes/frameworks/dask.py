@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 import threading
 import time
 import urllib.error
@@ -33,7 +34,7 @@ from fawkes.errors import FawkesError
 from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import Health, JobLaunch, NodeFacts, OpResult, SuspendHooks, WorkerLaunch
 from fawkes.frameworks.control import ControlScriptDriver, SharedStorage, check_problems
-from fawkes.frameworks.render import DASK_PORTS
+from fawkes.frameworks.render import cluster_ports
 from fawkes.frameworks.sample import FrameworkSample, TaskCounts
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role, ShrinkMode
@@ -99,7 +100,8 @@ class DaskDriver(SharedStorage, ControlScriptDriver):
     @staticmethod
     def urls(cluster: ClusterSpec) -> dict[str, str]:
         m = cluster.master.address
-        return {"scheduler": f"tcp://{m}:{DASK_PORTS['scheduler']}", "http": f"http://{m}:{DASK_PORTS['dashboard']}"}
+        p = cluster_ports(cluster)
+        return {"scheduler": f"tcp://{m}:{p['scheduler']}", "http": f"http://{m}:{p['dashboard']}"}
 
     def _http_text(self, url: str) -> str:
         try:
@@ -293,12 +295,15 @@ class DaskDriver(SharedStorage, ControlScriptDriver):
         return (arg.replace("{input}", inp).replace("{output}", self._shared(cluster, output))
                 .replace("{job}", str(job.id)))
 
-    def job_command(self, cluster: ClusterSpec, job, *, output: str, driver_memory: str,
-                    python: str) -> JobLaunch:
+    def job_command(self, cluster: ClusterSpec, job, *, output: str, driver_memory: str | None = None,
+                    python: str | None = None) -> JobLaunch:
         """``PYTHON SCRIPT ARGS...`` on the master, with ``DASK_SCHEDULER_ADDRESS`` naming the cluster's
-        scheduler (``distributed.Client()`` connects there); the hosts' Python of the framework when it
-        names one, else ``python``.  ``driver_memory`` has no meaning for a Dask client."""
-        py = cluster.framework.python or python
+        scheduler (``distributed.Client()`` connects there); ``PYTHON``: the cluster's option ``job_python``,
+        else the framework's ``--python``, else ``python``, else the interpreter fawkes runs under (the lab's
+        hosts see it).  ``driver_memory`` has no meaning for a Dask client."""
+        from fawkes.frameworks.render import _options
+
+        py = _options(cluster)["job_python"] or cluster.framework.python or python or sys.executable
         argv = (py, *(self.expand(cluster, a, job, output) for a in job.argv))
         return JobLaunch(argv, {"DASK_SCHEDULER_ADDRESS": self.urls(cluster)["scheduler"],
                                 "FAWKES_JOB": f"{cluster.name}/{job.id}"})

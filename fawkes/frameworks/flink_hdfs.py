@@ -34,7 +34,7 @@ from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import JobLaunch, SuspendHooks, WorkerLaunch
 from fawkes.frameworks.control import ControlScriptDriver, check_problems
 from fawkes.frameworks.hdfs import HdfsStorage, hdfs_checks, hdfs_path
-from fawkes.frameworks.render import FLINK_PORTS, cluster_dirs
+from fawkes.frameworks.render import _options, cluster_dirs, cluster_ports
 from fawkes.frameworks.sample import FrameworkSample, TaskCounts, sum_tasks
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role
@@ -123,7 +123,8 @@ class FlinkHdfsDriver(HdfsStorage, ControlScriptDriver):
     # ================================================================== the JobManager and TaskManagers
     def urls(self, cluster: ClusterSpec) -> dict[str, str]:
         m = cluster.master.address
-        return {"rest": f"http://{m}:{FLINK_PORTS['rest']}", "jobmanager": f"{m}:{FLINK_PORTS['jobmanager_rpc']}",
+        p = cluster_ports(cluster)
+        return {"rest": f"http://{m}:{p['rest']}", "jobmanager": f"{m}:{p['jobmanager_rpc']}",
                 **self.hdfs_urls(cluster)}
 
     def web_ui(self, cluster: ClusterSpec) -> str | None:
@@ -173,11 +174,12 @@ class FlinkHdfsDriver(HdfsStorage, ControlScriptDriver):
             inp = nn + hdfs_path(inp)
         return arg.replace("{input}", inp).replace("{output}", nn + output).replace("{job}", str(job.id))
 
-    def job_command(self, cluster: ClusterSpec, job, *, output: str, driver_memory: str,
-                    python: str) -> JobLaunch:
+    def job_command(self, cluster: ClusterSpec, job, *, output: str, driver_memory: str | None = None,
+                    python: str | None = None) -> JobLaunch:
         """``flink run -Dpipeline.name=fawkes-<cluster>-<job> ARGV...`` on the master with the cluster's
         configuration (the JobManager's address); ``ARGV``: the job's own (``[-c CLASS] JAR ARGS``, or any
-        other option of ``flink run`` before the jar).  The client's JVM gets ``-Xmx<driver_memory>`` and
+        other option of ``flink run`` before the jar).  The client's JVM gets ``-Xmx<driver_memory>`` (else
+        the cluster's option ``driver_memory``, derived from the master's memory when not set) and
         ``-Dfawkes.job=<cluster>/<job>`` (``ps`` tells it apart); ``python`` has no meaning here."""
         fw = cluster.framework
         d = cluster_dirs(cluster, cluster.master)
@@ -185,7 +187,8 @@ class FlinkHdfsDriver(HdfsStorage, ControlScriptDriver):
                 *(self.expand(cluster, a, job, output) for a in job.argv))
         env = {"FLINK_CONF_DIR": d["conf"], "FLINK_LOG_DIR": d["logs"], "HADOOP_CONF_DIR": d["conf"],
                "HADOOP_CLASSPATH": ":".join(fw.hdfs_classpath),
-               "JVM_ARGS": f"-Xmx{driver_memory} -Dfawkes.job={cluster.name}/{job.id}",
+               "JVM_ARGS": f"-Xmx{driver_memory or _options(cluster)['driver_memory']} "
+                           f"-Dfawkes.job={cluster.name}/{job.id}",
                **({"JAVA_HOME": fw.java_home} if fw.java_home else {})}
         return JobLaunch(argv, env)
 

@@ -33,7 +33,7 @@ from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import (DecommissionInterrupted, DecommissionTimeout, Health, NodeFacts, OpResult,
                                     SavedOutput)
 from fawkes.frameworks.control import check_saved_script
-from fawkes.frameworks.render import EXCLUDE_FILE, ports_for, render_exclude
+from fawkes.frameworks.render import EXCLUDE_FILE, cluster_ports, render_exclude
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import SHRINK_MODE, Role, ShrinkMode
 from fawkes.ssh.shell import Script
@@ -117,7 +117,7 @@ class HdfsStorage:
 
     # ------------------------------------------------------------------ HDFS
     def hdfs_urls(self, cluster: ClusterSpec) -> dict[str, str]:
-        p = ports_for(cluster.framework.hdfs_major)
+        p = cluster_ports(cluster)
         m = cluster.master.address
         return {"namenode": f"hdfs://{m}:{p['nn_rpc']}", "namenode_ui": f"http://{m}:{p['nn_http']}"}
 

@@ -54,4 +54,4 @@ def cluster_spec(store, inventory, name: str, options: dict[str, str] | None = N
     order = {Role.CORE: 0, Role.TC: 1, Role.TR: 2}
     specs = sorted((node_spec(inventory.host(n.host), n.role) for n in nodes),
                    key=lambda s: order[s.role])  # stable: the first core node stays the master
-    return ClusterSpec(c.name, fw, tuple(specs), options=options or {})
+    return ClusterSpec(c.name, fw, tuple(specs), options=options or {}, port_slot=c.port_slot)

@@ -31,7 +31,9 @@ from pathlib import PurePosixPath
 import jinja2
 
 from fawkes.errors import FawkesError
-from fawkes.frameworks.spec import ClusterSpec, NodeSpec
+from fawkes.frameworks import sizing
+from fawkes.frameworks.sizing import RULES
+from fawkes.frameworks.spec import PORT_BLOCK, ClusterSpec, NodeSpec
 from fawkes.mechanism.model import Role
 from fawkes.resources import data_dir
 
@@ -109,20 +111,29 @@ FLINK_JAVA_OPENS = " ".join(
 EXCLUDE_FILE = "conf/dfs.exclude"
 CONTROL_SCRIPT = "bin/fawkes-daemon.sh"
 
-#: tunables (strings, as they come from a config file or the store); ClusterSpec.options override
+#: tunables (strings, as they come from a config file or the store); ClusterSpec.options override.  A size
+#: left "" is derived from the hosts' inventory (fawkes.frameworks.sizing.RULES); the lab passes its own
+#: small sizes explicitly (sizing.LAB_SIZES)
 DEFAULT_OPTIONS: dict[str, str] = {
     "replication": "3",  # clamped to the number of core nodes
     "blocksize": "128m",
-    "spark_daemon_memory": "128m",
-    "daemon_jvm_opts": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    "spark_daemon_memory": "",  # derived: 1/16 of the node's memory, 256m..1g
+    "daemon_jvm_opts": "",  # JVM flags of every daemon (the JVM's defaults when empty)
     "app_jvm_opts": "",  # JVM flags of each job's driver and executors (spark.{driver,executor}.extraJavaOptions)
-    "nn_heap": "192m",
-    "dn_heap": "128m",
-    "tool_heap": "128m",
-    "executor_memory": "512m",
+    "nn_heap": "",  # derived: 1/8 of the master's memory, 256m..8g
+    "dn_heap": "",  # derived: 1/16 of the node's memory, 256m..2g
+    "tool_heap": "",  # derived: 1/16 of the node's memory, 256m..1g
+    "executor_memory": "",  # derived: 1/2 of a worker's memory, 512m..64g (at submission: the smallest worker's)
+    "driver_memory": "",  # a job's driver (Flink: its client's heap); derived: 1/8 of the master's memory, 512m..4g
+    "job_python": "",  # a job's Python on the hosts (spark.pyspark.python; Dask's client); "": the framework's
     "worker_memory_mb": "",  # default: the node's memory_mb
     "worker_timeout_s": "60",
-    "decommission_allow_mode": "ALLOW",  # lets fawkes (not on the master) POST /workers/kill/
+    # FIRST-LAST: the ports a cluster's daemons listen on are its block of PORT_BLOCK ports in this range (the
+    # store gives each live cluster its own block); "standard": the frameworks' own (7077, 8080, 8020, ...)
+    "port_range": "21000-31999",
+    # who may decommission a Spark worker through the master's web UI (POST /workers/kill/): DENY, nobody;
+    # fawkes decommissions by a signal to the worker on its host, never through the UI
+    "decommission_allow_mode": "DENY",
     "spark_log_level": "info",
     "heartbeat_s": "3",
     "recheck_ms": "300000",
@@ -131,9 +142,10 @@ DEFAULT_OPTIONS: dict[str, str] = {
     "replication_max_streams": "4",
     "replication_max_streams_hard": "8",
     "replication_work_multiplier": "4",
-    # flink-hdfs only: the JobManager's and each TaskManager's whole process (Flink's *.memory.process.size)
-    "flink_jm_memory": "768m",
-    "flink_tm_memory": "1024m",
+    # flink-hdfs only: the JobManager's and each TaskManager's whole process (Flink's *.memory.process.size);
+    # derived: 1/8 of the master's memory (768m..4g), 1/2 of the node's (1g..64g)
+    "flink_jm_memory": "",
+    "flink_tm_memory": "",
     # a job under the adaptive scheduler (reactive mode) rescales this long after the TaskManagers stop
     # changing (Flink's default: 60 s; the cooldown after a rescale is Flink's 30 s)
     "flink_rescale_wait_s": "5",
@@ -148,7 +160,9 @@ _INT_MAX = 2**31 - 1  # a Java int: every integer option ends up in a Java confi
 _SIZE = re.compile(r"[1-9][0-9]{0,12}[kKmMgGtT]?")  # a JVM memory size / HDFS block size: 512m, 1g, 134217728
 _JVM_FLAGS = re.compile(r"(-[A-Za-z0-9:+=._/-]+)( -[A-Za-z0-9:+=._/-]+)*")
 _SIZE_OPTS = ("blocksize", "spark_daemon_memory", "nn_heap", "dn_heap", "tool_heap", "executor_memory",
-              "flink_jm_memory", "flink_tm_memory")
+              "driver_memory", "flink_jm_memory", "flink_tm_memory")
+_PORT_RANGE = re.compile(r"([0-9]{4,5})-([0-9]{4,5})")
+_PATH = re.compile(r"/[A-Za-z0-9._+/-]{1,255}")  # job_python: an absolute path, no space, quote or control
 _INT_OPTS = ("replication", "worker_timeout_s", "heartbeat_s", "recheck_ms", "decommission_interval_s",
              "decommission_retry_s", "flink_rescale_wait_s",
              "replication_max_streams", "replication_max_streams_hard", "replication_work_multiplier",
@@ -161,8 +175,9 @@ _CHOICES = {"decommission_allow_mode": ("ALLOW", "LOCAL", "DENY"),  # spark.mast
 def check_option(key: str, value: object) -> str:
     """``value`` of the framework option ``key`` as the templates write it, or ValueError saying why.
 
-    Every option is typed: integers (1 .. 2^31-1), sizes (``512m``, ``1g``), fractions (0..1), a
-    choice, or JVM flags (``-Xss1m -XX:+UseSerialGC``); so no value can add a line to a config file
+    Every option is typed: integers (1 .. 2^31-1), sizes (``512m``, ``1g``; "" derives it from the
+    hosts' memory), fractions (0..1), a choice, a path (``job_python``), or JVM flags
+    (``-Xss1m -XX:+UseSerialGC``); so no value can add a line to a config file
     or a word to a command line (a newline, ``;``, a quote)."""
     if key not in DEFAULT_OPTIONS:
         raise ValueError(f"unknown option {key!r}; known: {', '.join(sorted(DEFAULT_OPTIONS))}")
@@ -176,6 +191,8 @@ def check_option(key: str, value: object) -> str:
             raise ValueError(f"{key}: expected an integer 1..{_INT_MAX}, got {text!r}")
         return str(int(text))
     if key in _SIZE_OPTS:
+        if text == "" and key in RULES:
+            return text  # derived from the hosts' memory (fawkes.frameworks.sizing)
         if not _SIZE.fullmatch(text):
             raise ValueError(f"{key}: expected a size such as 512m, 1g or 134217728, got {text!r}")
         return text
@@ -192,6 +209,19 @@ def check_option(key: str, value: object) -> str:
         if match is None:
             raise ValueError(f"{key}: expected one of {', '.join(_CHOICES[key])}, got {text!r}")
         return match
+    if key == "port_range":
+        m = _PORT_RANGE.fullmatch(text)
+        if text.lower() == "standard":
+            return "standard"
+        if not m or not 1024 <= int(m[1]) <= int(m[2]) <= 65535 or int(m[2]) - int(m[1]) + 1 < PORT_BLOCK:
+            raise ValueError(f"{key}: expected FIRST-LAST, ports 1024..65535 holding at least one block of "
+                             f"{PORT_BLOCK} (e.g. 21000-31999), or standard, got {text!r}")
+        return f"{int(m[1])}-{int(m[2])}"
+    if key == "job_python":
+        if text and (not _PATH.fullmatch(text) or "/../" in text + "/"):
+            raise ValueError(f"{key}: expected an absolute path such as /usr/bin/python3 (letters, digits and "
+                             f"._+/- only), got {text!r}")
+        return text
     if key in ("daemon_jvm_opts", "app_jvm_opts"):
         if text and not _JVM_FLAGS.fullmatch(text):
             raise ValueError(f"{key}: expected JVM flags such as '-XX:+UseSerialGC -Xss1m' (letters, digits "
@@ -207,6 +237,32 @@ def ports_for(hdfs_major: int) -> dict[str, int]:
     else:
         p |= {"nn_http": 50070, "nn_secondary_http": 50090, "dn_xfer": 50010, "dn_http": 50075, "dn_ipc": 50020}
     return p
+
+
+#: each named port's offset in a cluster's block (PORT_BLOCK ports): the Spark, HDFS, Flink and Dask daemons
+PORT_OFFSETS = {"spark_master": 0, "spark_master_ui": 1, "spark_worker_ui": 2, "nn_rpc": 3, "nn_http": 4,
+                "nn_secondary_http": 5, "dn_xfer": 6, "dn_http": 7, "dn_ipc": 8, "jobmanager_rpc": 9, "rest": 10,
+                "scheduler": 11, "dashboard": 12}
+assert max(PORT_OFFSETS.values()) < PORT_BLOCK
+
+
+def cluster_ports(cluster: ClusterSpec) -> dict[str, int]:
+    """Every named port of ``cluster``'s daemons: its block in the option ``port_range`` when the store gave
+    it one (:attr:`ClusterSpec.port_slot`), else (or with ``port_range: standard``) the frameworks' own."""
+    standard = {**ports_for(cluster.framework.hdfs_major), **FLINK_PORTS, **DASK_PORTS}
+    given = cluster.options.get("port_range")
+    try:
+        text = check_option("port_range", given if given is not None else DEFAULT_OPTIONS["port_range"])
+    except ValueError as exc:
+        raise FawkesError(f"cluster {cluster.name}: option {exc}") from None
+    if cluster.port_slot is None or text == "standard":
+        return standard
+    first, last = (int(x) for x in text.split("-"))
+    base = first + cluster.port_slot * PORT_BLOCK
+    if base + PORT_BLOCK - 1 > last:
+        raise FawkesError(f"cluster {cluster.name}: port_range {text} holds {(last - first + 1) // PORT_BLOCK} "
+                          f"block(s) of {PORT_BLOCK} ports, all taken by live clusters: widen it")
+    return {name: base + off for name, off in PORT_OFFSETS.items()}
 
 
 @dataclass(frozen=True)
@@ -243,7 +299,8 @@ def _env(root: str) -> jinja2.Environment:
     return env
 
 
-def _options(cluster: ClusterSpec) -> dict[str, str]:
+def _options(cluster: ClusterSpec, node: NodeSpec | None = None) -> dict[str, str]:
+    """The cluster's options over the defaults, sizes left empty derived for ``node`` (default: the master)."""
     unknown = set(cluster.options) - set(DEFAULT_OPTIONS)
     if unknown:
         raise FawkesError(f"cluster {cluster.name}: unknown option(s) {', '.join(sorted(unknown))}")
@@ -253,7 +310,7 @@ def _options(cluster: ClusterSpec) -> dict[str, str]:
             opt[k] = check_option(k, v)
         except ValueError as exc:
             raise FawkesError(f"cluster {cluster.name}: option {exc}") from None
-    return opt
+    return sizing.fill(cluster, node or cluster.master, opt)
 
 
 def cluster_dirs(cluster: ClusterSpec, node: NodeSpec) -> dict[str, str]:
@@ -265,7 +322,8 @@ def cluster_dirs(cluster: ClusterSpec, node: NodeSpec) -> dict[str, str]:
 
 def context(cluster: ClusterSpec, node: NodeSpec) -> dict[str, object]:
     fw = cluster.framework
-    opt = _options(cluster)
+    opt = _options(cluster, node)
+    ports = cluster_ports(cluster)
     n_core = len(cluster.by_role(Role.CORE))
     return {
         "cluster": cluster,
@@ -275,13 +333,13 @@ def context(cluster: ClusterSpec, node: NodeSpec) -> dict[str, object]:
         "java": fw.java,
         "hdfs_classpath": ":".join(fw.hdfs_classpath),
         "dirs": cluster_dirs(cluster, node),
-        "ports": ports_for(fw.hdfs_major),
+        "ports": ports,
         "opt": opt,
         "replication": max(1, min(int(opt["replication"]), n_core)),
         "worker_memory_mb": int(opt["worker_memory_mb"] or node.memory_mb),
         "python": fw.python or sys.executable,  # kind dask: the hosts' Python (the lab: fawkes' own)
-        "dask_ports": DASK_PORTS,
-        "flink_ports": FLINK_PORTS,
+        "dask_ports": {k: ports[k] for k in DASK_PORTS},
+        "flink_ports": {k: ports[k] for k in FLINK_PORTS},
         "flink_java_opens": FLINK_JAVA_OPENS,
     }
 

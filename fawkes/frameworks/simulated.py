@@ -262,8 +262,8 @@ class SimulatedDriver(FrameworkDriver):
                                busy_slots=float(min(tasks.running, slots)), unfinished_jobs=unfinished,
                                completed_jobs=outputs, written_bytes=float(written))
 
-    def job_command(self, cluster: ClusterSpec, job, *, output: str, driver_memory: str,
-                    python: str) -> JobLaunch:
+    def job_command(self, cluster: ClusterSpec, job, *, output: str, driver_memory: str | None = None,
+                    python: str | None = None) -> JobLaunch:
         """``fawkes-simulated-job`` with the job's ``KEY=VALUE`` words (``tasks``, ``task_s``, ``startup_s``,
         ``output_bytes``): the simulated fleet runs it; nothing runs on this machine."""
         return JobLaunch((SIM_PROGRAM, *(str(a).replace("{job}", str(job.id)) for a in job.argv)),

@@ -30,7 +30,7 @@ from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import JobLaunch, SuspendHooks, WorkerLaunch
 from fawkes.frameworks.control import HASH_FILE, ControlScriptDriver, check_problems  # noqa: F401  (HASH_FILE: re-exported)
 from fawkes.frameworks.hdfs import HdfsStorage, hdfs_checks, hdfs_path
-from fawkes.frameworks.render import CONTROL_SCRIPT, ports_for
+from fawkes.frameworks.render import CONTROL_SCRIPT, cluster_ports
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role
 from fawkes.ssh.shell import Script
@@ -91,7 +91,7 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
 
     # ================================================================== the Spark master and workers
     def urls(self, cluster: ClusterSpec) -> dict[str, str]:
-        p = ports_for(cluster.framework.hdfs_major)
+        p = cluster_ports(cluster)
         m = cluster.master.address
         return {"master": f"spark://{m}:{p['spark_master']}", "master_ui": f"http://{m}:{p['spark_master_ui']}",
                 **self.hdfs_urls(cluster)}
@@ -119,7 +119,7 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
 
     def _worker_cores_used(self, cluster: ClusterSpec, node: NodeSpec) -> int:
         """Cores the worker on ``node`` has granted to executors now, from its own web UI."""
-        port = ports_for(cluster.framework.hdfs_major)["spark_worker_ui"]
+        port = cluster_ports(cluster)["spark_worker_ui"]
         return int(self._http_json(f"http://{node.address}:{port}/json/").get("coresused", 0))
 
     def _decommission_workers(self, cluster: ClusterSpec, nodes: Sequence[NodeSpec], t0: float) -> None:
@@ -176,6 +176,7 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
         """``--conf`` keys for a client-mode driver of this cluster.  ``spark.cores.max`` stays unset, so
         an application takes executors on every worker, the ones a grow adds included."""
         from fawkes.frameworks.render import _options
+        from fawkes.frameworks.sizing import submit_executor_memory
 
         u, opt = self.urls(cluster), _options(cluster)
         return {"spark.master": u["master"], "spark.hadoop.fs.defaultFS": self.default_fs(cluster),
@@ -184,7 +185,7 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
                 "spark.storage.decommission.shuffleBlocks.enabled": "true",
                 # a decommissioned executor exits once a migration pass finds nothing left: passes this far apart
                 "spark.storage.decommission.replicationReattemptInterval": f"{opt['decommission_retry_s']}s",
-                "spark.executor.memory": opt["executor_memory"],
+                "spark.executor.memory": submit_executor_memory(cluster),
                 **({"spark.driver.extraJavaOptions": opt["app_jvm_opts"],
                     "spark.executor.extraJavaOptions": opt["app_jvm_opts"]} if opt["app_jvm_opts"] else {})}
 
@@ -192,20 +193,27 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
         """A job argument with ``{input}``, ``{output}`` and ``{job}`` replaced (:func:`expand`)."""
         return expand(arg, job, output)
 
-    def job_command(self, cluster: ClusterSpec, job, *, output: str, driver_memory: str,
-                    python: str) -> JobLaunch:
-        """The ``spark-submit`` command line of ``job`` on ``cluster``'s master (client mode).  Its
+    def job_command(self, cluster: ClusterSpec, job, *, output: str, driver_memory: str | None = None,
+                    python: str | None = None) -> JobLaunch:
+        """The ``spark-submit`` command line of ``job`` on ``cluster``'s master (client mode).  The driver's
+        memory: ``driver_memory`` when given, else the cluster's option of that name (derived from the master's
+        memory when not set).  The job's Python: the cluster's option ``job_python``, else the framework's
+        ``--python``, else ``python``; with none, Spark's own choice on the host (``python3``).  Its
         processes carry the cluster and the job id, so ``ps`` tells them apart: the application is
         named ``fawkes-<cluster>-<job>`` and the driver's and executors' JVMs get
         ``-Dfawkes.job=<cluster>/<job>`` (``ps -ef | grep fawkes.job=etl/7``).  Its driver UI listens
         on :func:`ui_port` of the job id (where :meth:`metrics` reads its task counts)."""
+        from fawkes.frameworks.render import _options
+
+        opt = _options(cluster)
+        python = opt["job_python"] or cluster.framework.python or python
         tag = f"-Dfawkes.job={cluster.name}/{job.id}"
         conf = dict(self.submit_conf(cluster))
         conf.update({
             "spark.driver.host": cluster.master.address, "spark.driver.bindAddress": cluster.master.address,
             "spark.ui.port": str(ui_port(job.id)), "spark.port.maxRetries": "0",
-            "spark.driver.memory": driver_memory, "spark.pyspark.python": python,
-            "spark.pyspark.driver.python": python,
+            "spark.driver.memory": driver_memory or opt["driver_memory"],
+            **({"spark.pyspark.python": python, "spark.pyspark.driver.python": python} if python else {}),
         })
         for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):  # the tag, then app_jvm_opts
             conf[key] = " ".join(filter(None, (tag, conf.get(key))))

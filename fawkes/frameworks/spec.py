@@ -15,6 +15,9 @@ from fawkes.errors import FawkesError
 from fawkes.mechanism.model import Role
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+#: ports in one cluster's block (its ``port_slot``): block ``s`` of the option ``port_range`` FIRST-LAST is
+#: FIRST + s * PORT_BLOCK .. FIRST + (s + 1) * PORT_BLOCK - 1; each kind names its ports by offset in it
+PORT_BLOCK = 20
 
 
 def check_name(what: str, name: str) -> str:
@@ -114,9 +117,15 @@ class ClusterSpec:
     framework: FrameworkPaths
     nodes: tuple[NodeSpec, ...]
     options: Mapping[str, str] = field(default_factory=dict)
+    #: its block of ports (the store's ``port_slot``, allocated when it is first deployed); None: the
+    #: frameworks' standard ports (a cluster built by hand, the lab's tests)
+    port_slot: int | None = None
 
     def __post_init__(self) -> None:
         check_name("cluster", self.name)
+        slot = self.port_slot
+        if slot is not None and (isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < 65536):
+            raise FawkesError(f"cluster {self.name}: invalid port block {self.port_slot!r}")
         names = [n.name for n in self.nodes]
         if len(set(names)) != len(names):
             raise FawkesError(f"cluster {self.name}: a host appears twice")

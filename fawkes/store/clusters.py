@@ -139,6 +139,20 @@ class ClustersMixin(StoreBase):
                       .values(stored_baseline=float(stored)))
             return s.exec(select(MRCluster.stored_baseline).where(MRCluster.live_name == name)).first()
 
+    def port_slot(self, name: str) -> int:
+        """The live cluster ``name``'s block of ports: the one it holds, else the lowest block no live
+        cluster holds, recorded now (kept until it is released; the column is UNIQUE, so two writers
+        racing for one block cannot both get it: the loser's retry takes the next)."""
+        with self.session(write=True) as s:
+            c = self._cluster(s, name, live=True)
+            if c.port_slot is not None:
+                return c.port_slot
+            held = set(s.exec(select(MRCluster.port_slot).where(col(MRCluster.port_slot).is_not(None))).all())
+            slot = next(i for i in range(len(held) + 1) if i not in held)
+            self._cas(s, update(MRCluster).where(MRCluster.id == c.id, col(MRCluster.port_slot).is_(None))
+                      .values(port_slot=slot), f"cluster {name}")
+            return slot
+
     def list_clusters(self, *, include_released: bool = True) -> list[MRCluster]:
         """Clusters in global FIFO (= admission) order."""
         with self.session() as s:
@@ -577,6 +591,7 @@ class ClustersMixin(StoreBase):
             values[_CLUSTER_STAMP[to]] = now
         if to == ClusterState.RELEASED:
             values["live_name"] = None
+            values["port_slot"] = None  # its ports are free for the next cluster
         self._cas(s, update(MRCluster).where(MRCluster.id == c.id, MRCluster.state == old).values(**values),
                   f"cluster {c.name}")
         s.add(ClusterTransition(cluster_id=c.id, from_state=old, to_state=to, time=now, detail=detail))

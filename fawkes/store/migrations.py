@@ -143,10 +143,17 @@ def _v12_to_v13(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX ix_jobs_state_cluster ON jobs (state, cluster_id)"))
 
 
+def _v13_to_v14(conn: Connection) -> None:
+    """Version 14: ``mr_clusters.port_slot``, a live cluster's block of ports (issue 30: ports chosen per
+    cluster from a configurable range, no two live clusters with the same block)."""
+    conn.execute(text("ALTER TABLE mr_clusters ADD COLUMN port_slot INTEGER"))
+    conn.execute(text("CREATE UNIQUE INDEX ix_mr_clusters_port_slot ON mr_clusters (port_slot)"))
+
+
 #: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)
 MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6, _v6_to_v7, _v7_to_v8,
                                _v8_to_v9, _v9_to_v10, _v10_to_v11, _v11_to_v12,
-                               _v12_to_v13]
+                               _v12_to_v13, _v13_to_v14]
 CURRENT = 1 + len(MIGRATIONS)
 
 _PG_LOCK_KEY = 0x46415753  # "FAWS": advisory lock id for schema changes

@@ -81,6 +81,10 @@ class MRCluster(SQLModel, table=True):
     #: a cluster woken from hibernation: the saved_output record of the incarnation it wakes from, whose data
     #: its deployment restores before its first job runs (scale to zero; v12); NULL for a new request
     restore_from: str | None = None
+    #: its block of ports (``fawkes.frameworks.spec.PORT_BLOCK`` of them from the kind's port range), the
+    #: lowest block no other live cluster holds, taken when it is first deployed and NULL once released;
+    #: UNIQUE, so no two live clusters share one (v14)
+    port_slot: int | None = Field(default=None, unique=True, index=True)
 
 
 class ClusterTransition(SQLModel, table=True):
