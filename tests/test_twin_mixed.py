@@ -306,3 +306,31 @@ def test_bench_twin_of_runs_replays_a_mixed_run(tmp_path):
     for name, v in mean.items():  # the replay's task noise (cv 0.3) over 2 seeds: within the issue's 15 %
         assert abs(v["diff"]) < 0.15, (name, v)
     assert "clusters:" in (tmp_path / "twin" / "None-1" / "stream-costs.yaml").read_text()
+
+
+def test_a_cluster_whose_jobs_left_no_task_gets_no_costs_of_its_own(tmp_path):
+    """A cluster of a kind whose samples held no task of its jobs (the dask cluster of the mixed benchmark
+    of 2026-11-27, sampled before the sampler took a Dask scheduler's cluster-wide counts) has no row in the
+    trace: the export gives it no costs either (simulate refuses costs of a cluster with no job) and counts
+    its jobs as skipped."""
+    from fawkes.traces.from_state import export
+    from fawkes.store import Store
+
+    from sqlmodel import select
+
+    from fawkes.store.schema import Sample
+
+    url = mixed_state(tmp_path / "s.db")
+    store = Store(url)
+    try:
+        dk = store.get_cluster("dask")
+        with store.session() as s:
+            for r in s.exec(select(Sample).where(Sample.cluster_id == dk.id)):
+                r.running_tasks = r.completed_tasks = 0
+                s.add(r)
+            s.commit()
+        ex = export(store)
+    finally:
+        store.close()
+    assert {r.cluster for r in ex.rows} == {"spark", "flink"}
+    assert set(ex.cluster_costs) == {"spark", "flink"} and ex.skipped.get("without task samples", 0) >= 1

@@ -168,8 +168,11 @@ class Sampler:
         finished = self.store.list_jobs(name, states=[JobState.SUCCEEDED, JobState.FAILED])
         learned = tasks_learned(finished + jobs)
         facts, seen = [], {}
+        only = cluster_wide_job(fs, running)
         for j in jobs:
             counts = fs.tasks_by_job.get(j.app_id) if j.app_id else None
+            if only is not None and j.id == only:
+                counts = fs.tasks
             pending, running, n = job_tasks(j, counts, learned)
             if n > (j.tasks_seen or 0):
                 seen[j.id] = n
@@ -195,7 +198,8 @@ class Sampler:
             busy_slots=fs.busy_slots, configured_slots=fs.slots,
             output_bytes=written,
             storage_capacity=fs.storage_capacity, completed_jobs=len(finished),
-            completed_tasks=sum(c.completed for c in fs.tasks_by_job.values()), loading=loading,
+            completed_tasks=(fs.tasks.completed if only is not None
+                             else sum(c.completed for c in fs.tasks_by_job.values())), loading=loading,
             node_cpu=node_cpu,
         )
         self.store.record_sample(name, m)
@@ -230,6 +234,16 @@ class Sampler:
             except FawkesError as exc:
                 log.info("skipped: %s", exc)
             self.unreachable_since.pop(host, None)
+
+
+def cluster_wide_job(fs, running) -> int | None:
+    """The job a kind's cluster-wide task counts belong to, when the kind counts tasks per cluster only
+    (``tasks_by_job`` empty, ``tasks`` not: a Dask scheduler knows no application per job) and exactly one
+    job runs: that job's id (its tasks are the cluster's); else None (per-job counts, or several jobs
+    whose share of the cluster's tasks is unknown: each counted as not started, as before)."""
+    if fs.tasks_by_job or not fs.tasks.total or len(running) != 1:
+        return None
+    return running[0].id
 
 
 def job_tasks(job, counts: TaskCounts | None, learned: dict[str, int]) -> tuple[int, int, int]:

@@ -310,11 +310,14 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
     kinds = {clusters[i].name: kind[i] for i in sorted(used)}
     cluster_costs: dict[str, dict[str, float | str]] = {}
     cluster_measured: dict[str, dict[str, str]] = {}
+    # (a cluster whose jobs left no task in the samples has no row: no costs of its own either, and the
+    # export counts its jobs under ``skipped``, "without task samples")
+    exported = {r.cluster for r in rows}
     if len(set(kinds.values())) > 1:  # a pool of several kinds: each cluster gets its own kind's costs
         for k in dict.fromkeys(kinds.values()):
             kc, km = _lifecycle(startups.get(k, []), overheads.get(k, []), _by_role(ready, k), _by_role(stop, k),
                                 ex_kind.get(k, ex_s), len(executors.get(k, [])))
-            for name in (n for n, nk in kinds.items() if nk == k):
+            for name in (n for n, nk in kinds.items() if nk == k and n in exported):
                 cluster_costs[name] = {"kind": k, **kc}
                 cluster_measured[name] = {f: f"{how} of kind {k}" for f, how in km.items()}
     policies = list(dict.fromkeys(p for t, p in decisions if lo <= t <= hi))
