@@ -194,6 +194,7 @@ def _staged(home: Path):
     tmp = Path(tempfile.mkdtemp(prefix=f".{home.name}-", dir=home.parent))
     try:
         yield tmp
+        tmp.chmod(0o755)  # mkdtemp's 0700 would hide it from the daemons of a hosts' user other than ours
         if home.exists():
             shutil.rmtree(home)
         tmp.rename(home)
@@ -206,11 +207,23 @@ def _manifest(home: Path) -> Path:
     return home / "MANIFEST.json"
 
 
+def _readable(home: Path) -> None:
+    """A distribution unpacked by an earlier fawkes into a 0700 directory (mkdtemp's mode) opened to every
+    user, as one unpacked now is: the daemons may run as a hosts' user other than the one that unpacked it."""
+    try:
+        mode = home.stat().st_mode & 0o777
+        if mode & 0o055 != 0o055:
+            home.chmod(mode | 0o755)
+    except OSError:  # not ours to change: the daemons' user may still read it (or the probe says it cannot)
+        pass
+
+
 def hdfs_ready(home: Path | None = None) -> bool:
     home = home or hdfs_home()
     man = _manifest(home)
     if not man.is_file():
         return False
+    _readable(home)
     try:
         jars = json.loads(man.read_text())["jars"]
     except (ValueError, KeyError):
@@ -273,10 +286,12 @@ def check_flink_home(home: Path) -> None:
 
 
 def flink_ready(home: Path | None = None) -> bool:
+    home = home or flink_home()
     try:
-        check_flink_home(home or flink_home())
+        check_flink_home(home)
     except FawkesError:
         return False
+    _readable(home)
     return True
 
 
