@@ -334,3 +334,6 @@ def test_a_cluster_whose_jobs_left_no_task_gets_no_costs_of_its_own(tmp_path):
         store.close()
     assert {r.cluster for r in ex.rows} == {"spark", "flink"}
     assert set(ex.cluster_costs) == {"spark", "flink"} and ex.skipped.get("without task samples", 0) >= 1
+    # it holds its minimum in the replay's eyes: its hosts leave the capacity, it leaves the cluster file
+    assert set(ex.minima) == {"spark", "flink"} and ex.capacity == 6 - 1
+    assert "dask" not in ex.clusters_csv()

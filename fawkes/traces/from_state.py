@@ -322,6 +322,14 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
                 cluster_measured[name] = {f: f"{how} of kind {k}" for f, how in km.items()}
     policies = list(dict.fromkeys(p for t, p in decisions if lo <= t <= hi))
     capacity = sum(1 for h in hosts if h.state in ("free", "allocated"))
+    # a cluster with jobs in the window but none exported holds its minimum all along in the replay's
+    # eyes: its hosts leave the capacity, and it leaves the cluster file (a trace cluster needs a job)
+    silent = {n: m for n, m in minima.items() if n not in exported}
+    if silent:
+        capacity -= sum(silent.values())
+        minima = {n: m for n, m in minima.items() if n in exported}
+        kinds = {n: k for n, k in kinds.items() if n in exported}
+        skipped["clusters without task samples (their minimum taken from the capacity)"] = len(silent)
     return Export(rows=rows, costs=costs, minima=minima, capacity=capacity, period_s=period, policies=policies,
                   sample_period_s=sample_period, skipped=skipped, measured=measured, origin=lo,
                   tasks_known={clusters[i].name: known[i] for i in used if known.get(i)}, kinds=kinds,
