@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from fawkes.frameworks import dists
+from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.mechanism import ClusterState
 from fawkes.ssh.shell import Script
 from fawkes.store.lifecycle import JobState, NodeState
@@ -31,7 +32,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
 APPS = Path(__file__).resolve().parent.parent / "fawkes" / "apps"
 NAME = "hib"
-OPTIONS = {"heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1"}
+OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1"}
 
 
 def counts(text: str) -> collections.Counter:

@@ -2,13 +2,14 @@
 to B, whose job runs there, give it back, resume A, and A's job completes with exact output.
 
 MR-cluster A: a core node and a TR node on host X; MR-cluster B: a core node elsewhere.  A runs a
-CPU-bound word count (fawkes/apps/burn.py) once undisturbed (the baseline) and once with its worker
-on X suspended mid-job (the worker and its executors, through cgroups over SSH: 1 % CPU, BIG-C's
-footprint); meanwhile B starts a worker on X beside A's suspended one and runs its own job there;
+CPU-bound word count (fawkes/apps/burn.py) with its worker on X suspended mid-job (the worker and its
+executors, through cgroups over SSH: 1 % CPU, BIG-C's footprint; with FAWKES_SUSPEND_BASELINE=1 the job
+also runs once undisturbed before, for the printed slowdown); meanwhile B starts a worker on X beside A's suspended one and runs its own job there;
 then B's worker leaves X and A's is resumed.  Checked: the suspended group holds exactly the
 worker's process tree (B's worker on the same host is not in it), both outputs are exact, B ran
-executors on X, nothing of the suspension is left afterwards.  Printed (``-s``): the baseline and
-suspended job times and the slowdown (docs/mechanism.md, "Shrink modes", keeps the figures).
+executors on X, A's job still running when B's had finished (the stall), nothing of the suspension is
+left afterwards.  Printed (``-s``): the suspended job's time (and the baseline's and the slowdown with
+FAWKES_SUSPEND_BASELINE=1; docs/mechanism.md, "Shrink modes", keeps figures of an earlier run).
 """
 
 from __future__ import annotations
@@ -86,12 +87,16 @@ def test_suspend_lend_resume_on_spark(lab, tmp_path):
         drv.load_input(b, str(src), "/data/input.txt")
         args = ["/data/input.txt", None, "6", "2"]  # 6 map tasks of 2 core-seconds each, on 2 workers
 
-        # ---- the baseline: A's job undisturbed
-        t0 = time.monotonic()
-        jobs.append(submit(drv, a, lab, 4091, [args[0], "/out/base", *args[2:]], tmp_path / "base.log", app=BURN))
-        assert jobs[-1].wait(timeout=300) == 0, (tmp_path / "base.log").read_text()[-3000:]
-        base_s = time.monotonic() - t0
-        assert counts(drv, a, "/out/base") == expected
+        # ---- the baseline, with FAWKES_SUSPEND_BASELINE=1 only: A's job undisturbed, for the printed slowdown
+        # (the checks below do not use it: two unpaired runs under load do not settle a slowdown)
+        base_s = None
+        if os.environ.get("FAWKES_SUSPEND_BASELINE") == "1":
+            t0 = time.monotonic()
+            jobs.append(submit(drv, a, lab, 4091, [args[0], "/out/base", *args[2:]], tmp_path / "base.log",
+                               app=BURN))
+            assert jobs[-1].wait(timeout=300) == 0, (tmp_path / "base.log").read_text()[-3000:]
+            base_s = time.monotonic() - t0
+            assert counts(drv, a, "/out/base") == expected
 
         # ---- the same job, A's worker on X suspended while it runs tasks there
         t0 = time.monotonic()
@@ -140,11 +145,11 @@ def test_suspend_lend_resume_on_spark(lab, tmp_path):
         assert ja.wait(timeout=300) == 0, (tmp_path / "susp.log").read_text()[-3000:]
         susp_s = time.monotonic() - t0
         assert counts(drv, a, "/out/susp") == expected  # exact after suspend and resume
-        slow = (susp_s - base_s) / base_s
-        print(f"A's job: {base_s:.1f} s undisturbed, {susp_s:.1f} s with its worker on {x.name} suspended "
-              f"{suspended_s:.1f} s (B's job there: {b_s:.1f} s): slowdown {100 * slow:+.0f} %, "
-              f"{susp_s - base_s - suspended_s:+.1f} s beyond the suspension; "
-              f"whole test {time.monotonic() - t_all:.0f} s"
+        base = (f"{base_s:.1f} s undisturbed, " if base_s else "")
+        slow = (f": slowdown {100 * (susp_s - base_s) / base_s:+.0f} %, {susp_s - base_s - suspended_s:+.1f} s beyond "
+                "the suspension" if base_s else "")
+        print(f"A's job: {base}{susp_s:.1f} s with its worker on {x.name} suspended {suspended_s:.1f} s (B's job "
+              f"there: {b_s:.1f} s){slow}; whole test {time.monotonic() - t_all:.0f} s"
               + ("; A's job had finished before the resume" if a_done_meanwhile else ""))
         # the suspended executor stalls the job (BIG-C's warning for Spark): it was still running when
         # B's job, started after the suspension, had finished; checked on the job's state, not on
