@@ -36,6 +36,7 @@ from fawkes.mechanism import ClusterState, Role
 from fawkes.ssh.shell import Script
 from fawkes.store.lifecycle import JobState, NodeState
 from tests.conftest import LAB_PREFIX, unavailable
+from tests.test_hibernate_lab import counts  # word<TAB>count lines
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
@@ -99,15 +100,6 @@ class Exposed:
             except OSError:
                 pass
         self.mounts.clear()
-
-
-def counts(text: str) -> collections.Counter:
-    out: collections.Counter = collections.Counter()
-    for line in text.splitlines():
-        if line.strip():
-            w, n = line.split("\t")
-            out[w] += int(n)
-    return out
 
 
 def test_the_coordinator_runs_a_whole_cycle_as_a_service_user(tmp_path):
