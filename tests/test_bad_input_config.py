@@ -13,8 +13,10 @@ from fawkes.errors import ConfigError
 from fawkes.frameworks.render import DEFAULT_OPTIONS, check_option
 
 try:
+    from test_cli_conventions import inproc
     from test_cli_store import fawkes, refused
 except ImportError:
+    from tests.test_cli_conventions import inproc
     from tests.test_cli_store import fawkes, refused
 
 
@@ -266,23 +268,27 @@ def test_idle_timeout_never_and_per_cluster_reach_the_loop(tmp_path):
 
 
 def test_save_to_inside_a_cluster_directory_is_refused_before_anything_is_written(tmp_path):
+    """In process (fawkes.cli.main, the entry point: the same refusal, without an interpreter start
+    that starved past minutes beside the lab tests in CI)."""
     (tmp_path / "inv.yaml").write_text("version: 1\nhosts:\n  - {name: u1, address: 10.9.0.1, work_dir: /w}\n")
     for key in ("save_to: /w/clusters/x", "clusters:\n  etl: {save_to: /w/clusters}"):
         (tmp_path / "cfg.yaml").write_text(f"state: s.db\ninventory: inv.yaml\n{key}\n")
-        refused(fawkes("coordinator", "run", "--config", str(tmp_path / "cfg.yaml"), "--for", "1"),
+        refused(inproc("coordinator", "run", "--config", str(tmp_path / "cfg.yaml"), "--for", "1"),
                 "which a cluster's teardown wipes")
         assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.yaml", "inv.yaml"]
 
 
 def test_a_bad_idle_timeout_creates_no_state(tmp_path):
+    """In process (fawkes.cli.main, the entry point: the same refusal, without an interpreter start
+    that starved past minutes beside the lab tests in CI)."""
     (tmp_path / "inv.yaml").write_text("version: 1\nhosts:\n  - {name: u1, address: 10.9.0.1}\n")
     fifo = tmp_path / "fifo.yaml"
     os.mkfifo(fifo)
     for bad in ("idle_timeout_s: .nan", "idle_timeout_s: -1", "clusters:\n  etl: {idle_timeout_s: \"1\\n\"}"):
         (tmp_path / "cfg.yaml").write_text(f"state: s.db\ninventory: inv.yaml\n{bad}\n")
-        refused(fawkes("coordinator", "run", "--config", str(tmp_path / "cfg.yaml"), "--for", "1"), "idle_timeout_s")
+        refused(inproc("coordinator", "run", "--config", str(tmp_path / "cfg.yaml"), "--for", "1"), "idle_timeout_s")
         assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.yaml", "fifo.yaml", "inv.yaml"]
-    refused(fawkes("coordinator", "run", "--config", str(fifo), "--for", "1"), "fifo.yaml")
+    refused(inproc("coordinator", "run", "--config", str(fifo), "--for", "1"), "fifo.yaml")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.yaml", "fifo.yaml", "inv.yaml"]
 
 
@@ -321,9 +327,11 @@ def test_on_idle_per_cluster_over_the_config():
 
 
 def test_a_bad_on_idle_creates_no_state(tmp_path):
+    """In process (fawkes.cli.main, the entry point: the same refusal, without an interpreter start
+    that starved past minutes beside the lab tests in CI)."""
     (tmp_path / "inv.yaml").write_text("version: 1\nhosts:\n  - {name: u1, address: 10.9.0.1}\n")
     for bad, field in (("on_idle: hibernate", "on_idle"), ("clusters:\n  etl: {save_to: /s, on_idle: .nan}",
                                                            "clusters.etl.on_idle")):
         (tmp_path / "cfg.yaml").write_text(f"state: s.db\ninventory: inv.yaml\n{bad}\n")
-        refused(fawkes("coordinator", "run", "--config", str(tmp_path / "cfg.yaml"), "--for", "1"), field)
+        refused(inproc("coordinator", "run", "--config", str(tmp_path / "cfg.yaml"), "--for", "1"), field)
         assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.yaml", "inv.yaml"]
