@@ -85,6 +85,11 @@ def refuse_save_inside_clusters(node: NodeSpec, dest: str) -> None:
 class ControlScriptDriver(FrameworkDriver):
     """A driver whose daemons are started and stopped through the rendered control script."""
 
+    #: the control script's name for the compute worker every node runs
+    worker: str = "worker"
+    #: how long a removal waits for its stopped workers to leave their master (``_gone``), each time
+    leave_timeout_s: float = 60.0
+
     def __init__(self, executor, *, progress=None, http_timeout: float = 5.0, poll_s: float = 0.25):
         super().__init__(executor, progress=progress, http_timeout=http_timeout)
         self.poll_s = poll_s
@@ -130,11 +135,29 @@ class ControlScriptDriver(FrameworkDriver):
 
     def _gone(self, cluster: ClusterSpec, gone: Sequence[str], still_registered, what: str, t0: float,
               phases: dict[str, float]) -> OpResult:
-        """``remove_nodes``' last step: wait (60 s at most) until ``still_registered()`` is false (the
+        """``remove_nodes``' last step: wait (``leave_timeout_s``) until ``still_registered()`` is false (the
         stopped workers have left their master), wipe the nodes' cluster directories, and return the
-        cluster without them."""
+        cluster without them.  A master may keep listing a worker whose process is gone until its own
+        heartbeat timeout: past the wait, the nodes' control scripts decide.  A worker still running there
+        is stopped again and waited for once more (an error names it if it stays); none running: the
+        removal goes on and an event says the master lags."""
         t = time.monotonic()
-        self._wait(cluster, what, lambda: not still_registered(), 60, t0)
+        try:
+            self._wait(cluster, what, lambda: not still_registered(), self.leave_timeout_s, t0)
+        except FawkesError as exc:
+            nodes = [cluster.node(h) for h in gone]
+            status = self._status(cluster, nodes)
+            running = [h for h in gone if status.get(h) is None or status[h].get(self.worker, False)]
+            if not running:
+                self.emit(cluster, "shrink", f"{exc}; the {self.worker} process has exited on "
+                          f"{', '.join(gone)}: going on (the master drops it at its own heartbeat timeout)", t0=t0)
+            else:
+                self.emit(cluster, "shrink", f"{exc}; the {self.worker} still runs (or the host did not answer) "
+                          f"on {', '.join(running)}: stopping it again", t0=t0)
+                self._ctl_each(cluster, {h: [("stop", self.worker, "10")] for h in running},
+                               f"stopping {self.worker}s again", if_present=True)
+                self._wait(cluster, f"{what} (after a second stop on {', '.join(running)})",
+                           lambda: not still_registered(), self.leave_timeout_s, t0)
         self._ctl_each(cluster, {h: [("wipe",)] for h in gone}, "wiping removed nodes", if_present=True)
         faults.point("node-wiped")
         phases["cleanup"] = time.monotonic() - t
