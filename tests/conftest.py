@@ -100,8 +100,53 @@ def ex(lab):
         yield executor
 
 
-def run_cli(*args: str, env: dict | None = None, user: str | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m fawkes ARGS`` as a real subprocess (optionally as another user)."""
+#: commands whose process itself matters (a service's threads and signal handlers, the lab's namespaces):
+#: always a real subprocess, as is anything with ``--follow`` (it blocks)
+OWN_PROCESS = (("coordinator", "run"), ("lab",))
+
+
+def needs_process(args) -> bool:
+    return any(tuple(args[:len(c)]) == c for c in OWN_PROCESS) or "--follow" in args
+
+
+def cli_in_process(args, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``fawkes ARGS`` run in this process: ``fawkes.cli.main`` (what the console script calls) with click's
+    streams isolated and ``env`` applied over this process's environment (a None value unsets a key).  It
+    shows what a process of its own would: warnings through logging's last resort (the message alone, on
+    stderr; pytest's handler on the root logger would otherwise take them) and ``sys.exit``'s code.  A
+    subprocess each cost the non-lab run some 750 interpreter starts (7 CPU-minutes of its 16, beside the
+    lab in CI); the console script's own process is checked in tests/test_packaging.py and wherever the
+    process matters (``needs_process``)."""
+    import contextlib
+    import logging
+
+    from click.testing import CliRunner
+
+    from fawkes.cli import main
+
+    with CliRunner().isolation(env=dict(env or {})) as streams, contextlib.chdir(cwd or os.getcwd()):
+        last = logging.StreamHandler(sys.stderr)
+        last.setLevel(logging.WARNING)
+        logging.getLogger().addHandler(last)
+        try:
+            rc = main(list(args))
+        except SystemExit as exc:
+            rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        finally:
+            logging.getLogger().removeHandler(last)
+            sys.stdout.flush()  # what the process's exit flushes (a plain sys.stdout.write is buffered)
+            sys.stderr.flush()
+    return subprocess.CompletedProcess(["fawkes", *args], rc, streams[0].getvalue().decode(),
+                                       streams[1].getvalue().decode())
+
+
+def run_cli(*args: str, env: dict | None = None, user: str | None = None,
+            process: bool = False) -> subprocess.CompletedProcess:
+    """``fawkes ARGS`` from the repository's directory: in this process (:func:`cli_in_process`), or as a real
+    ``python -m fawkes`` subprocess when ``process`` is set, for another ``user``, or when the command needs
+    one (:func:`needs_process`)."""
+    if not (process or user or needs_process(args)):
+        return cli_in_process(args, env=env, cwd=REPO)
     cmd = [sys.executable, "-m", "fawkes", *args]
     if user:
         cmd = ["runuser", "-u", user, "--", *cmd]

@@ -21,6 +21,7 @@ import pytest
 
 from fawkes.cli import cli
 from fawkes.store import Store
+from tests.conftest import cli_in_process
 
 try:
     from test_cli_store import fawkes, ok, refused
@@ -31,23 +32,15 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def inproc(*args: str, env: dict | None = None, state: str | None = None) -> subprocess.CompletedProcess:
-    """``fawkes ARGS`` run in this process (``fawkes.cli.main``, the console entry point, with click's
-    isolated streams and environment), for the checks that walk every command: a subprocess each would
-    start an interpreter and import the store's libraries some 50 times.  The subprocess runs stay where
-    the process itself matters (completion, coordinator run)."""
-    from click.testing import CliRunner
-
-    from fawkes.cli import main
-
+    """``fawkes ARGS`` in this process (:func:`tests.conftest.cli_in_process`) with the test's state and
+    none of the user's (every ``FAWKES_*`` unset, ``FAWKES_HOME`` somewhere that does not exist)."""
     e: dict[str, str | None] = {k: None for k in os.environ if k.startswith("FAWKES_")}
     e["FAWKES_HOME"] = "/nonexistent/fawkes-home-for-tests"  # never the user's own state
     if state:
         e["FAWKES_STATE"] = state
     e.update(env or {})
-    with CliRunner().isolation(env=e) as streams:
-        rc = main(list(args))
-    return subprocess.CompletedProcess(["fawkes", *args], rc, streams[0].getvalue().decode(),
-                                       streams[1].getvalue().decode())
+    return cli_in_process(args, env=e)
+
 
 #: commands with no --json, and why: none of them prints records a script would parse
 NO_JSON = {

@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from fawkes.mechanism.model import ClusterState, Role
 from fawkes.store import NodeState, Store
+from tests.conftest import needs_process
 
 try:
     from store_fixtures import pg_server, store_url  # noqa: F401
@@ -22,7 +23,13 @@ except ImportError:
 REPO = Path(__file__).resolve().parent.parent
 
 
-def fawkes(*args: str, env: dict | None = None, state: str | None = None) -> subprocess.CompletedProcess:
+def fawkes(*args: str, env: dict | None = None, state: str | None = None,
+           process: bool = False) -> subprocess.CompletedProcess:
+    """``fawkes ARGS`` with the test's state and none of the user's: in this process
+    (tests/conftest.py ``cli_in_process``) unless ``process`` is set or the command needs a process."""
+    if not process and not needs_process(args):
+        from tests.test_cli_conventions import inproc
+        return inproc(*args, env=env, state=state)
     e = {k: v for k, v in os.environ.items() if not k.startswith("FAWKES_")}
     e["PYTHONPATH"] = str(REPO) + os.pathsep + e.get("PYTHONPATH", "")
     e["FAWKES_HOME"] = "/nonexistent/fawkes-home-for-tests"  # never the user's own state
