@@ -21,7 +21,7 @@ from pathlib import PurePosixPath
 from fawkes import faults
 from fawkes.errors import FawkesError
 from fawkes.frameworks.base import FrameworkDriver, OpResult, SavedOutput
-from fawkes.frameworks.render import CONTROL_SCRIPT
+from fawkes.frameworks.render import CONTROL_SCRIPT, cluster_ports
 from fawkes.frameworks.spec import ClusterSpec, NodeSpec
 from fawkes.mechanism.model import Role
 from fawkes.ssh.shell import Script
@@ -89,6 +89,40 @@ class ControlScriptDriver(FrameworkDriver):
     worker: str = "worker"
     #: how long a removal waits for its stopped workers to leave their master (``_gone``), each time
     leave_timeout_s: float = 60.0
+    #: the named ports (``render.PORT_OFFSETS``) each daemon listens on: a deploy or a grow checks them free
+    daemon_ports: Mapping[str, tuple[str, ...]] = {}
+
+    def _refuse_busy_ports(self, cluster: ClusterSpec, nodes: Sequence[NodeSpec]) -> None:
+        """Before a deploy or a grow starts anything: on each of ``nodes`` where none of the cluster's own
+        daemons runs (a restarted coordinator's second attempt finds its own there), the ports its daemons
+        will listen on must not be in LISTEN (``/proc/net/tcp``, ``tcp6``).  Else one line naming each host
+        and its ports, and nothing is started: another process there (an admin's own Spark or HDFS, another
+        cluster of the standard ports) would make a daemon fail to bind, seen only as a timeout."""
+        ports = cluster_ports(cluster)
+        want: dict[str, dict[str, int]] = {}
+        for n in nodes:
+            names = {p for d in self.daemons_for(cluster, n) for p in self.daemon_ports.get(d, ())}
+            if names:
+                want[n.name] = {f"{ports[p]:04X}": ports[p] for p in sorted(names)}
+        if not want:
+            return
+        cmds = {}
+        for h, hexes in want.items():
+            ctl = str(PurePosixPath(cluster.cluster_dir(cluster.node(h))) / CONTROL_SCRIPT)
+            cmds[h] = Script(
+                "if [ -f {c} ] && /bin/sh {c} status-all 2>/dev/null | grep -q ' running '; then exit 0; fi; "
+                "busy=\" $(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | "
+                "awk '$4 == \"0A\" {{n = split($2, a, \":\"); print a[n]}}' | sort -u | tr '\\n' ' ') \"; "
+                "for p in {want}; do case \"$busy\" in *\" $p \"*) echo \"$p\" ;; esac; done",
+                c=ctl, want=list(hexes))
+        out = self._run(cmds, "checking the cluster's ports are free", 60)
+        busy = {h: sorted(want[h][x] for x in text.split() if x in want[h]) for h, text in out.items()}
+        busy = {h: ps for h, ps in busy.items() if ps}
+        if busy:
+            where = "; ".join(f"{h}: {', '.join(str(p) for p in ps)}" for h, ps in sorted(busy.items()))
+            raise FawkesError(f"cluster {cluster.name}: port(s) already in use by another process ({where}): "
+                              "free them or give the cluster another port_range (fawkes inventory probe "
+                              "--port-range shows what listens); nothing was started")
 
     def __init__(self, executor, *, progress=None, http_timeout: float = 5.0, poll_s: float = 0.25):
         super().__init__(executor, progress=progress, http_timeout=http_timeout)
@@ -342,6 +376,7 @@ class SharedStorage:
         m = cluster.master
         self.emit(cluster, "deploy", f"{len(cluster.nodes)} node(s), {self.master_daemon} on {m.name} "
                   f"({m.address})", t0=t0)
+        self._refuse_busy_ports(cluster, cluster.nodes)
         self.push_configs(cluster)
         phases = {"configs": time.monotonic() - t0}
         self._run({m.name: Script("mkdir -p {i} {o} && {s}", i=self._shared(cluster, "input"),

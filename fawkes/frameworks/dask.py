@@ -87,6 +87,7 @@ class DaskDriver(SharedStorage, ControlScriptDriver):
     map_only_note = "a Dask worker runs any task of any graph, it cannot be confined to map tasks"
     role_daemons = {Role.CORE: ("worker",), Role.TR: ("worker",)}
     master_daemons = ("scheduler",)
+    daemon_ports = {"scheduler": ("scheduler", "dashboard")}  # a worker's ports are ephemeral
     path_options = ("shared_dir", "python")
     required_paths = ("shared_dir",)
 
@@ -160,6 +161,7 @@ class DaskDriver(SharedStorage, ControlScriptDriver):
             raise FawkesError(f"cluster {cluster.name}: kind dask stores nothing on its nodes, so it has no "
                               f"transient-core nodes ({', '.join(bad)}): grow it by transient nodes")
         new, names = self._joining(cluster, nodes, t0)
+        self._refuse_busy_ports(new, nodes)
         rendered = self.render(new, names)
         self._run({n.name: Script("{w} && {s}", w=self._write_script(self._config_files(rendered[n.name])),
                                   s=self._ctl(new, n, "start", "worker")) for n in nodes},

@@ -102,6 +102,8 @@ class FlinkHdfsDriver(HdfsStorage, ControlScriptDriver):
     compute_master, worker = "jobmanager", "taskmanager"
     compute_ok = {"jobmanager": "running", "taskmanager": "registered"}
     daemon_component = {"jobmanager": "flink", "taskmanager": "flink", "namenode": "hdfs", "datanode": "hdfs"}
+    #: a TaskManager's own ports are ephemeral (taskmanager.rpc.port and the data port: 0)
+    daemon_ports = {"jobmanager": ("jobmanager_rpc", "rest"), "namenode": ("nn_rpc", "nn_http"), "datanode": ("dn_xfer", "dn_http", "dn_ipc")}
 
     # ================================================================== framework check
     @classmethod

@@ -317,6 +317,7 @@ class HdfsStorage:
         phases: dict[str, float] = {}
         m = cluster.master
         self.emit(cluster, "deploy", f"{len(cluster.nodes)} node(s), master {m.name} ({m.address})", t0=t0)
+        self._refuse_busy_ports(cluster, cluster.nodes)
         self.push_configs(cluster)
         phases["configs"] = time.monotonic() - t0
         # start everything, then wait for all of it: the compute master (it needs no HDFS: it boots while
@@ -362,6 +363,7 @@ class HdfsStorage:
         # a core node joining a running cluster replaces a failed one (worker + DataNode, like TC; HDFS
         # re-replicates onto it); it is never removed while the cluster is active
         new, names = self._joining(cluster, nodes, t0)
+        self._refuse_busy_ports(new, nodes)
         tcs = [n for n in nodes if "datanode" in self.role_daemons[n.role]]
         # a host decommissioned earlier must leave the exclude file before its DataNode starts
         excl = self._read_exclude(new) if tcs else []

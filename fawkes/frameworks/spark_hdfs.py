@@ -75,6 +75,8 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
     compute_master, worker = "master", "worker"
     compute_ok = {"master": "ALIVE", "worker": "ALIVE"}
     daemon_component = {"master": "spark", "worker": "spark", "namenode": "hdfs", "datanode": "hdfs"}
+    daemon_ports = {"master": ("spark_master", "spark_master_ui"), "worker": ("spark_worker_ui",),
+                    "namenode": ("nn_rpc", "nn_http"), "datanode": ("dn_xfer", "dn_http", "dn_ipc")}
 
     # ================================================================== framework check
     @classmethod

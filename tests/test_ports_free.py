@@ -1,0 +1,111 @@
+"""A deploy or a grow refuses a port another process listens on, before it starts or writes anything.
+
+The spark-hdfs and dask drivers run their real checks through ``sh`` here (tests/test_control_gone.py's
+executor: the text SSH would send); the "host" is this machine, whose ``/proc/net/tcp`` shows the socket
+the test holds open in LISTEN.  On the lab the same script runs inside each host's network namespace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fawkes.errors import FawkesError
+from fawkes.frameworks.dask import DaskDriver
+from fawkes.frameworks.render import PORT_OFFSETS
+from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
+from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
+from fawkes.mechanism.model import Role
+from tests.test_control_gone import WORKER_CLASS, ShExecutor
+
+
+@pytest.fixture
+def listening():
+    """A socket in LISTEN on 127.0.0.1 at a port the kernel chose, and the cluster options that make it
+    the first port of the cluster's block (``port_range`` starting there, block 0)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    port = s.getsockname()[1]
+    yield port, {"port_range": f"{port}-{port + 19}"}
+    s.close()
+
+
+def spark_cluster(tmp_path, options, nodes=("h1", "h2")) -> ClusterSpec:
+    fw = FrameworkPaths(name="spark", kind="spark-hdfs", spark_home="/opt/spark", hdfs_jars="/opt/hdfs")
+    ns = tuple(NodeSpec(h, f"10.9.0.{i + 1}", Role.CORE if i == 0 else Role.TC, str(tmp_path / h))
+               for i, h in enumerate(nodes))
+    return ClusterSpec("c1", fw, ns, options=options, port_slot=0)
+
+
+def test_a_deploy_on_a_port_in_use_names_host_and_port_and_writes_nothing(tmp_path, listening):
+    port, options = listening
+    assert PORT_OFFSETS["spark_master"] == 0  # the held port is the Spark master's
+    cluster = spark_cluster(tmp_path, options)
+    ex = ShExecutor()
+    with pytest.raises(FawkesError) as err:
+        SparkHdfsDriver(ex).deploy(cluster, timeout=5)
+    msg = str(err.value)
+    assert f"port(s) already in use by another process (h1: {port})" in msg and "nothing was started" in msg, msg
+    assert "h2" not in msg.split("(", 1)[1], "h2 runs no master: its ports are the worker's and the DataNode's"
+    assert not any((tmp_path / h).exists() for h in ("h1", "h2")), "nothing written on the hosts"
+    assert len(ex.sent) == 2 and all("/proc/net/tcp" in text for _, text in ex.sent), "one check round only"
+
+
+def test_a_grow_checks_only_the_joining_nodes_daemons(tmp_path, listening):
+    port, options = listening
+    # the held port is now the worker UI's: a joining TC node (worker + DataNode) may not start there
+    base = port - PORT_OFFSETS["spark_worker_ui"]
+    options = {"port_range": f"{base}-{base + 19}"}
+    cluster = spark_cluster(tmp_path, options, nodes=("h1",))
+    tc = NodeSpec("h2", "10.9.0.2", Role.TC, str(tmp_path / "h2"))
+    with pytest.raises(FawkesError, match=rf"\(h2: {port}\)"):
+        SparkHdfsDriver(ShExecutor()).add_nodes(cluster, [tc], timeout=5)
+    assert not (tmp_path / "h2").exists()
+
+
+def test_the_clusters_own_running_daemons_are_not_a_clash(tmp_path, listening):
+    """A restarted coordinator deploys again on a host where the cluster's daemons already run (their
+    ports in use by them): the check passes there."""
+    port, options = listening
+    cluster = spark_cluster(tmp_path, options, nodes=("h1",))
+    driver = SparkHdfsDriver(ShExecutor())
+    for rel, text in driver.render(cluster)["h1"].files.items():
+        p = Path(cluster.cluster_dir(cluster.master)) / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    out = subprocess.run(["sh", "-c", 'nohup "$0" -c "import time; time.sleep(600)" "$1" >/dev/null 2>&1 & echo $!',
+                          sys.executable, WORKER_CLASS], capture_output=True, text=True, check=True)
+    pid = int(out.stdout)
+    try:
+        pids = Path(cluster.cluster_dir(cluster.master)) / "pids"
+        pids.mkdir(exist_ok=True)
+        (pids / "worker.pid").write_text(f"{pid}\n")
+        driver._refuse_busy_ports(cluster, cluster.nodes)  # no error: the cluster's own worker runs there
+        (pids / "worker.pid").unlink()
+        with pytest.raises(FawkesError, match=rf"\(h1: {port}\)"):
+            driver._refuse_busy_ports(cluster, cluster.nodes)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_dask_checks_its_scheduler_ports_and_free_ports_pass(tmp_path, listening):
+    port, _ = listening
+    fw = FrameworkPaths(name="dask", kind="dask", shared_dir=str(tmp_path / "shared"))
+    core = NodeSpec("h1", "10.9.0.1", Role.CORE, str(tmp_path / "h1"))
+    base = port - PORT_OFFSETS["dashboard"]
+    held = ClusterSpec("d1", fw, (core,), options={"port_range": f"{base}-{base + 19}"}, port_slot=0)
+    with pytest.raises(FawkesError, match=rf"\(h1: {port}\)"):
+        DaskDriver(ShExecutor())._refuse_busy_ports(held, held.nodes)
+    free = ClusterSpec("d1", fw, (core,), options={"port_range": f"{port + 1}-{port + 20}"}, port_slot=0)
+    with socket.socket() as probe:  # the free block's first port really is free
+        probe.bind(("127.0.0.1", port + 1 + PORT_OFFSETS["scheduler"]))
+    DaskDriver(ShExecutor())._refuse_busy_ports(free, free.nodes)
