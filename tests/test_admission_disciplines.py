@@ -111,14 +111,8 @@ def test_bad_values_are_refused(field, value):
 # --- the inputs: preset fields and the request's estimates, refused in one line -------------------
 
 def _fawkes(*args, state=None):
-    import os
-    import subprocess
-    import sys
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAWKES_")}
-    env["FAWKES_HOME"] = "/nonexistent/fawkes-home-for-tests"
-    if state:
-        env["FAWKES_STATE"] = state
-    return subprocess.run([sys.executable, "-m", "fawkes", *args], capture_output=True, text=True, env=env, timeout=120)
+    from tests.test_cli_conventions import inproc  # FAWKES_* unset, the test's state only
+    return inproc(*args, state=state)
 
 
 @pytest.mark.parametrize("line,field", [

@@ -233,8 +233,8 @@ def test_ceres_settings_refuse_bad_values(extra, words):
 
 
 def _fawkes(args, tmp_path):
-    return subprocess.run([sys.executable, "-m", "fawkes", *args], capture_output=True, text=True, cwd=tmp_path,
-                          timeout=120)
+    from tests.conftest import cli_in_process
+    return cli_in_process(args, cwd=tmp_path)
 
 
 @pytest.mark.parametrize("line, words", [

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 from dataclasses import replace
 
@@ -131,8 +129,8 @@ def test_victim_order_decides_who_gives_first(order, disc, expect):
 
 
 def _simulate_exit(args, tmp_path):
-    return subprocess.run([sys.executable, "-m", "fawkes", *args], capture_output=True, text=True, cwd=tmp_path,
-                          timeout=120)
+    from tests.conftest import cli_in_process
+    return cli_in_process(args, cwd=tmp_path)
 
 
 @pytest.mark.parametrize("line, words", [

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -237,9 +234,8 @@ def test_settings_refuse_bad_schedules_too():
 
 # ---------------------------------------------------------------- fawkes plan --at
 def fawkes(*args, cwd=None):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "fawkes", *args], capture_output=True, text=True, env=env,
-                          timeout=300, cwd=cwd, check=False)
+    from tests.conftest import cli_in_process
+    return cli_in_process(args, cwd=cwd)
 
 
 def test_plan_at_shows_what_a_schedule_will_do(tmp_path):

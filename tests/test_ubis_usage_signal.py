@@ -7,8 +7,6 @@ directions (fawkes/seeds/usage_signal.py; docs/reproduction.md)."""
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 import time
 from dataclasses import replace
 from types import SimpleNamespace
@@ -24,6 +22,7 @@ from fawkes.seeds import usage_signal
 from fawkes.sim.costs import cost_model
 from fawkes.sim.engine import Simulator
 from fawkes.sim.runner import PolicySpec, run_one
+from tests.conftest import cli_in_process
 
 SLOTS = Settings(policy="PU")
 MEASURED = Settings(policy="PU", pu_signal="measured")
@@ -81,8 +80,7 @@ def test_a_bad_pu_signal_is_refused(bad):
 def test_a_bad_pu_signal_in_a_preset_is_one_line_naming_file_and_field_exit_2(line, tmp_path):
     f = tmp_path / "bad.yaml"
     f.write_text(f"policy: PU\n{line}\n")
-    r = subprocess.run([sys.executable, "-m", "fawkes", "policy", "show", str(f)], capture_output=True, text=True,
-                       cwd=tmp_path, timeout=120, check=False)
+    r = cli_in_process(["policy", "show", str(f)], cwd=tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     err = r.stderr.strip()
     assert len(err.splitlines()) == 1 and "bad.yaml" in err and "pu_signal" in err, err
@@ -92,8 +90,7 @@ def test_a_bad_pu_signal_in_a_preset_is_one_line_naming_file_and_field_exit_2(li
 def test_a_good_pu_signal_loads_from_a_preset(tmp_path):
     f = tmp_path / "pu.yaml"
     f.write_text("policy: PU\npu_signal: measured\n")
-    r = subprocess.run([sys.executable, "-m", "fawkes", "policy", "show", str(f)], capture_output=True, text=True,
-                       cwd=tmp_path, timeout=120, check=False)
+    r = cli_in_process(["policy", "show", str(f)], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "pu_signal: \"measured\"" in r.stdout
 
