@@ -149,8 +149,9 @@ def main(argv=None) -> int:
         predicted = {k: {"cluster_mean_slowdown": pred[v]["cluster_mean_slowdown"],
                          "mean_slowdown": pred[v]["mean_slowdown"]} for k, v in labels.items()}
         pfile = workdir / "prediction.json"
-        pfile.write_text(json.dumps({"seed": seed, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                     "commit": doc["commit"], "predicted": predicted}, indent=2))
+        pfile.write_text(json.dumps({**meta(), "seed": seed,  # command, commit, date, load: a results file itself
+                                     "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                     "predicted": predicted}, indent=2))
         doc["prediction"] = {"file": str(pfile), "sha256": hashlib.sha256(pfile.read_bytes()).hexdigest(),
                              "written_at": time.time(), "predicted": predicted}
         print(f"prediction written before the None run: {pfile} (sha256 {doc['prediction']['sha256'][:16]}...)\n"
