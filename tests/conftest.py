@@ -49,7 +49,8 @@ SERIAL_MODULES = {"test_watchdog.py", "test_usage.py", "test_usage_live.py", "te
 #: that the two processes take about as long
 FOREGROUND_LAB_MODULES = {"test_conformance_lab.py", "test_mixed_pool_lab.py", "test_placement_lab.py",
                           "test_lab.py", "test_slurm_lab.py",
-                          "test_suspend_lab.py", "test_coordinator_failover_lab.py", "test_service_user_lab.py"}
+                          "test_suspend_lab.py", "test_coordinator_failover_lab.py", "test_service_user_lab.py",
+                          "test_install_guide_lab.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects
