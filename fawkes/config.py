@@ -208,6 +208,10 @@ class ClusterConfig(BaseModel):
     max_nodes: int | None = Field(default=None, ge=1, le=1_000_000, strict=True,
                                   description="its ceiling: it never holds more nodes (null: none; a minimum above it "
                                               "is never admitted)")
+    max_share: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False, strict=True,
+                                    description="its share ceiling: it never holds more than this fraction of the "
+                                                "pool's capacity, rounded down, at least 1 node; with max_nodes, the "
+                                                "lower (null: none)")
     on_idle: Literal["release", "hibernate"] | None = Field(
         default=None, description="what this cluster does after T_idle idle: release | hibernate (null: the "
                                   "config's on_idle; docs/scale-to-zero.md)")

@@ -63,6 +63,49 @@ def test_the_tick_never_plans_past_a_ceiling_and_says_so():
     assert "ceilings: a at its max_nodes 6" in d.reason
 
 
+def test_a_share_ceiling_is_a_fraction_of_the_pool_now_in_every_step():
+    from fawkes.mechanism.ceilings import with_shares
+
+    s = Settings(tau=0.0, max_share_by_cluster={"a": 0.3})
+    assert with_shares(s, 22).max_nodes_of("a") == 6 and with_shares(s, 10).max_nodes_of("a") == 3
+    assert with_shares(s, 2).max_nodes_of("a") == 1  # at least one node
+    both = Settings(max_share_by_cluster={"a": 0.5}, max_nodes_by_cluster={"a": 4})
+    assert with_shares(both, 22).max_nodes_of("a") == 4 and with_shares(both, 6).max_nodes_of("a") == 3
+    assert with_shares(Settings(), 22) == Settings()  # nothing to fold
+    a = cluster("a", 2, tr=2, samples=[demand(t, 100) for t in (10, 30, 50)])
+    b = cluster("b", 2, samples=[demand(t, 1) for t in (10, 30, 50)])
+    snap = Snapshot(now=60, capacity=22, free_hosts=tuple(f"h{i}" for i in range(16)), clusters=(a, b))
+    d, _ = controller.tick(Memory(), snap, s)  # 0.3 of 22 nodes: 6, as max_nodes 6 above
+    assert d.targets == {"a": 6, "b": 16} and "ceilings: a at its max_nodes 6" in d.reason
+    # the pool shrinks (SLURM gave nodes back): the ceiling follows, and admission reads it too
+    small = Snapshot(now=60, capacity=10, free_hosts=tuple(f"h{i}" for i in range(4)), clusters=(a, b))
+    d, _ = controller.tick(Memory(), small, s)
+    assert d.targets["a"] == 3
+    q = Snapshot(now=60, capacity=10, free_hosts=tuple(f"h{i}" for i in range(4)), clusters=(b,),
+                 queue=(ClusterRequest("a", 4, 10.0),))
+    d, _ = controller.tick(Memory(), q, s)
+    assert d.admission.waiting == ("a",) and "a waits: minimum 4 > its max_nodes 3" in d.reason
+
+
+@pytest.mark.parametrize("share", [float("nan"), float("inf"), -0.5, 0, 1.5, 10**30, "0.5", True, None])
+def test_a_bad_share_in_a_preset_is_refused_naming_it(share):
+    with pytest.raises(ValueError, match="max_share"):
+        Settings(max_share_by_cluster={"a": share})
+    with pytest.raises(ValueError, match="cluster name"):
+        Settings(max_share_by_cluster={"a\nb": 0.5})
+
+
+def test_the_simulator_respects_a_share_ceiling_through_the_same_controller():
+    from fawkes.sim.runner import PolicySpec, run_one
+    from fawkes.sim.workloads import generate
+
+    wl = generate("D", 1)
+    capped = run_one(wl, PolicySpec("TD share", {"policy": "TD", "max_share_by_cluster": {"C1": 0.25}}), 1,
+                     timeline=True, check=True)
+    cap = max(1, int(0.25 * wl.capacity))
+    assert max(n for _, n in capped.timeline["allocation"]["C1"]) <= cap and not capped.invariant_errors
+
+
 def test_a_protected_node_is_never_a_victim_and_the_plan_says_why_it_stayed():
     nodes = (NodeView("a-c0", Role.CORE), NodeView("a-r0", Role.TR, protected=True),
              NodeView("a-r1", Role.TR, running_tasks=5), NodeView("a-t0", Role.TC, protected=True))
@@ -90,6 +133,14 @@ def test_the_simulator_respects_the_ceilings_through_the_same_controller():
     ("clusters: {etl: {max_nodes: 0}}", "clusters.etl.max_nodes"),
     ("clusters: {etl: {max_nodes: .nan}}", "clusters.etl.max_nodes"),
     ("clusters: {etl: {max_nodes: 1000000000000000000000000000000}}", "clusters.etl.max_nodes"),
+    ("clusters: {etl: {max_share: .nan}}", "clusters.etl.max_share"),
+    ("clusters: {etl: {max_share: .inf}}", "clusters.etl.max_share"),
+    ("clusters: {etl: {max_share: -0.5}}", "clusters.etl.max_share"),
+    ("clusters: {etl: {max_share: 0}}", "clusters.etl.max_share"),
+    ("clusters: {etl: {max_share: 1.5}}", "clusters.etl.max_share"),
+    ("clusters: {etl: {max_share: 1000000000000000000000000000000}}", "clusters.etl.max_share"),
+    ("clusters: {etl: {max_share: '0.5'}}", "clusters.etl.max_share"),
+    ("clusters: {etl: {max_share: true}}", "clusters.etl.max_share"),
     ("teams: {t: {clusters: [etl], max_nodes: -1}}", "teams.t.max_nodes"),
     ("teams: {t: {clusters: [], max_nodes: 3}}", "teams.t.clusters"),
     ("teams: {t: {clusters: [\"e\\ntl\"], max_nodes: 3}}", "teams.t.clusters"),
@@ -111,9 +162,11 @@ def test_the_config_reaches_the_mechanism(tmp_path):
     from fawkes.coordinator.control import mechanism_settings
 
     p = tmp_path / "c.yaml"
-    p.write_text("clusters: {etl: {max_nodes: 4}}\nteams: {data: {clusters: [etl, bi], max_nodes: 9}}\n")
+    p.write_text("clusters: {etl: {max_nodes: 4}, bi: {max_share: 0.5}}\n"
+                 "teams: {data: {clusters: [etl, bi], max_nodes: 9}}\n")
     s = mechanism_settings(load_config(p))
     assert s.max_nodes_of("etl") == 4 and s.max_nodes_of("bi") is None
+    assert s.max_share_by_cluster == (("bi", 0.5),)
     assert s.team_quotas == (("data", ("etl", "bi"), 9),)
 
 

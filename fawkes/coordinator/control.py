@@ -121,6 +121,9 @@ def loop_policy(cfg) -> tuple[Settings, ResizeParams | None]:
     ceilings = {name: c.max_nodes for name, c in cfg.clusters.items() if c.max_nodes is not None}
     if ceilings:
         overrides["max_nodes_by_cluster"] = tuple(sorted(ceilings.items()))
+    shares = {name: c.max_share for name, c in cfg.clusters.items() if c.max_share is not None}
+    if shares:
+        overrides["max_share_by_cluster"] = tuple(sorted(shares.items()))
     if cfg.schedules:
         overrides["schedules"] = tuple(s.as_setting() for s in cfg.schedules)
     if cfg.teams:

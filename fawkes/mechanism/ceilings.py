@@ -1,4 +1,5 @@
-"""Ceilings (issue 27): a cluster's ``max_nodes`` and a team's quota over its clusters.
+"""Ceilings (issue 27): a cluster's ``max_nodes`` (or ``max_share`` of the pool) and a team's quota over its
+clusters.
 
 Pure functions of the targets and the settings, used by every step that sets targets
 (:mod:`fawkes.mechanism.decide`: the tick, admission between ticks, the refill):
@@ -18,10 +19,25 @@ can).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from fawkes.mechanism.settings import Settings
 from fawkes.mechanism.targets import weighted_targets
+
+
+def with_shares(settings: Settings, capacity: int) -> Settings:
+    """``settings`` with each cluster's ``max_share`` of the pool's capacity now (rounded down, at least 1
+    node) folded into its ``max_nodes`` ceiling (the lower of the two): the steps below read node ceilings
+    only.  Every entry point of :mod:`fawkes.mechanism.decide` applies it to its snapshot's capacity, so a
+    pool that grows or shrinks (SLURM) moves the ceiling with it, in both drivers."""
+    if not settings.max_share_by_cluster:
+        return settings
+    ceil = dict(settings.max_nodes_by_cluster)
+    for name, share in settings.max_share_by_cluster:
+        n = max(1, math.floor(share * capacity + 1e-9))
+        ceil[name] = min(ceil.get(name, n), n)
+    return settings.model_copy(update={"max_nodes_by_cluster": tuple(sorted(ceil.items()))})
 
 
 def active(settings: Settings) -> bool:

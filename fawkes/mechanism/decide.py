@@ -33,7 +33,7 @@ from fawkes.mechanism.model import ClusterState, ClusterView, Plan, Role, Snapsh
 from fawkes.mechanism.plan import plan_towards
 from fawkes.mechanism.policies import get_policy
 from fawkes.mechanism.settings import Settings
-from fawkes.mechanism.ceilings import binding, capped_targets, clamp
+from fawkes.mechanism.ceilings import binding, capped_targets, clamp, with_shares
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,7 @@ def decide(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Dec
     pool (inactivity, admission), choose the targets (rebalance or keep), apply admission's
     reclaim and CERES, plan towards the targets, and say why.
     """
+    settings = with_shares(settings, snap.capacity)  # max_share: a node ceiling at this capacity
     policy = get_policy(settings.policy)
     mem = {c.name: memory.of(c.name, c.since) for c in snap.allocated}
     m = _measure(snap, settings, policy, mem)
@@ -139,6 +140,7 @@ def admit_now(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> 
 
     The plan's ``targets`` are the new standing targets of every allocated cluster: donors less
     what they give, the admitted at their minima."""
+    settings = with_shares(settings, snap.capacity)  # max_share: a node ceiling at this capacity
     mem = {c.name: memory.of(c.name, c.since) for c in snap.allocated}
     adm = admit(snap, {n: m.weight for n, m in mem.items()}, settings)
     if not adm.admitted:
@@ -153,6 +155,7 @@ def admit_now(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> 
 
 def refill(snap: Snapshot, settings: Settings, memory: Memory = Memory()) -> Plan:
     """Grow clusters still below their standing target from hosts that became free (A-19)."""
+    settings = with_shares(settings, snap.capacity)  # max_share: a node ceiling at this capacity
     targets = {}
     for c in snap.allocated:
         t = memory.of(c.name, c.since).target

@@ -6,6 +6,8 @@ each A-nn with the field that controls it, and the anti-flap additions (off by d
 
 from __future__ import annotations
 
+import math
+
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -165,6 +167,9 @@ class Settings(BaseModel):
     # --- ceilings (issue 27: a service several teams share); none by default
     max_nodes_by_cluster: tuple[tuple[str, int], ...] = Field(
         (), description="per MR-cluster ({name: nodes}): it never holds more (its minimum still holds if larger)")
+    max_share_by_cluster: tuple[tuple[str, float], ...] = Field(
+        (), description="per MR-cluster ({name: fraction}): it never holds more than this fraction of the pool's "
+        "capacity C, rounded down (at least 1 node; its minimum still holds if larger; with max_nodes, the lower)")
     team_quotas: tuple[tuple[str, tuple[str, ...], int], ...] = Field(
         (), description="per team ({team: {clusters: [names], max_nodes: n}}): its clusters together never hold "
         "more than n (their minima still hold); ceilings.py")
@@ -287,6 +292,25 @@ class Settings(BaseModel):
                 out.append((name, idle_seconds(t)))
             except ValueError as exc:
                 raise ValueError(f"{name}: {exc}") from None
+        return tuple(out)
+
+    @field_validator("max_share_by_cluster", mode="before")
+    @classmethod
+    def _shares(cls, v):
+        if isinstance(v, dict):
+            v = tuple(sorted(v.items(), key=lambda kv: str(kv[0])))
+        if not isinstance(v, (tuple, list)):
+            raise ValueError("a mapping of cluster name to a fraction of the pool")
+        out = []
+        for item in v:
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise ValueError("a mapping of cluster name to a fraction of the pool")
+            name, share = item
+            _check_name("cluster", name)
+            if isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share) \
+                    or not 0 < share <= 1:
+                raise ValueError(f"{name}: max_share must be a number in (0, 1], got {str(share)[:40]!r}")
+            out.append((name, float(share)))
         return tuple(out)
 
     @field_validator("max_nodes_by_cluster", mode="before")
