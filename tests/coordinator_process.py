@@ -20,14 +20,15 @@ __all__ = ["LAB_OPTIONS", "CoordinatorProcess", "wait_for"]
 
 
 class CoordinatorProcess:
-    def __init__(self, config: Path, log: Path):
-        self.config, self.log = config, log
+    def __init__(self, config: Path, log: Path, *, metrics: bool = False):
+        """``metrics``: serve the config's HTTP server (metrics, dashboard, the teams' API); else --no-metrics."""
+        self.config, self.log, self.metrics = config, log, metrics
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.proc = subprocess.Popen([sys.executable, "-m", "fawkes", "coordinator", "run", "--config",
-                                      str(self.config), "--no-metrics"],
+                                      str(self.config), *([] if self.metrics else ["--no-metrics"])],
                                      stdout=self.log.open("ab"), stderr=subprocess.STDOUT, env=env, cwd=REPO,
                                      start_new_session=True)
 

@@ -24,36 +24,15 @@ from fawkes.frameworks.base import ProgressEvent
 from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role
-from fawkes.ssh.executor import Result
-from fawkes.ssh.shell import render
+from tests.local_executor import LocalExecutor
 
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
-
-
-class ShExecutor:
-    """Each host's command run here with ``sh -c``: the text the SSH executor would send."""
-
-    def __init__(self):
-        self.sent: list[tuple[str, str]] = []
-
-    def run_each(self, commands, *, timeout=None, on_result=None):
-        out = {}
-        for h, c in commands.items():
-            text = render(c)
-            self.sent.append((h, text))
-            r = subprocess.run(["sh", "-c", text], capture_output=True, text=True, timeout=timeout or 60)
-            out[h] = Result(h, r.returncode == 0, r.returncode, r.stdout, r.stderr,
-                            None if r.returncode == 0 else f"exit {r.returncode}: {r.stderr.strip()}", 0.0)
-        return out
-
-    def run(self, hosts, command, *, timeout=None):
-        return self.run_each({h: command for h in ([hosts] if isinstance(hosts, str) else hosts)}, timeout=timeout)
 
 
 @pytest.fixture
 def world(tmp_path):
     events: list[ProgressEvent] = []
-    ex = ShExecutor()
+    ex = LocalExecutor()
     driver = SparkHdfsDriver(ex, progress=events.append, poll_s=0.05)
     driver.leave_timeout_s = 0.5
     fw = FrameworkPaths(name="spark", kind="spark-hdfs", spark_home="/opt/spark", hdfs_jars="/opt/hdfs")
@@ -115,7 +94,7 @@ def test_a_worker_still_running_is_stopped_again_and_then_leaves(world):
     assert not alive(pid), "the second stop ended the worker"
     assert out.hosts == ("h2",)
     assert any("still runs" in e.message and "stopping it again" in e.message for e in events)
-    assert any("stop worker 10" in text for _, text in ex.sent)
+    assert any("stop worker 10" in text for _, text in ex.commands)
 
 
 def test_a_worker_the_master_keeps_listing_after_a_second_stop_fails_the_removal_by_name(world):

@@ -1,7 +1,7 @@
 """A deploy or a grow refuses a port another process listens on, before it starts or writes anything.
 
-The spark-hdfs and dask drivers run their real checks through ``sh`` here (tests/test_control_gone.py's
-executor: the text SSH would send); the "host" is this machine, whose ``/proc/net/tcp`` shows the socket
+The spark-hdfs and dask drivers run their real checks through ``sh`` here (tests/local_executor.py: the text SSH
+would send); the "host" is this machine, whose ``/proc/net/tcp`` shows the socket
 the test holds open in LISTEN.  On the lab the same script runs inside each host's network namespace.
 """
 
@@ -23,7 +23,8 @@ from fawkes.frameworks.render import PORT_OFFSETS
 from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role
-from tests.test_control_gone import WORKER_CLASS, ShExecutor
+from tests.local_executor import LocalExecutor
+from tests.test_control_gone import WORKER_CLASS
 
 
 @pytest.fixture
@@ -49,14 +50,14 @@ def test_a_deploy_on_a_port_in_use_names_host_and_port_and_writes_nothing(tmp_pa
     port, options = listening
     assert PORT_OFFSETS["spark_master"] == 0  # the held port is the Spark master's
     cluster = spark_cluster(tmp_path, options)
-    ex = ShExecutor()
+    ex = LocalExecutor()
     with pytest.raises(FawkesError) as err:
         SparkHdfsDriver(ex).deploy(cluster, timeout=5)
     msg = str(err.value)
     assert f"port(s) already in use by another process (h1: {port})" in msg and "nothing was started" in msg, msg
     assert "h2" not in msg.split("(", 1)[1], "h2 runs no master: its ports are the worker's and the DataNode's"
     assert not any((tmp_path / h).exists() for h in ("h1", "h2")), "nothing written on the hosts"
-    assert len(ex.sent) == 2 and all("/proc/net/tcp" in text for _, text in ex.sent), "one check round only"
+    assert len(ex.commands) == 2 and all("/proc/net/tcp" in text for _, text in ex.commands), "one check round only"
 
 
 def test_a_grow_checks_only_the_joining_nodes_daemons(tmp_path, listening):
@@ -67,7 +68,7 @@ def test_a_grow_checks_only_the_joining_nodes_daemons(tmp_path, listening):
     cluster = spark_cluster(tmp_path, options, nodes=("h1",))
     tc = NodeSpec("h2", "10.9.0.2", Role.TC, str(tmp_path / "h2"))
     with pytest.raises(FawkesError, match=rf"\(h2: {port}\)"):
-        SparkHdfsDriver(ShExecutor()).add_nodes(cluster, [tc], timeout=5)
+        SparkHdfsDriver(LocalExecutor()).add_nodes(cluster, [tc], timeout=5)
     assert not (tmp_path / "h2").exists()
 
 
@@ -76,7 +77,7 @@ def test_the_clusters_own_running_daemons_are_not_a_clash(tmp_path, listening):
     ports in use by them): the check passes there."""
     port, options = listening
     cluster = spark_cluster(tmp_path, options, nodes=("h1",))
-    driver = SparkHdfsDriver(ShExecutor())
+    driver = SparkHdfsDriver(LocalExecutor())
     for rel, text in driver.render(cluster)["h1"].files.items():
         p = Path(cluster.cluster_dir(cluster.master)) / rel
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -104,8 +105,8 @@ def test_dask_checks_its_scheduler_ports_and_free_ports_pass(tmp_path, listening
     base = port - PORT_OFFSETS["dashboard"]
     held = ClusterSpec("d1", fw, (core,), options={"port_range": f"{base}-{base + 19}"}, port_slot=0)
     with pytest.raises(FawkesError, match=rf"\(h1: {port}\)"):
-        DaskDriver(ShExecutor())._refuse_busy_ports(held, held.nodes)
+        DaskDriver(LocalExecutor())._refuse_busy_ports(held, held.nodes)
     free = ClusterSpec("d1", fw, (core,), options={"port_range": f"{port + 1}-{port + 20}"}, port_slot=0)
     with socket.socket() as probe:  # the free block's first port really is free
         probe.bind(("127.0.0.1", port + 1 + PORT_OFFSETS["scheduler"]))
-    DaskDriver(ShExecutor())._refuse_busy_ports(free, free.nodes)
+    DaskDriver(LocalExecutor())._refuse_busy_ports(free, free.nodes)

@@ -21,11 +21,11 @@ from fawkes.errors import ConfigError, FawkesError
 from fawkes.frameworks.spec import NodeSpec
 from fawkes.mechanism import ClusterState, Role, Settings
 from fawkes.ssh.cgroups import resume_script
-from fawkes.ssh.executor import Result
 from fawkes.ssh.shell import render
 from fawkes.store import Store
 from fawkes.store.lifecycle import HostState, NodeState
 from tests.conftest import run_cli
+from tests.local_executor import LocalExecutor
 from tests.test_reconcile import Clock, ScriptedDriver, ScriptedFleet, active_cluster, settle
 from tests.test_suspend_cgroups import cpu_ticks, descendants, runs_again
 
@@ -41,23 +41,6 @@ case "$1" in
   wipe) if p=$(pid); then kill -9 "$p"; fi; rm -rf "$D"; echo "wiped $D" ;;
 esac
 """
-
-
-class LocalExecutor:
-    """Runs each host's command here with sh: the same text the SSH executor would send."""
-
-    def __init__(self):
-        self.commands: list[tuple[str, str]] = []
-
-    def run(self, hosts, command, *, timeout=None):
-        out = {}
-        for h in ([hosts] if isinstance(hosts, str) else hosts):
-            text = render(command)
-            self.commands.append((h, text))
-            r = subprocess.run(["sh", "-c", text], capture_output=True, text=True, timeout=timeout or 60)
-            out[h] = Result(h, r.returncode == 0, r.returncode, r.stdout, r.stderr,
-                            None if r.returncode == 0 else f"exit {r.returncode}", 0.0)
-        return out
 
 
 class LocalFleet(ScriptedFleet):

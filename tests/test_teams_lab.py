@@ -20,11 +20,8 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import re
-import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -33,6 +30,7 @@ from bench.fault_campaign import saved_counts
 from fawkes.frameworks import dists
 from fawkes.store import Store
 from tests.conftest import REPO, cluster_dirs_marker, pids_with_cmdline, run_cli
+from tests.coordinator_process import CoordinatorProcess
 from tests.test_dashboard_lab import LAB_OPTIONS, small_inventory
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
@@ -75,9 +73,9 @@ def test_two_teams_share_one_coordinator_through_the_api(lab, tmp_path):
     src.write_text("\n".join(" ".join(words[i:i + 6]) for i in range(0, len(words), 6)) + "\n")
 
     log = tmp_path / "coordinator.log"
-    proc = subprocess.Popen([sys.executable, "-m", "fawkes", "coordinator", "run", "--config", str(config)],
-                            stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    coordinator = CoordinatorProcess(config, log, metrics=True)
+    coordinator.start()
+    proc = coordinator.proc
     store = Store(url)
 
     def alive():
@@ -146,12 +144,10 @@ def test_two_teams_share_one_coordinator_through_the_api(lab, tmp_path):
             problem, counts = saved_counts(ex, store.get_cluster("etl").saved_output)
         assert problem is None and counts == {job: collections.Counter(words)}, problem
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(120)
+            coordinator.stop()
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            coordinator.kill9()
         store.close()
     marker = cluster_dirs_marker(lab, "etl")
     deadline = time.monotonic() + 30

@@ -43,6 +43,31 @@ def _check_nodes(owner: str, v: object) -> int:
     return v
 
 
+def _check_share(owner: str, v: object) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 < v <= 1:
+        raise ValueError(f"{owner}: max_share must be a number in (0, 1], got {str(v)[:40]!r}")
+    return float(v)
+
+
+def _per_cluster(v: object, what: str, check) -> tuple:
+    """A per-cluster setting given as a mapping (or pairs) of cluster name to a value: sorted pairs, each
+    name checked and each value through ``check(name, value)``, no cluster twice."""
+    if isinstance(v, dict):
+        v = tuple(sorted(v.items(), key=lambda kv: str(kv[0])))
+    if not isinstance(v, (tuple, list)):
+        raise ValueError(f"a mapping of cluster name to {what}")
+    out = []
+    for item in v:
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise ValueError(f"a mapping of cluster name to {what}")
+        name, x = item
+        _check_name("cluster", name)
+        out.append((name, check(name, x)))
+    if len({n for n, _ in out}) != len(out):
+        raise ValueError("a cluster is listed twice")
+    return tuple(out)
+
+
 def _as_seconds(v: float | str) -> float:
     return float("inf") if v == "never" else float(v)
 
@@ -297,39 +322,12 @@ class Settings(BaseModel):
     @field_validator("max_share_by_cluster", mode="before")
     @classmethod
     def _shares(cls, v):
-        if isinstance(v, dict):
-            v = tuple(sorted(v.items(), key=lambda kv: str(kv[0])))
-        if not isinstance(v, (tuple, list)):
-            raise ValueError("a mapping of cluster name to a fraction of the pool")
-        out = []
-        for item in v:
-            if not isinstance(item, (tuple, list)) or len(item) != 2:
-                raise ValueError("a mapping of cluster name to a fraction of the pool")
-            name, share = item
-            _check_name("cluster", name)
-            if isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share) \
-                    or not 0 < share <= 1:
-                raise ValueError(f"{name}: max_share must be a number in (0, 1], got {str(share)[:40]!r}")
-            out.append((name, float(share)))
-        return tuple(out)
+        return _per_cluster(v, "a fraction of the pool", _check_share)
 
     @field_validator("max_nodes_by_cluster", mode="before")
     @classmethod
     def _ceilings(cls, v):
-        if isinstance(v, dict):
-            v = tuple(sorted(v.items(), key=lambda kv: str(kv[0])))
-        if not isinstance(v, (tuple, list)):
-            raise ValueError("a mapping of cluster name to a number of nodes")
-        out = []
-        for item in v:
-            if not isinstance(item, (tuple, list)) or len(item) != 2:
-                raise ValueError("a mapping of cluster name to a number of nodes")
-            name, n = item
-            _check_name("cluster", name)
-            out.append((name, _check_nodes(name, n)))
-        if len({n for n, _ in out}) != len(out):
-            raise ValueError("a cluster is listed twice")
-        return tuple(out)
+        return _per_cluster(v, "a number of nodes", _check_nodes)
 
     @field_validator("schedules", mode="before")
     @classmethod
