@@ -6,8 +6,8 @@ One test runs the kit of every live kind (spark-hdfs, spark, dask, flink-hdfs) a
 it runs; the job is seen running through ``metrics`` and new nodes registered through ``observe``):
 
 1. bad options are refused before anything starts (each required path of the kind and --java-home
-   relative, with a space, a newline or a NUL; no storage), and so is a deploy whose master port another
-   process listens on (named in one line): nothing is written on any host;
+   relative, with a space, a newline or a NUL; no storage), and so is a deploy whose master port (in the
+   cluster's own port block) another process listens on (named in one line): nothing is written on any host;
 2. its configs render for every node, with the control script, and their hash is stable;
 3. deploy on one core node; load an input; start a real job through :meth:`job_command`, run over
    SSH on the master as the dispatcher runs it;
@@ -164,8 +164,11 @@ def kit(lab, tmp_path: Path, kind: str, hosts: tuple[int, ...]) -> None:
         try:
             # 1b. a port of the master's daemons in use on the core host (another process listens there):
             # the deploy is refused in one line naming host and port, before anything is written or started
+            # (a cluster with a port block of its own: on the standard ports, the lab's, another cluster's
+            # daemons may rightly be there, so only a block is checked)
+            blocked = ClusterSpec(name, fw, (core,), options={**OPTIONS, "port_range": "21000-31999"}, port_slot=0)
             pname = next(p for d in cls.master_daemons for p in cls.daemon_ports.get(d, ()))
-            port = cluster_ports(cluster)[pname]
+            port = cluster_ports(blocked)[pname]
             hold = ex.run([core.name], Script(
                 "nohup {py} -c {code} >/dev/null 2>&1 & echo $!", py=sys.executable,
                 code=f"import socket, time\ns = socket.socket()\ns.bind(('{core.address}', {port}))\n"
@@ -176,8 +179,8 @@ def kit(lab, tmp_path: Path, kind: str, hosts: tuple[int, ...]) -> None:
                     [core.name], Script("ss -ltnH 2>/dev/null || netstat -ltn"))[core.name].stdout, 30)
                 with pytest.raises(FawkesError, match=rf"port\(s\) already in use by another process "
                                                       rf"\({core.name}: {port}\)"):
-                    drv.deploy(cluster, timeout=60)
-                nothing = ex.run([core.name], Script("test -e {d} && echo LEFT; true", d=cluster.cluster_dir(core)))
+                    drv.deploy(blocked, timeout=60)
+                nothing = ex.run([core.name], Script("test -e {d} && echo LEFT; true", d=blocked.cluster_dir(core)))
                 assert "LEFT" not in nothing[core.name].stdout, "the refused deploy wrote on the host"
             finally:
                 ex.run([core.name], Script("kill {p}", p=hold.stdout.strip()))

@@ -21,7 +21,7 @@ from pathlib import PurePosixPath
 from fawkes import faults
 from fawkes.errors import FawkesError
 from fawkes.frameworks.base import FrameworkDriver, OpResult, SavedOutput
-from fawkes.frameworks.render import CONTROL_SCRIPT, cluster_ports
+from fawkes.frameworks.render import CONTROL_SCRIPT, cluster_ports, own_port_block
 from fawkes.frameworks.spec import ClusterSpec, NodeSpec
 from fawkes.mechanism.model import Role
 from fawkes.ssh.shell import Script
@@ -97,7 +97,12 @@ class ControlScriptDriver(FrameworkDriver):
         daemons runs (a restarted coordinator's second attempt finds its own there), the ports its daemons
         will listen on must not be in LISTEN (``/proc/net/tcp``, ``tcp6``).  Else one line naming each host
         and its ports, and nothing is started: another process there (an admin's own Spark or HDFS, another
-        cluster of the standard ports) would make a daemon fail to bind, seen only as a timeout."""
+        cluster of the standard ports) would make a daemon fail to bind, seen only as a timeout.  Only a
+        cluster with a port block of its own is checked: on the frameworks' standard ports another
+        cluster's daemons may rightly be there (a host lent by suspend or UBIS runs both), and Spark's
+        UI ports move to the next free one."""
+        if not own_port_block(cluster):
+            return
         ports = cluster_ports(cluster)
         want: dict[str, dict[str, int]] = {}
         for n in nodes:

@@ -246,6 +246,13 @@ PORT_OFFSETS = {"spark_master": 0, "spark_master_ui": 1, "spark_worker_ui": 2, "
 assert max(PORT_OFFSETS.values()) < PORT_BLOCK
 
 
+def own_port_block(cluster: ClusterSpec) -> bool:
+    """Whether ``cluster`` listens in a block of ports of its own (the store gave it one and ``port_range``
+    is not ``standard``): then no other cluster uses them, on any host."""
+    given = cluster.options.get("port_range")
+    return cluster.port_slot is not None and (given if given is not None else DEFAULT_OPTIONS["port_range"]) != "standard"
+
+
 def cluster_ports(cluster: ClusterSpec) -> dict[str, int]:
     """Every named port of ``cluster``'s daemons: its block in the option ``port_range`` when the store gave
     it one (:attr:`ClusterSpec.port_slot`), else (or with ``port_range: standard``) the frameworks' own."""
