@@ -8,6 +8,7 @@ the test holds open in LISTEN.  On the lab the same script runs inside each host
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import socket
@@ -120,8 +121,7 @@ def test_the_standard_ports_are_not_checked(tmp_path, listening):
     port, options = listening
     ex = LocalExecutor()
     for standard in (spark_cluster(tmp_path, {"port_range": "standard"}),
-                     ClusterSpec("c1", spark_cluster(tmp_path, options).framework,
-                                 spark_cluster(tmp_path, options).nodes, options=options, port_slot=None)):
+                     dataclasses.replace(spark_cluster(tmp_path, options), port_slot=None)):
         SparkHdfsDriver(ex)._refuse_busy_ports(standard, standard.nodes)
     assert ex.commands == [], "nothing even asked"
 

@@ -103,7 +103,7 @@ class FlinkHdfsDriver(HdfsStorage, ControlScriptDriver):
     compute_ok = {"jobmanager": "running", "taskmanager": "registered"}
     daemon_component = {"jobmanager": "flink", "taskmanager": "flink", "namenode": "hdfs", "datanode": "hdfs"}
     #: a TaskManager's own ports are ephemeral (taskmanager.rpc.port and the data port: 0)
-    daemon_ports = {"jobmanager": ("jobmanager_rpc", "rest"), "namenode": ("nn_rpc", "nn_http"), "datanode": ("dn_xfer", "dn_http", "dn_ipc")}
+    daemon_ports = {"jobmanager": ("jobmanager_rpc", "rest"), **HdfsStorage.hdfs_ports}
 
     # ================================================================== framework check
     @classmethod

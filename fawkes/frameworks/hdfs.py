@@ -91,6 +91,9 @@ class HdfsStorage:
     #: the compute half's daemons: its master (on the master node) and its worker (on every node)
     compute_master: str = "master"
     worker: str = "worker"
+    #: the HDFS daemons' named ports (render.PORT_OFFSETS), merged into each kind's ``daemon_ports``
+    hdfs_ports: Mapping[str, tuple[str, ...]] = {"namenode": ("nn_rpc", "nn_http"),
+                                                  "datanode": ("dn_xfer", "dn_http", "dn_ipc")}
     #: what the compute half's registration of a healthy master and worker reads (``compute_registration``)
     compute_ok: Mapping[str, str] = {"master": "ALIVE", "worker": "ALIVE"}
     #: the config component (templates) each daemon restarts on (``reconfigure``)

@@ -246,24 +246,28 @@ PORT_OFFSETS = {"spark_master": 0, "spark_master_ui": 1, "spark_worker_ui": 2, "
 assert max(PORT_OFFSETS.values()) < PORT_BLOCK
 
 
+def _port_range(cluster: ClusterSpec) -> str:
+    """The cluster's option ``port_range`` (or its default), checked: FIRST-LAST or ``standard``."""
+    given = cluster.options.get("port_range")
+    try:
+        return check_option("port_range", given if given is not None else DEFAULT_OPTIONS["port_range"])
+    except ValueError as exc:
+        raise FawkesError(f"cluster {cluster.name}: option {exc}") from None
+
+
 def own_port_block(cluster: ClusterSpec) -> bool:
     """Whether ``cluster`` listens in a block of ports of its own (the store gave it one and ``port_range``
     is not ``standard``): then no other cluster uses them, on any host."""
-    given = cluster.options.get("port_range")
-    return cluster.port_slot is not None and (given if given is not None else DEFAULT_OPTIONS["port_range"]) != "standard"
+    text = _port_range(cluster)
+    return cluster.port_slot is not None and text != "standard"
 
 
 def cluster_ports(cluster: ClusterSpec) -> dict[str, int]:
     """Every named port of ``cluster``'s daemons: its block in the option ``port_range`` when the store gave
     it one (:attr:`ClusterSpec.port_slot`), else (or with ``port_range: standard``) the frameworks' own."""
-    standard = {**ports_for(cluster.framework.hdfs_major), **FLINK_PORTS, **DASK_PORTS}
-    given = cluster.options.get("port_range")
-    try:
-        text = check_option("port_range", given if given is not None else DEFAULT_OPTIONS["port_range"])
-    except ValueError as exc:
-        raise FawkesError(f"cluster {cluster.name}: option {exc}") from None
-    if cluster.port_slot is None or text == "standard":
-        return standard
+    if not own_port_block(cluster):
+        return {**ports_for(cluster.framework.hdfs_major), **FLINK_PORTS, **DASK_PORTS}
+    text = _port_range(cluster)
     first, last = (int(x) for x in text.split("-"))
     base = first + cluster.port_slot * PORT_BLOCK
     if base + PORT_BLOCK - 1 > last:

@@ -76,7 +76,7 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
     compute_ok = {"master": "ALIVE", "worker": "ALIVE"}
     daemon_component = {"master": "spark", "worker": "spark", "namenode": "hdfs", "datanode": "hdfs"}
     daemon_ports = {"master": ("spark_master", "spark_master_ui"), "worker": ("spark_worker_ui",),
-                    "namenode": ("nn_rpc", "nn_http"), "datanode": ("dn_xfer", "dn_http", "dn_ipc")}
+                    **HdfsStorage.hdfs_ports}
 
     # ================================================================== framework check
     @classmethod
