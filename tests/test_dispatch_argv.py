@@ -130,3 +130,37 @@ def test_jobs_per_cluster_follow_max_running_jobs_per_cluster(tmp_path):
         started = {n: len(store.list_jobs(n, states=[JobState.DISPATCHED, JobState.RUNNING])) for n in ("etl", "bi")}
         assert started == {"etl": 3, "bi": 1} and ex.launched == 4
         assert [len(store.list_jobs(n, states=[JobState.QUEUED])) for n in ("etl", "bi")] == [1, 3]
+
+
+def test_the_kinds_job_limit_caps_max_running_jobs(tmp_path, caplog):
+    """A Spark cluster with its own port block runs at most as many jobs at once as the block has job ports
+    (each driver's UI takes one), whatever max_running_jobs says; the cap is logged once per cluster."""
+    import logging
+
+    from fawkes.frameworks.render import job_ports
+    from fawkes.store.lifecycle import JobState
+
+    inv_file = tmp_path / "inventory.yaml"
+    inv_file.write_text("hosts:\n  - {name: m1, address: 192.0.2.10}\n")
+    inv = load_inventory(inv_file)
+    with Store(str(tmp_path / "state.db")) as store:
+        store.register_framework("spark", "spark-hdfs", spark_home="/opt/spark", hdfs_jars="/opt/hdfs")
+        store.sync_hosts([{"name": "m1", "address": "192.0.2.10", "cores": 1}])
+        ex = _Answers()
+        fleet = Fleet(store, inv, executor=ex)
+        store.request_cluster("etl", framework="spark", min_core=1)
+        store.transition_cluster("etl", ClusterState.DEPLOYING)
+        store.allocate_node("etl", "m1", Role.CORE)
+        store.transition_cluster("etl", ClusterState.ACTIVE)
+        for _ in range(10):
+            store.submit_job("etl", ["app.py"])
+        block = len(job_ports(fleet.spec("etl")[0]))
+        dispatcher = Dispatcher(store, fleet, max_running=9)
+        with caplog.at_level(logging.WARNING, logger="fawkes"):
+            dispatcher.step()
+            dispatcher.step()
+        assert block == 7 and ex.launched == 7
+        assert len(store.list_jobs("etl", states=[JobState.DISPATCHED, JobState.RUNNING])) == 7
+        capped = [r.getMessage() for r in caplog.records if "at most 7 jobs at once" in r.getMessage()]
+        assert capped == ["cluster etl: at most 7 jobs at once, not max_running_jobs 9: the spark-hdfs kind's "
+                          "limit (its port block's job ports)"]

@@ -126,12 +126,55 @@ def test_spark_hdfs_job_command_and_hooks():
     assert list(launch.env) == ["JAVA_HOME", "SPARK_HOME"] and launch.env["SPARK_HOME"] == "/opt/spark"
     assert launch.argv[0] == "/opt/spark/bin/spark-submit"
     assert launch.argv[-4:] == ("app.py", "hdfs:///input/data.txt", "hdfs:///output/7", "7")
-    assert f"spark.ui.port={ui_port(7)}" in launch.argv
+    assert f"spark.ui.port={ui_port(7)}" in launch.argv and "spark.port.maxRetries=0" in launch.argv
+    assert SparkHdfsDriver(None).max_jobs(spec) is None  # the standard ports: no limit of the kind's
     hooks = SparkHdfsDriver.suspend_hooks("a", "/srv/f")
     assert render(hooks.pid) == ("/bin/sh /srv/f/clusters/a/bin/fawkes-daemon.sh status worker"
                                  " | awk '$2 == \"running\" {print $3}'")
     assert render(hooks.wipe) == ("if [ -f /srv/f/clusters/a/bin/fawkes-daemon.sh ]; then "
                                   "/bin/sh /srv/f/clusters/a/bin/fawkes-daemon.sh wipe; fi")
+
+
+def test_spark_job_drivers_listen_in_the_clusters_port_block(monkeypatch):
+    """With a block of its own, a job driver's UI takes the first free job port of the block (Spark tries
+    each of them), the kind runs as many jobs at once as there are such ports, and the sampler reads every
+    job port of the block: a free one is no error, none answering while jobs run is one."""
+    import dataclasses
+
+    from fawkes.errors import FawkesError
+    from fawkes.frameworks import metrics as M
+    from fawkes.frameworks.render import PORT_BLOCK, cluster_ports, job_ports
+    from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
+
+    spec = dataclasses.replace(_spec(), options={"port_range": "30000-30099"}, port_slot=2)
+    ports = job_ports(spec)
+    assert ports == range(30053, 30060) and 30040 + PORT_BLOCK == ports.stop
+    assert not set(ports) & set(cluster_ports(spec).values())  # apart from every daemon's port
+    job = type("Job", (), {"id": 7, "argv": ["app.py"], "input_path": None})()
+    drv = SparkHdfsDriver(None)
+    argv = drv.job_command(spec, job, output="/output/7").argv
+    assert "spark.ui.port=30053" in argv and "spark.port.maxRetries=6" in argv and drv.max_jobs(spec) == 7
+    asked = []
+
+    def answer(url):
+        asked.append(url)
+        if ":30055/" not in url:
+            raise FawkesError(f"{url}: connection refused")
+        return [{"id": "app-1"}] if url.endswith("/applications") else []
+
+    monkeypatch.setattr(drv, "_http_json", answer)
+    monkeypatch.setattr(drv, "master_state", lambda c: None)
+    monkeypatch.setattr(drv, "hdfs_state", lambda c: None)
+    monkeypatch.setattr(drv, "datanodes", lambda c: None)
+    monkeypatch.setattr(M, "spark_hdfs_sample", lambda *a, **kw: (a[4], kw["errors"]))
+    by_app, errors = drv.metrics(spec, jobs=[7])
+    assert list(by_app) == ["app-1"] and errors == []
+    assert sorted({int(u.split(":")[2].split("/")[0]) for u in asked}) == list(ports)
+    asked.clear()
+    assert drv.metrics(spec, jobs=[]) == ({}, []) and asked == []  # no job: no request
+    monkeypatch.setattr(drv, "_http_json", lambda url: (_ for _ in ()).throw(FawkesError("refused")))
+    by_app, errors = drv.metrics(spec, jobs=[7])
+    assert errors == ["cluster a: no job driver UI answered on ports 30053-30059 of 10.9.0.11"]
 
 
 def test_spark_hdfs_observe_says_whether_a_node_is_being_decommissioned(monkeypatch):

@@ -16,9 +16,9 @@ import urllib.request
 import pytest
 
 from fawkes.coordinator.dispatch import Dispatcher
-from fawkes.frameworks.spark_hdfs import ui_port
 from fawkes.coordinator.fleet import Fleet
 from fawkes.frameworks import dists
+from fawkes.frameworks.spark_hdfs import ui_ports
 from fawkes.inventory import load_inventory
 from fawkes.mechanism import ClusterState, Role
 from fawkes.ssh.shell import Script
@@ -50,6 +50,18 @@ def wait_for(what: str, fn, timeout: float, poll: float = 0.5):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def driver_ui(spec, job: int, app: str) -> str | None:
+    """The REST address of ``app`` on the job port where its driver's UI answers, if one does."""
+    for port in ui_ports(spec, job):
+        url = f"http://{spec.master.address}:{port}/api/v1/applications/{app}"
+        try:
+            get_json(url)
+            return url
+        except OSError:
+            continue
+    return None
+
+
 def test_cancel_of_a_running_spark_job_ends_driver_application_and_executors(lab, tmp_path):
     d = dists.ensure_lab_dists()
     url = f"sqlite:///{tmp_path / 'state.db'}"
@@ -79,7 +91,7 @@ def test_cancel_of_a_running_spark_job_ends_driver_application_and_executors(lab
         dispatcher = Dispatcher(store, fleet, max_running=1)
         wait_for("the job running", lambda: (dispatcher.step(), store.get_job(job).state)[1] == JobState.RUNNING, 120)
         app = store.get_job(job).app_id
-        ui = f"http://{spec.master.address}:{ui_port(job)}/api/v1/applications/{app}"
+        ui = wait_for("the driver's UI", lambda: driver_ui(spec, job, app), 60)  # a job port of its block
         wait_for("tasks running", lambda: any(s["numActiveTasks"] > 0 for s in get_json(ui + "/stages")), 120)
         assert [a.id for a in driver.master_state(spec).active_apps] == [app]
         ps = Script("ps -eo pid=,args= | grep -v grep | grep -e {a} -e {j}; true", a=app,

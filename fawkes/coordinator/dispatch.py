@@ -89,6 +89,7 @@ class Dispatcher:
         self.python = python
         self.driver_memory = driver_memory
         self.cancel_grace_s = cancel_grace_s  # SIGTERM -> SIGKILL
+        self._capped: set[str] = set()  # clusters whose kind's job limit was logged
 
     def step(self) -> None:
         for c in self.store.list_clusters(include_released=False):
@@ -159,6 +160,13 @@ class Dispatcher:
             self._poll(spec, j)
         live = self.store.list_jobs(name, states=[JobState.DISPATCHED, JobState.RUNNING])
         limit = self.max_running(name) if callable(self.max_running) else self.max_running
+        kind_limit = driver.max_jobs(spec)
+        if kind_limit is not None and kind_limit < limit:
+            if name not in self._capped:
+                self._capped.add(name)
+                log.warning("cluster %s: at most %d jobs at once, not max_running_jobs %d: the %s kind's limit "
+                            "(its port block's job ports)", name, kind_limit, limit, spec.framework.kind)
+            limit = kind_limit
         while len(live) < limit:
             job = self.store.next_job(name)
             if job is None:

@@ -242,6 +242,12 @@ class FrameworkDriver(ABC):
         """The kind's own web UI for ``cluster`` (a master's status page), or None when it has none."""
         return None
 
+    def max_jobs(self, cluster: ClusterSpec) -> int | None:
+        """The most jobs of ``cluster`` that can run at once by the kind's own limits (a Spark driver's UI
+        needs a port of the cluster's block), or None when the kind sets none; the dispatcher takes the
+        lower of this and the config's ``max_running_jobs``."""
+        return None
+
     def render(self, cluster: ClusterSpec, hosts: Iterable[str] | None = None) -> dict[str, RenderedHost]:
         """What would be written on each host (pure; nothing is written)."""
         return render_cluster(cluster, hosts)

@@ -243,7 +243,10 @@ def ports_for(hdfs_major: int) -> dict[str, int]:
 PORT_OFFSETS = {"spark_master": 0, "spark_master_ui": 1, "spark_worker_ui": 2, "nn_rpc": 3, "nn_http": 4,
                 "nn_secondary_http": 5, "dn_xfer": 6, "dn_http": 7, "dn_ipc": 8, "jobmanager_rpc": 9, "rest": 10,
                 "scheduler": 11, "dashboard": 12}
-assert max(PORT_OFFSETS.values()) < PORT_BLOCK
+#: the rest of a block: the ports of the cluster's job drivers' own servers (a Spark driver's UI), one per
+#: job running at once, offsets JOB_PORT_OFFSET .. PORT_BLOCK - 1
+JOB_PORT_OFFSET = 13
+assert max(PORT_OFFSETS.values()) < JOB_PORT_OFFSET < PORT_BLOCK
 
 
 def _port_range(cluster: ClusterSpec) -> str:
@@ -274,6 +277,15 @@ def cluster_ports(cluster: ClusterSpec) -> dict[str, int]:
         raise FawkesError(f"cluster {cluster.name}: port_range {text} holds {(last - first + 1) // PORT_BLOCK} "
                           f"block(s) of {PORT_BLOCK} ports, all taken by live clusters: widen it")
     return {name: base + off for name, off in PORT_OFFSETS.items()}
+
+
+def job_ports(cluster: ClusterSpec) -> range | None:
+    """The ports in ``cluster``'s own block kept for its job drivers' servers (one per job running at once),
+    or None when it has no block of its own (the frameworks' standard ports, :func:`own_port_block`)."""
+    if not own_port_block(cluster):
+        return None
+    base = cluster_ports(cluster)["spark_master"] - PORT_OFFSETS["spark_master"]
+    return range(base + JOB_PORT_OFFSET, base + PORT_BLOCK)
 
 
 @dataclass(frozen=True)

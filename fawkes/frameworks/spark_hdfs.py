@@ -30,7 +30,7 @@ from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import JobLaunch, SuspendHooks, WorkerLaunch
 from fawkes.frameworks.control import HASH_FILE, ControlScriptDriver, check_problems  # noqa: F401  (HASH_FILE: re-exported)
 from fawkes.frameworks.hdfs import HdfsStorage, hdfs_checks, hdfs_path
-from fawkes.frameworks.render import CONTROL_SCRIPT, cluster_ports
+from fawkes.frameworks.render import CONTROL_SCRIPT, cluster_ports, job_ports
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role
 from fawkes.ssh.shell import Script
@@ -39,8 +39,16 @@ UI_PORT_BASE = 4040
 
 
 def ui_port(job_id: int) -> int:
-    """The driver UI port of a job (where its task counts are read), fixed by its id."""
+    """The driver UI port of a job of a cluster on the frameworks' standard ports, fixed by its id."""
     return UI_PORT_BASE + 1 + job_id % 2000
+
+
+def ui_ports(cluster: ClusterSpec, job_id: int) -> Sequence[int]:
+    """The ports where the driver UI of job ``job_id`` of ``cluster`` listens (where its task counts are
+    read): in a cluster with its own port block, one of the block's job ports (the first free one when the
+    driver started: Spark tries them in turn, ``spark.port.maxRetries``); else :func:`ui_port`."""
+    ports = job_ports(cluster)
+    return ports if ports is not None else (ui_port(job_id),)
 
 
 def expand(arg: str, job, output: str) -> str:
@@ -161,14 +169,21 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
             except FawkesError as exc:
                 errors.append(str(exc))
         by_app: dict[str, M.TaskCounts] = {}
-        urls = [f"http://{cluster.master.address}:{ui_port(j)}" for j in jobs] + list(driver_urls)
-        for base in urls:
+        block = job_ports(cluster)
+        ports = (block if jobs else ()) if block is not None else [ui_port(j) for j in jobs]
+        urls = [f"http://{cluster.master.address}:{p}" for p in ports]
+        quiet = set(urls) if block is not None else set()  # a free job port of the block is no error
+        for base in urls + list(driver_urls):
             try:
                 for app in self._http_json(base.rstrip("/") + "/api/v1/applications"):
                     by_app[app["id"]] = M.parse_stages(
                         self._http_json(f"{base.rstrip('/')}/api/v1/applications/{app['id']}/stages"))
             except (FawkesError, KeyError, TypeError) as exc:
-                errors.append(str(exc))
+                if base not in quiet:
+                    errors.append(str(exc))
+        if block is not None and jobs and not by_app:
+            errors.append(f"cluster {cluster.name}: no job driver UI answered on ports "
+                          f"{block.start}-{block.stop - 1} of {cluster.master.address}")
         hosts = self.host_stats(cluster, errors) if host_stats else {}
         return M.spark_hdfs_sample(time.time(), master, hdfs, dn, by_app,
                                    node_of={n.address: n.name for n in cluster.nodes}, hosts=hosts, errors=errors)
@@ -191,6 +206,20 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
                 **({"spark.driver.extraJavaOptions": opt["app_jvm_opts"],
                     "spark.executor.extraJavaOptions": opt["app_jvm_opts"]} if opt["app_jvm_opts"] else {})}
 
+    @staticmethod
+    def _ui_conf(cluster: ClusterSpec, job_id: int) -> dict[str, str]:
+        """The driver UI's port: the first free job port of the cluster's block (Spark tries each in turn),
+        or, on the standard ports, :func:`ui_port` of the job and no other."""
+        ports = job_ports(cluster)
+        if ports is None:
+            return {"spark.ui.port": str(ui_port(job_id)), "spark.port.maxRetries": "0"}
+        return {"spark.ui.port": str(ports.start), "spark.port.maxRetries": str(len(ports) - 1)}
+
+    def max_jobs(self, cluster: ClusterSpec) -> int | None:
+        """As many jobs at once as the cluster's block has job ports (each driver's UI takes one)."""
+        ports = job_ports(cluster)
+        return None if ports is None else len(ports)
+
     def expand(self, cluster: ClusterSpec, arg: str, job, output: str) -> str:
         """A job argument with ``{input}``, ``{output}`` and ``{job}`` replaced (:func:`expand`)."""
         return expand(arg, job, output)
@@ -204,7 +233,7 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
         processes carry the cluster and the job id, so ``ps`` tells them apart: the application is
         named ``fawkes-<cluster>-<job>`` and the driver's and executors' JVMs get
         ``-Dfawkes.job=<cluster>/<job>`` (``ps -ef | grep fawkes.job=etl/7``).  Its driver UI listens
-        on :func:`ui_port` of the job id (where :meth:`metrics` reads its task counts)."""
+        on one of :func:`ui_ports` (where :meth:`metrics` reads its task counts)."""
         from fawkes.frameworks.render import _options
 
         opt = _options(cluster)
@@ -213,7 +242,7 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
         conf = dict(self.submit_conf(cluster))
         conf.update({
             "spark.driver.host": cluster.master.address, "spark.driver.bindAddress": cluster.master.address,
-            "spark.ui.port": str(ui_port(job.id)), "spark.port.maxRetries": "0",
+            **self._ui_conf(cluster, job.id),
             "spark.driver.memory": driver_memory or opt["driver_memory"],
             **({"spark.pyspark.python": python, "spark.pyspark.driver.python": python} if python else {}),
         })
