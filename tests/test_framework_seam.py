@@ -169,6 +169,10 @@ def test_spark_job_drivers_listen_in_the_clusters_port_block(monkeypatch):
     monkeypatch.setattr(M, "spark_hdfs_sample", lambda *a, **kw: (a[4], kw["errors"]))
     by_app, errors = drv.metrics(spec, jobs=[7])
     assert list(by_app) == ["app-1"] and errors == []
+    # drivers take the lowest free job ports: asked in order, up to the last running job's driver
+    assert sorted({int(u.split(":")[2].split("/")[0]) for u in asked}) == [30053, 30054, 30055]
+    asked.clear()
+    drv.metrics(spec, jobs=[7, 8])  # a second job: its driver is still to be found, every port is asked
     assert sorted({int(u.split(":")[2].split("/")[0]) for u in asked}) == list(ports)
     asked.clear()
     assert drv.metrics(spec, jobs=[]) == ({}, []) and asked == []  # no job: no request

@@ -173,11 +173,15 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
         ports = (block if jobs else ()) if block is not None else [ui_port(j) for j in jobs]
         urls = [f"http://{cluster.master.address}:{p}" for p in ports]
         quiet = set(urls) if block is not None else set()  # a free job port of the block is no error
+        answered = 0
         for base in urls + list(driver_urls):
+            if base in quiet and answered >= len(jobs):
+                continue  # every running job's driver found: the block's higher job ports are not asked
             try:
                 for app in self._http_json(base.rstrip("/") + "/api/v1/applications"):
                     by_app[app["id"]] = M.parse_stages(
                         self._http_json(f"{base.rstrip('/')}/api/v1/applications/{app['id']}/stages"))
+                answered += 1
             except (FawkesError, KeyError, TypeError) as exc:
                 if base not in quiet:
                     errors.append(str(exc))
