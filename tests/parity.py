@@ -48,7 +48,7 @@ def same(a, b, path: str = "") -> None:
         if type(a) is not type(b):
             raise Mismatch(f"{path}: {type(a).__name__} != {type(b).__name__}")
         for f in fields(a):
-            if f.name.startswith("_") or f.name == "reason":
+            if f.name.startswith("_"):
                 continue
             same(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
         return
