@@ -3,7 +3,8 @@
 The replay plays the outside world as the coordinator's sampler and reconciler would see it:
 cluster requests, lifecycle moves the reconciler makes (loaded, active, released), node
 releases (FP stopped / DP decommissioned), samples and per-node facts (running tasks, stored
-bytes).  At each recorded controller step it sets the clock, runs ``Control.tick`` or
+bytes); a Spark + HDFS cluster's samples go through its daemons' documents and the live sampler's
+parsing first (tests/daemon_documents.py).  At each recorded controller step it sets the clock, runs ``Control.tick`` or
 ``Control.between`` and compares, field by field, the snapshot the store gives with the one the
 simulator built, then the decision, plans and memory.  Nothing else is shared: the coordinator
 reads only its store, and CERES' two signals, which its sampler keeps in memory (node usage
@@ -14,7 +15,7 @@ the sampler hands them, keyed by the store's node ids (empty when the simulator 
 from __future__ import annotations
 
 import math
-from dataclasses import fields, is_dataclass
+from dataclasses import fields, is_dataclass, replace
 
 from fawkes.coordinator.control import Control
 from fawkes.coordinator.view import Signals, build_snapshot
@@ -22,6 +23,7 @@ from fawkes.mechanism import ClusterState, Settings
 from fawkes.mechanism.discrimination import held_integral
 from fawkes.sim.record import Recorder
 from fawkes.store import NodeState, Store
+from tests.daemon_documents import DaemonSampler
 
 
 class Clock:
@@ -109,11 +111,14 @@ def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capaci
     signals = [Signals()]
     control.signals = lambda: signals[0]  # as the coordinator wires its sampler's (service.py)
     facts: dict[int, tuple[int, int]] = {}
+    daemons = DaemonSampler(settings)
     steps = 0
     for i, ev in enumerate(rec.events):
         clock.t = ev.time
         where = f"event {i} ({ev.kind} at t={ev.time:g}{' ' + ev.cluster if ev.cluster else ''})"
         try:
+            if ev.kind in ("static", "request"):
+                daemons.baseline.pop(ev.cluster, None)  # a new cluster of that name: its own baseline
             if ev.kind == "static":
                 min_core, nodes = ev.data
                 store.request_cluster(ev.cluster, framework=f"sim-{kind_of(ev.cluster)}", min_core=min_core)
@@ -134,7 +139,11 @@ def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capaci
             elif ev.kind == "fail":
                 _fail(store, ev.data)
             elif ev.kind == "sample":
-                store.record_sample(ev.cluster, ev.data)
+                m = ev.data
+                if ev.observed is not None and kind_of(ev.cluster) == "spark-hdfs":  # through the daemons
+                    m = whole_bytes(daemons.sample(ev.cluster, ev.observed, ev.time), ev.data)
+                    same(m, ev.data, "sample from the daemons' documents")
+                store.record_sample(ev.cluster, m)
             else:
                 snap, result, memory = ev.data
                 _node_facts(store, snap, facts)
@@ -158,6 +167,15 @@ def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capaci
         except Mismatch as exc:
             raise Mismatch(f"{where}: {exc}") from None
     return steps
+
+
+def whole_bytes(live, sim):
+    """``live`` with the simulator's bytes where the daemons' whole bytes are within one byte of them (the
+    simulator writes fractions of a byte; the decisions then weigh the same bytes in both drivers)."""
+    for f in ("output_bytes", "storage_capacity"):
+        if abs(getattr(live, f) - getattr(sim, f)) > 1.0:
+            raise Mismatch(f"sample from the daemons' documents.{f}: {getattr(live, f)!r} != {getattr(sim, f)!r}")
+    return replace(live, output_bytes=sim.output_bytes, storage_capacity=sim.storage_capacity)
 
 
 def _follow_state(store: Store, name: str, to: ClusterState) -> None:

@@ -116,6 +116,27 @@ def test_a_mixed_pool_decides_alike_in_both_drivers(policy, tmp_path):
     assert steps > 0 and sim.stats.reconfigurations > 0
 
 
+def test_samples_go_through_the_daemons_documents(tmp_path, monkeypatch):
+    """Every sample of a spark-hdfs cluster reaches the store through the daemons' documents and the live
+    sampler's parsing (tests/daemon_documents.py): each one is sampled so, and a parser that misreads a
+    stage's completed tasks is caught at the first sample with a completed task."""
+    import tests.parity as parity
+    from fawkes.frameworks import metrics as M
+
+    counted = []
+    real = parity.DaemonSampler.sample
+    monkeypatch.setattr(parity.DaemonSampler, "sample", lambda self, *a: (counted.append(a[0]), real(self, *a))[1])
+    s = Settings(policy="TT", period_s=60, sample_period_s=10, tau=1.0, grow_type=Role.TC)
+    rec = Recorder()
+    run_both(workload(7), s, f"sqlite:///{tmp_path / 'a.db'}", rec=rec)
+    assert len(counted) == sum(ev.kind == "sample" for ev in rec.events) > 100
+
+    parse = M.parse_stages
+    monkeypatch.setattr(M, "parse_stages", lambda doc: replace(parse(doc), completed=0))
+    with pytest.raises(parity.Mismatch, match=r"sample at .* from the daemons' documents.completed_tasks"):
+        run_both(workload(7), s, f"sqlite:///{tmp_path / 'b.db'}")
+
+
 @pytest.mark.parametrize("policy", FAWKES)
 def test_every_policy_decides_alike_in_both_drivers(policy, tmp_path):
     s = Settings(policy=policy, period_s=60, sample_period_s=10, tau=1.0, grow_type=Role.TC)

@@ -80,3 +80,26 @@ def test_tasks_seen_is_only_raised(store):
     assert store.get_job(j).tasks_seen == 7
     store.note_job_tasks({j: 9})
     assert store.get_job(j).tasks_seen == 9
+
+
+def test_completed_tasks_count_since_the_deployment(store):
+    """TT's completed tasks count every task the cluster completed since it was deployed, as the model
+    and the simulator count them: the finished jobs' tasks (the most each reported) and what the running
+    jobs' drivers list completed.  The drivers alone forget a job's tasks once it ends (the parity replay
+    through the daemons' documents found that)."""
+    from fawkes.coordinator.sampler import cluster_metrics
+    from fawkes.frameworks.sample import FrameworkSample
+    from fawkes.mechanism import Settings
+
+    _cluster(store)
+    first = _run(store, ["burn.py", "12"], "app-1")
+    store.note_job_tasks({first: 15})
+    store.transition_job(first, JobState.SUCCEEDED, exit_code=0)
+    second = _run(store, ["burn.py", "12"], "app-2")
+    counts = parse_stages(json.dumps([_stage(0, "COMPLETE", 1, complete=1), _stage(1, "ACTIVE", 12, 2, 4)]))
+    fs = FrameworkSample(time=5.0, tasks=counts, tasks_by_job={"app-2": counts}, slots=2.0, busy_slots=2.0)
+    running = store.list_jobs("etl", states=[JobState.RUNNING])
+    finished = store.list_jobs("etl", states=[JobState.SUCCEEDED, JobState.FAILED])
+    m, seen = cluster_metrics(5.0, Settings(), fs, running, running, finished, stored_baseline=None)
+    assert (m.completed_tasks, m.completed_jobs, m.pending_tasks, m.running_tasks) == (15 + 5, 1, 6, 2)
+    assert seen == {second: 13}

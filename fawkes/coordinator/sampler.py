@@ -37,7 +37,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from fawkes.coordinator.dispatch import Dispatcher
 from fawkes.coordinator.fleet import Fleet
@@ -45,7 +45,7 @@ from fawkes.coordinator.usage import NodeWindows
 from fawkes.coordinator.view import Signals
 from fawkes.errors import FawkesError
 from fawkes.frameworks.sample import TaskCounts
-from fawkes.mechanism import ClusterState, JobFacts, Settings, sample_cluster
+from fawkes.mechanism import ClusterMetrics, ClusterState, JobFacts, Settings, sample_cluster
 from fawkes.mechanism.model import JobProgress
 from fawkes.store import Store
 from fawkes.store.jobs import job_program, tasks_learned
@@ -166,42 +166,18 @@ class Sampler:
         now = self.clock()
         jobs = self.store.list_jobs(name, states=[JobState.QUEUED, JobState.DISPATCHED, JobState.RUNNING])
         finished = self.store.list_jobs(name, states=[JobState.SUCCEEDED, JobState.FAILED])
-        learned = tasks_learned(finished + jobs)
-        facts, seen = [], {}
-        only = cluster_wide_job(fs, running)
-        for j in jobs:
-            counts = fs.tasks_by_job.get(j.app_id) if j.app_id else None
-            if only is not None and j.id == only:
-                counts = fs.tasks
-            pending, running, n = job_tasks(j, counts, learned)
-            if n > (j.tasks_seen or 0):
-                seen[j.id] = n
-                learned[job_program(j)] = max(learned.get(job_program(j), 0), n)
-            facts.append(JobFacts(submit_time=j.submitted_at, input_bytes=float(j.input_bytes or 0),
-                                  pending_tasks=pending, running_tasks=running, started_at=j.started_at,
-                                  ref_runtime=j.ref_runtime))
+        # DU: bytes written since the input load, stored above the baseline (kept in the state: a restart
+        # weighs as before), unless the framework counts the bytes its jobs wrote itself
+        base = self.store.get_cluster(name).stored_baseline
+        if base is None and not loading and fs.stored_bytes is not None:
+            base = self.store.note_stored_baseline(name, fs.stored_bytes)
+        node_cpu = self.node_cpu([n for n in self.store.list_nodes(name) if n.state == NodeState.RUNNING]) \
+            if self.measure_pu else ()
+        m, seen = cluster_metrics(now, self.settings, fs, running, jobs, finished, stored_baseline=base,
+                                  loading=loading, node_cpu=node_cpu)
         self.store.note_job_tasks(seen)
         if self.track_progress:
             self.note_progress(name, now, jobs, fs.tasks_by_job)
-        # DU: bytes written since the input load, stored above the baseline (kept in the state: a restart
-        # weighs as before), unless the framework counts the bytes its jobs wrote itself
-        used = fs.stored_bytes if fs.stored_bytes is not None else 0.0
-        base = self.store.get_cluster(name).stored_baseline
-        if base is None and not loading and fs.stored_bytes is not None:
-            base = self.store.note_stored_baseline(name, used)
-        written = fs.written_bytes if fs.written_bytes is not None else \
-            max(0.0, used - (used if base is None else base))
-        node_cpu = self.node_cpu([n for n in self.store.list_nodes(name) if n.state == NodeState.RUNNING]) \
-            if self.measure_pu else ()
-        m = sample_cluster(
-            now, facts, self.settings,
-            busy_slots=fs.busy_slots, configured_slots=fs.slots,
-            output_bytes=written,
-            storage_capacity=fs.storage_capacity, completed_jobs=len(finished),
-            completed_tasks=(fs.tasks.completed if only is not None
-                             else sum(c.completed for c in fs.tasks_by_job.values())), loading=loading,
-            node_cpu=node_cpu,
-        )
         self.store.record_sample(name, m)
         if fs.stored_by_node:
             for n in self.store.list_nodes(name):
@@ -234,6 +210,46 @@ class Sampler:
             except FawkesError as exc:
                 log.info("skipped: %s", exc)
             self.unreachable_since.pop(host, None)
+
+
+def cluster_metrics(now: float, settings: Settings, fs, running: Sequence, jobs: Sequence, finished: Sequence, *,
+                    stored_baseline: float | None, loading: bool = False,
+                    node_cpu: Sequence[float] = ()) -> tuple[ClusterMetrics, dict[int, int]]:
+    """One sample of a cluster from its kind's neutral sample ``fs`` and its jobs: what
+    :meth:`Sampler.sample` records (pure; the parity replay runs it on daemon documents too).
+
+    ``running``: the jobs whose task counts ``fs`` holds (asked for before it was taken); ``jobs``: the
+    unfinished ones; ``finished``: the succeeded and failed ones; ``stored_baseline``: the stored bytes
+    right after the input load (None: not known yet, nothing written counted).  Also returns, per job,
+    a count of its tasks larger than the one stored (``tasks_seen``).  Completed tasks (TT) are counted
+    since the deployment, as the model says: every finished job's tasks (the most it reported) and what
+    the unfinished ones completed."""
+    learned = tasks_learned([*finished, *jobs])
+    facts, seen = [], {}
+    only = cluster_wide_job(fs, running)
+    for j in jobs:
+        counts = fs.tasks_by_job.get(j.app_id) if j.app_id else None
+        if only is not None and j.id == only:
+            counts = fs.tasks
+        pending, run, n = job_tasks(j, counts, learned)
+        if n > (j.tasks_seen or 0):
+            seen[j.id] = n
+            learned[job_program(j)] = max(learned.get(job_program(j), 0), n)
+        facts.append(JobFacts(submit_time=j.submitted_at, input_bytes=float(j.input_bytes or 0),
+                              pending_tasks=pending, running_tasks=run, started_at=j.started_at,
+                              ref_runtime=j.ref_runtime))
+    used = fs.stored_bytes if fs.stored_bytes is not None else 0.0
+    written = fs.written_bytes if fs.written_bytes is not None else \
+        max(0.0, used - (used if stored_baseline is None else stored_baseline))
+    completed = fs.tasks.completed if only is not None else sum(c.completed for c in fs.tasks_by_job.values())
+    m = sample_cluster(
+        now, facts, settings,
+        busy_slots=fs.busy_slots, configured_slots=fs.slots, output_bytes=written,
+        storage_capacity=fs.storage_capacity, completed_jobs=len(finished),
+        completed_tasks=completed + sum(j.tasks_seen or 0 for j in finished), loading=loading,
+        node_cpu=node_cpu,
+    )
+    return m, seen
 
 
 def cluster_wide_job(fs, running) -> int | None:

@@ -69,7 +69,7 @@ class SimJob:
 
     staged = False
     __slots__ = ("spec", "id", "submit", "map_d", "red_d", "pend_maps", "pend_reds", "n_maps", "n_reds",
-                 "maps_done", "reds_done", "running", "waiting", "scheduled_reds", "slow_need", "started",
+                 "maps_done", "reds_done", "completions", "running", "waiting", "scheduled_reds", "slow_need", "started",
                  "end", "out_per_writer", "ref", "in_rq")
 
     def __init__(self, spec, submit: float, slowstart: float, ref: float | None):
@@ -81,6 +81,7 @@ class SimJob:
         self.pend_maps = list(range(self.n_maps - 1, -1, -1))
         self.pend_reds = list(range(self.n_reds - 1, -1, -1))
         self.maps_done = self.reds_done = self.running = self.scheduled_reds = 0
+        self.completions = 0  # tasks finished, re-runs of lost outputs included (a driver's completed tasks)
         self.waiting: list[Task] = []
         self.slow_need = max(1, ceil(slowstart * self.n_maps)) if self.n_maps else 0
         self.started: float | None = None
@@ -462,6 +463,7 @@ class SimCluster:
         node.tasks.pop(t, None)
         self._task_off_node(node)
         job.running -= 1
+        job.completions += 1
         self.running_tasks -= 1
         self.completed_tasks += 1
         self.version += 1

@@ -46,6 +46,7 @@ from fawkes.mechanism.admission import next_queue_change
 from fawkes.mechanism.memory import Memory
 from fawkes.mechanism.koala_mr import ResizeParams
 from fawkes.sim.cluster import EV_CALL, EV_TASK, SimJob, SimCluster, Task, new_job
+from fawkes.sim.record import Observed, ObservedJob
 from fawkes.sim.workloads import Workload
 
 _METRIC_FIELDS = tuple(f for f in ClusterMetrics.__dataclass_fields__ if f != "time")
@@ -93,6 +94,14 @@ def _first_tick(now: float, period: float, reached, at: float) -> int:
 
 # event kinds, in the order they run at equal times
 EV_RELEASE, EV_READY, EV_SUBMIT, EV_REQUEST, EV_DEPLOYED, EV_LOADED, EV_SAVED, EV_SAMPLE, EV_TICK = range(1, 10)
+
+
+def _facts(c: SimCluster) -> list:
+    """The sampler's facts of ``c``'s unfinished jobs, in their order (a gated cluster's as the live
+    sampler sees them: :func:`_gated_facts`)."""
+    if c.gated:
+        return _gated_facts(c)
+    return [JobFacts(j.submit, j.spec.input_bytes, j.pending_count, j.running, j.started, j.ref) for j in c.jobs.values()]
 
 
 def _gated_facts(c: SimCluster) -> list:
@@ -552,7 +561,7 @@ class Simulator:
                 c.last_sample_version = key
             c.samples.append(m)
             if self.recorder is not None:
-                self.recorder.sample(c.name, m)
+                self.recorder.sample(c.name, m, self._observed(c, s))
             while c.samples and c.samples[0].time <= horizon:
                 c.samples.pop(0)
         if self.timeline:
@@ -634,16 +643,18 @@ class Simulator:
         return True
 
     def _measure(self, c: SimCluster, now: float, s: Settings):
-        if c.gated:
-            facts = _gated_facts(c)
-        else:
-            facts = [JobFacts(j.submit, j.spec.input_bytes, j.pending_count, j.running,
-                              j.started, j.ref) for j in c.jobs.values()]
-        return sample_cluster(now, facts, s, busy_slots=float(c.running_tasks),
+        return sample_cluster(now, _facts(c), s, busy_slots=float(c.running_tasks),
                               configured_slots=float(c.configured_slots()), output_bytes=c.output_bytes,
                               storage_capacity=c.storage_capacity(), completed_jobs=c.completed_jobs,
                               completed_tasks=c.completed_tasks, loading=c.state is not ClusterState.ACTIVE,
                               node_cpu=self.node_cpu(c) if s.pu_signal == "measured" else ())
+
+    def _observed(self, c: SimCluster, s: Settings) -> Observed:
+        """What :meth:`_measure` measures ``c`` from, per job (for the recorder: the parity replay)."""
+        jobs = tuple(ObservedJob(j.id, j.spec.app, f, j.completions) for j, f in zip(c.jobs.values(), _facts(c)))
+        return Observed(jobs, float(c.running_tasks), float(c.configured_slots()), c.output_bytes,
+                        c.storage_capacity(), c.completed_jobs, c.completed_tasks, c.state is not ClusterState.ACTIVE,
+                        tuple(self.node_cpu(c)) if s.pu_signal == "measured" else ())
 
     def node_cpu(self, c: SimCluster) -> list[float]:
         """UBIS U-7's telemetry, simulated: each configured node's (ready, not draining) measured CPU, the
@@ -787,7 +798,7 @@ class Simulator:
         for c in self.order:
             m = fresh[c.name] = self._measure(c, now, _CH2_SAMPLING)
             if self.recorder is not None:
-                self.recorder.sample(c.name, m)
+                self.recorder.sample(c.name, m, self._observed(c, _CH2_SAMPLING))
         snap = self.snapshot(now)
         snap = replace(snap, clusters=tuple(replace(v, samples=(fresh[v.name],)) for v in snap.clusters))
         dec, self.memory = controller.offer(self.memory, snap, self.ch2)

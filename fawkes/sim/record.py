@@ -12,8 +12,35 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fawkes.mechanism import ClusterMetrics, ClusterState, Decision, Memory, Role, Snapshot
+from fawkes.mechanism import ClusterMetrics, ClusterState, Decision, JobFacts, Memory, Role, Snapshot
 from fawkes.mechanism.controller import Between
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedJob:
+    """One unfinished job as the simulator measured it: its facts, its application and its tasks finished
+    so far (a re-run of a lost output counted again, as a driver counts a stage's new attempt)."""
+
+    id: int
+    program: str
+    facts: JobFacts
+    completed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What one sample was measured from (the arguments of ``sample_cluster``, per job): the parity
+    replay turns it into the daemons' documents and samples those with the live sampler's code."""
+
+    jobs: tuple[ObservedJob, ...]
+    busy_slots: float
+    configured_slots: float
+    output_bytes: float
+    storage_capacity: float
+    completed_jobs: int
+    completed_tasks: int
+    loading: bool
+    node_cpu: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +51,7 @@ class RecordedStep:
     time: float
     cluster: str = ""
     data: Any = None  # (min_core, expected s, deadline s) | ClusterState | host | ClusterMetrics | (Snapshot, result, Memory)
+    observed: Observed | None = None  # a sample's: what it was measured from
 
 
 @dataclass
@@ -48,8 +76,8 @@ class Recorder:
         """A host died: it leaves the pool; the node on it, if any, is lost."""
         self.events.append(RecordedStep("fail", t, data=host))
 
-    def sample(self, name: str, m: ClusterMetrics) -> None:
-        self.events.append(RecordedStep("sample", m.time, name, m))
+    def sample(self, name: str, m: ClusterMetrics, observed: Observed | None = None) -> None:
+        self.events.append(RecordedStep("sample", m.time, name, m, observed))
 
     def tick(self, snap: Snapshot, d: Decision, memory: Memory) -> None:
         self.events.append(RecordedStep("tick", snap.now, data=(snap, d, memory)))

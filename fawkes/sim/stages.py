@@ -48,7 +48,7 @@ class StageJob:
 
     staged = True
     __slots__ = ("spec", "id", "submit", "map_d", "red_d", "pend_maps", "pend_reds", "n_maps", "n_reds",
-                 "maps_done", "reds_done", "running", "waiting", "scheduled_reds", "slow_need", "started",
+                 "maps_done", "reds_done", "completions", "running", "waiting", "scheduled_reds", "slow_need", "started",
                  "end", "out_per_writer", "ref", "in_rq", "bounds", "stage", "done", "loc", "run_idx", "live",
                  "held", "hold_gen")
 
@@ -62,6 +62,7 @@ class StageJob:
             self.bounds.append(self.bounds[-1] + len(d))
         self.n_maps, self.n_reds = len(self.map_d), 0
         self.maps_done = self.reds_done = self.running = self.scheduled_reds = 0
+        self.completions = 0  # tasks finished, re-runs of lost outputs included (a driver's completed tasks)
         self.slow_need = 0
         self.waiting: list = []
         self.pend_reds: list = []

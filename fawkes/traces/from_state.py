@@ -134,7 +134,10 @@ def job_tasks(samples: list, start: float, end: float, period: float, usable=Non
     inside = [s for s in samples if start <= s.time <= end]
     if not inside:
         return None
-    tasks = max(s.completed_tasks + s.running_tasks for s in inside)
+    # completed tasks count since the deployment (the earlier jobs' too): this job's are those above the
+    # lowest count in its window
+    base = min(s.completed_tasks for s in inside)
+    tasks = max(s.completed_tasks - base + s.running_tasks for s in inside)
     slot_s = serial_s = 0.0
     busy = [s.time for s in inside if s.running_tasks > 0]
     if tasks <= 0 or not busy:
@@ -149,7 +152,7 @@ def job_tasks(samples: list, start: float, end: float, period: float, usable=Non
         if usable is not None and (up := usable(s.time)) > 0:
             slots = min(slots, up)
         running = min(s.running_tasks, slots)
-        to_come = tasks - s.completed_tasks - s.running_tasks
+        to_come = tasks - (s.completed_tasks - base) - s.running_tasks
         if busy[0] <= s.time < busy[-1] and running <= 1 < slots < math.inf and to_come > 0:
             serial_s += dt
         else:
