@@ -59,6 +59,25 @@ def test_driver_stages():
     assert (t + t).total == 2 * t.total and M.sum_tasks([t, t]).running == 2 * t.running
 
 
+def test_driver_stages_count_a_retried_stage_once_as_the_jobs_tasks():
+    """A shrink lost shuffle output: Spark runs the stage again as a new attempt with the tasks it lost.
+    Completed counts every attempt's (the work done), distinct each stage once by its first attempt (the
+    job's own tasks); a skipped stage (output an earlier job left) is none of them."""
+    raw = json.loads(load("driver_stages_running.json"))[0]
+
+    def stage(sid, attempt, status, num, active=0, complete=0):
+        return {**raw, "stageId": sid, "attemptId": attempt, "status": status, "numTasks": num,
+                "numActiveTasks": active, "numCompleteTasks": complete}
+
+    doc = [stage(0, 0, "COMPLETE", 1, complete=1), stage(1, 0, "FAILED", 12, complete=12),
+           stage(1, 1, "ACTIVE", 3, active=2, complete=1), stage(2, 0, "PENDING", 2), stage(3, 0, "SKIPPED", 4)]
+    t = M.parse_stages(json.dumps(doc))
+    assert (t.completed, t.running, t.pending, t.total) == (1 + 12 + 1, 2, 2, 3 + 2)
+    assert t.distinct == 1 + 12 + 2
+    assert M.parse_stages(load("driver_stages_running.json")).distinct == sum(
+        s["numTasks"] for s in json.loads(load("driver_stages_running.json")) if s["status"] != "SKIPPED")
+
+
 def test_fsnamesystem_state():
     h = M.parse_fsnamesystem_state(load("nn_fsnamesystemstate.json"))
     assert h.fs_state == "Operational" and h.live_datanodes == 3 and h.dead_datanodes == 0

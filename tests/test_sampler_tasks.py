@@ -103,3 +103,13 @@ def test_completed_tasks_count_since_the_deployment(store):
     m, seen = cluster_metrics(5.0, Settings(), fs, running, running, finished, stored_baseline=None)
     assert (m.completed_tasks, m.completed_jobs, m.pending_tasks, m.running_tasks) == (15 + 5, 1, 6, 2)
     assert seen == {second: 13}
+
+
+def test_a_re_run_attempt_is_not_a_task_of_the_job(store):
+    """What the store learns of a job (tasks_seen: the estimate for its next run, and the twin's task count)
+    takes each task once: a stage re-run after a shrink lost its output adds attempts, not tasks."""
+    _cluster(store)
+    j = _run(store, ["burn.py", "12"], "app-1")
+    stages = parse_stages(json.dumps([_stage(0, "COMPLETE", 1, complete=1), _stage(1, "FAILED", 12, complete=12),
+                                      {**_stage(1, "ACTIVE", 3, 2, 1), "attemptId": 1}]))
+    assert job_tasks(store.get_job(j), stages, {}) == (0, 2, 13)  # 16 attempts, 13 tasks

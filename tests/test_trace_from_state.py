@@ -127,6 +127,19 @@ def test_export_reads_jobs_tasks_and_node_costs(tmp_path):
     assert ex.policies == ["TD"] and ex.skipped == {"failed": 1}
 
 
+def test_export_counts_a_jobs_own_tasks_and_the_time_per_attempt(tmp_path):
+    """A job whose samples saw more attempts than it has tasks (re-runs after a shrink; its stored
+    tasks_seen takes each task once) is exported with its own tasks, at the slot time per attempt."""
+    url = _state(tmp_path / "s.db")
+    store = Store(url)
+    before = export(store).rows[0]
+    with store.session(write=True) as s:
+        s.get(Job, 1).tasks_seen = 10
+    after = export(store).rows[0]
+    store.close()
+    assert before.maps == 14 and after.maps == 10 and after.map_s == before.map_s
+
+
 def test_cli_writes_trace_costs_clusters_and_the_replay_runs(tmp_path):
     url = _state(tmp_path / "s.db")
     out, costs, cl = tmp_path / "t.csv", tmp_path / "c.yaml", tmp_path / "cl.csv"

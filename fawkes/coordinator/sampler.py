@@ -264,12 +264,14 @@ def cluster_wide_job(fs, running) -> int | None:
 
 def job_tasks(job, counts: TaskCounts | None, learned: dict[str, int]) -> tuple[int, int, int]:
     """``(pending, running, seen)`` of one unfinished job: what its driver reports while a stage is
-    listed (``seen`` = its pending + running + completed tasks); otherwise (not started, or started
+    listed (``seen`` = its pending + running + completed tasks, each task once where the kind tells a
+    re-run attempt from a task: its distinct tasks); otherwise (not started, or started
     with no stage listed yet: between the driver registering and its first stage, or between two
     actions) the most tasks a run of the same application had, at least one per input split, less
     what this run completed, and at least 1 (a dip to 0 there moved nodes away and back)."""
     if counts is not None and counts.total:
-        return counts.pending, counts.running, counts.pending + counts.running + counts.completed
+        attempts = counts.pending + counts.running + counts.completed
+        return counts.pending, counts.running, min(attempts, counts.distinct) if counts.distinct else attempts
     splits = max(1, math.ceil((job.input_bytes or 0) / SPLIT_BYTES))
     done = counts.completed if counts is not None else 0
     return max(1, max(splits, learned.get(job_program(job), 0), job.tasks_seen or 0) - done), 0, done

@@ -109,14 +109,21 @@ def parse_master_json(doc: str | bytes | Mapping) -> SparkMasterState:
 
 # --------------------------------------------------------------------------- Spark driver
 def parse_stages(doc: str | bytes | list) -> TaskCounts:
-    """Driver monitoring REST ``/api/v1/applications/<id>/stages``: pending/running/completed tasks."""
+    """Driver monitoring REST ``/api/v1/applications/<id>/stages``: pending/running/completed tasks, and
+    the job's distinct tasks (a stage retried after lost shuffle output is listed once per attempt, each
+    attempt with the tasks it re-runs: counted once, by its first attempt)."""
     stages = _load(doc)
     if not isinstance(stages, list):
         raise FawkesError("Spark stages JSON: expected a list of stages")
     total = running = pending = completed = failed = n_active = n_pending = 0
+    first: dict[object, tuple[int, int]] = {}  # stage id -> (its first attempt listed, that attempt's tasks)
     for s in stages:
         status = s.get("status")
         num, act, comp = int(s.get("numTasks", 0)), int(s.get("numActiveTasks", 0)), int(s.get("numCompleteTasks", 0))
+        if status != "SKIPPED":  # a stage whose output an earlier job left: none of its tasks runs
+            attempt = int(s.get("attemptId", 0))
+            if s.get("stageId") not in first or attempt < first[s.get("stageId")][0]:
+                first[s.get("stageId")] = (attempt, num)
         completed += comp
         failed += int(s.get("numFailedTasks", 0))
         if status in ("ACTIVE", "PENDING"):
@@ -125,7 +132,8 @@ def parse_stages(doc: str | bytes | list) -> TaskCounts:
             pending += max(0, num - act - comp)
             n_active += status == "ACTIVE"
             n_pending += status == "PENDING"
-    return TaskCounts(total, running, pending, completed, failed, n_active, n_pending)
+    return TaskCounts(total, running, pending, completed, failed, n_active, n_pending,
+                      sum(n for _, n in first.values()))
 
 
 # --------------------------------------------------------------------------- NameNode JMX

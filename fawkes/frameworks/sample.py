@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 class TaskCounts:
     """Tasks of one job (or summed over several): ``total`` counts the tasks of the job's phases now
     listed as active or pending (0: no phase listed, e.g. between two actions), ``pending`` those of
-    them not started, ``running`` those running, ``completed`` every task done over every phase seen."""
+    them not started, ``running`` those running, ``completed`` every task done over every phase seen
+    (a phase run again after a shrink lost its output counts again); ``distinct``: the tasks of every
+    phase listed, each phase once (its first attempt's), where the kind tells attempts apart (0: it
+    does not)."""
 
     total: int = 0  # tasks of active + pending phases
     running: int = 0
@@ -24,13 +27,14 @@ class TaskCounts:
     failed: int = 0
     active_stages: int = 0
     pending_stages: int = 0
+    distinct: int = 0  # tasks of the phases listed, each phase once (0: the kind counts no attempts)
 
     def __add__(self, o: "TaskCounts") -> "TaskCounts":
         return TaskCounts(*(a + b for a, b in zip(self._t(), o._t())))
 
     def _t(self) -> tuple[int, ...]:
         return (self.total, self.running, self.pending, self.completed, self.failed, self.active_stages,
-                self.pending_stages)
+                self.pending_stages, self.distinct)
 
 
 def sum_tasks(counts: Iterable[TaskCounts]) -> TaskCounts:

@@ -278,8 +278,12 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
         startups.setdefault(kind[j.cluster_id], []).append(startup)
         startup += jt.serial_s  # the job's one-task stages take as long on any number of slots
         overheads.setdefault(kind[j.cluster_id], []).append(max(0.0, j.ended_at - (jt.last_busy + sample_period / 2)))
+        # the job's own tasks: the samples count every attempt (a task re-run after a shrink lost its
+        # output counts twice) where its stored count (tasks_seen) takes each task once; the slot time
+        # is the attempts', so a task's time is per attempt
+        tasks = min(jt.tasks, j.tasks_seen) if j.tasks_seen else jt.tasks
         rows.append(TraceRow(submit_s=j.submitted_at - lo, cluster=c.name, app="wordcount",
-                             input_bytes=float(j.input_bytes or 0), maps=jt.tasks, reduces=0,
+                             input_bytes=float(j.input_bytes or 0), maps=tasks, reduces=0,
                              ref_runtime_s=j.ref_runtime if j.ref_runtime and j.ref_runtime > 0 else None,
                              map_s=round(jt.slot_s / jt.tasks, 3), reduce_s=None, job=str(j.id),
                              startup_s=round(startup, 2)))
