@@ -651,7 +651,7 @@ class Simulator:
 
     def _observed(self, c: SimCluster, s: Settings) -> Observed:
         """What :meth:`_measure` measures ``c`` from, per job (for the recorder: the parity replay)."""
-        jobs = tuple(ObservedJob(j.id, j.spec.app, f, j.completions) for j, f in zip(c.jobs.values(), _facts(c)))
+        jobs = tuple(ObservedJob(j.id, f, j.completions) for j, f in zip(c.jobs.values(), _facts(c)))
         return Observed(jobs, float(c.running_tasks), float(c.configured_slots()), c.output_bytes,
                         c.storage_capacity(), c.completed_jobs, c.completed_tasks, c.state is not ClusterState.ACTIVE,
                         tuple(self.node_cpu(c)) if s.pu_signal == "measured" else ())

@@ -18,11 +18,10 @@ from fawkes.mechanism.controller import Between
 
 @dataclass(frozen=True, slots=True)
 class ObservedJob:
-    """One unfinished job as the simulator measured it: its facts, its application and its tasks finished
-    so far (a re-run of a lost output counted again, as a driver counts a stage's new attempt)."""
+    """One unfinished job as the simulator measured it: its facts and its tasks finished so far (a re-run
+    of a lost output counted again, as a driver counts a stage's new attempt)."""
 
     id: int
-    program: str
     facts: JobFacts
     completed: int
 
