@@ -20,15 +20,13 @@ are this machine's, not a cluster's.
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 
-from fawkes.frameworks import dists
-from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.store.lifecycle import JobState, NodeState
-from tests.conftest import REPO, cluster_dirs_marker, own_lab, pids_with_cmdline
+from tests.conftest import REPO, own_lab
+from tests.ubis_coordinator import ubis_coordinator
 
 # A measurement with its targets asserted, run by hand (root, network namespaces, cgroups, the lab dists of
 # scripts/setup): python3 -m pytest -s -p no:cacheprovider bench/bench_ubis_lab.py.  It deploys two Spark+HDFS
@@ -37,7 +35,6 @@ from tests.conftest import REPO, cluster_dirs_marker, own_lab, pids_with_cmdline
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
 BURN = REPO / "fawkes" / "apps" / "burn.py"
-LAB_OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "executor_memory": "512m", "replication": "1"}
 SLOWDOWN_LIMIT = 1.10  # A's job with B's opportunistic workers present, over A's job alone (issue 12)
 # B's jobs of phases 1-2: 16 tasks of 1.5 core-s, 40 s of compute on B's one 0.6-core host, so that the
 # borrowed workers (lent once B has pending tasks, then a JVM start on a capped CPU) have work left to share
@@ -61,43 +58,13 @@ def job_s(store, job_id: int) -> float:
 
 
 def test_opportunistic_workers_on_as_slack(ubis_lab, tmp_path):
-    from fawkes.config import load_config
-    from fawkes.coordinator.service import build
     from fawkes.coordinator.ubis import Lender
 
-    lab = ubis_lab
-    d = dists.ensure_lab_dists()
-    url = f"sqlite:///{tmp_path / 'state.db'}"
-    preset = tmp_path / "td.yaml"
-    preset.write_text("policy: TD\ngrow_type: transient\nperiod_s: 3600\nsample_period_s: 1\ntau: 0.01\n"
-                      "idle_timeout_s: 3600\n")
-    config = tmp_path / "config.yaml"
-    config.write_text(f"state: {url}\ninventory: {lab.inventory_path}\npolicy: {preset}\nperiod: 3600\n"
-                      f"sample_period: 1\ncluster_options: {json.dumps(LAB_OPTIONS)}\n"
-                      "opportunistic: {clusters: {b: accept, a: refuse}, t_alloc: 0.9, measure_s: 0.5}\n")
-    cfg = load_config(config)
-    coord = build(cfg)
-    store = coord.store
     t_test = time.monotonic()
-    try:
-        store.register_framework("lab", "spark-hdfs", spark_home=str(d.spark_home), hdfs_jars=str(d.hdfs_home))
-        store.request_cluster("a", framework="lab", min_core=2)
-        store.request_cluster("b", framework="lab", min_core=1)
+    with ubis_coordinator(ubis_lab, tmp_path, {"a": 2, "b": 1}, {"b": "accept", "a": "refuse"}) as run:
+        cfg, coord, store, drive = run.cfg, run.coord, run.store, run.drive
         data = tmp_path / "words.txt"
         data.write_text("\n".join(f"w{i % 50} w{(i * 7) % 50}" for i in range(2000)) + "\n")
-
-        def drive(until, timeout: float, what: str, sample: bool = True):
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                coord.fast()
-                if sample:
-                    coord.sample()
-                v = until()
-                if v:
-                    return v
-                time.sleep(0.3)
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}: "
-                                 + "; ".join(e.message for e in store.events(limit=8)))
 
         def active():
             return all(store.get_cluster(n).state == "active" for n in "ab")
@@ -185,20 +152,3 @@ def test_opportunistic_workers_on_as_slack(ubis_lab, tmp_path):
               f"total {time.monotonic() - t_test:.0f} s")
         assert B1 < B0, (B0, B1)
         assert A1 <= SLOWDOWN_LIMIT * A0, f"A slowed down x{A1 / A0:.3f} (A0 {A0:.1f} s, A1 {A1:.1f} s)"
-    finally:
-        if coord.lender is not None:
-            coord.lender.close()
-        for n in "ab":
-            try:
-                if store.get_cluster(n).state != "released":
-                    store.request_release(n)
-            except Exception:  # noqa: BLE001
-                pass
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and any(c.state != "released" for c in store.list_clusters()):
-            coord.fast()
-            time.sleep(0.5)
-        coord.close()
-        store.close()
-    assert not pids_with_cmdline(cluster_dirs_marker(lab)), "daemons left on the lab hosts"
-    assert not pids_with_cmdline("fawkes-agent/watchdog.py"), "a watchdog agent left running"

@@ -17,21 +17,18 @@ promotion) stays in ``bench/``.  Lab hosts are CPU quotas of one 2-core machine.
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 
 from fawkes.errors import FawkesError
-from fawkes.frameworks import dists
-from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.ssh.shell import Script
-from tests.conftest import REPO, cluster_dirs_marker, own_lab, pids_with_cmdline
+from tests.conftest import REPO, own_lab
+from tests.ubis_coordinator import ubis_coordinator
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
 BURN = REPO / "fawkes" / "apps" / "burn.py"
-LAB_OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "executor_memory": "512m", "replication": "1"}
 LOOP = "/tmp/fawkes-ubis-short-load"  # the pid file of the CPU loop on h1
 
 
@@ -45,54 +42,26 @@ def ubis_lab(tmp_path_factory):
 
 
 def test_a_borrowed_worker_is_stopped_by_the_watchdog_when_the_lenders_load_returns(ubis_lab, tmp_path):
-    from fawkes.config import load_config
-    from fawkes.coordinator.service import build
     from fawkes.coordinator.ubis import Lender
 
-    lab = ubis_lab
-    d = dists.ensure_lab_dists()
-    preset = tmp_path / "td.yaml"
-    preset.write_text("policy: TD\ngrow_type: transient\nperiod_s: 3600\nsample_period_s: 1\ntau: 0.01\n"
-                      "idle_timeout_s: 3600\n")
-    config = tmp_path / "config.yaml"
-    config.write_text(f"state: sqlite:///{tmp_path / 'state.db'}\ninventory: {lab.inventory_path}\npolicy: {preset}\n"
-                      f"period: 3600\nsample_period: 1\ncluster_options: {json.dumps(LAB_OPTIONS)}\n"
-                      "opportunistic: {clusters: {b: accept, a: refuse}, t_alloc: 0.9, measure_s: 0.5}\n")
-    cfg = load_config(config)
-    coord = build(cfg)
-    store = coord.store
     t0 = time.monotonic()
-    try:
-        store.register_framework("lab", "spark-hdfs", spark_home=str(d.spark_home), hdfs_jars=str(d.hdfs_home))
-        store.request_cluster("a", framework="lab", min_core=1)
-        store.request_cluster("b", framework="lab", min_core=1)
+    with ubis_coordinator(ubis_lab, tmp_path, {"a": 1, "b": 1}, {"b": "accept", "a": "refuse"}) as run:
+        coord, store, drive = run.coord, run.store, run.drive
         data = tmp_path / "words.txt"
         data.write_text("\n".join(f"w{i % 50} w{(i * 7) % 50}" for i in range(2000)) + "\n")
-
-        def drive(until, timeout: float, what: str):
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                coord.fast()
-                coord.sample()
-                v = until()
-                if v:
-                    return v
-                time.sleep(0.3)
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}: "
-                                 + "; ".join(e.message for e in store.events(limit=8)))
-
         drive(lambda: all(store.get_cluster(n).state == "active" for n in "ab"), 240, "both clusters deployed")
         assert {n: [x.host for x in store.list_nodes(n)] for n in "ab"} == {"a": ["h1"], "b": ["h2"]}
         deployed = time.monotonic() - t0
 
         # 1. b's job has pending tasks, a is idle: b borrows h1
-        lender = Lender(store, coord.fleet, coord.control, cfg.opportunistic, coord.settings, clock=coord.clock,
+        lender = Lender(store, coord.fleet, coord.control, run.cfg.opportunistic, coord.settings, clock=coord.clock,
                         cooldown_s=600)  # lent once: no second loan while the test looks at the first
         coord.lender = lender
         job = store.submit_job("b", [str(BURN), f"file://{data}", "{output}", "60", "0.5"]).id
         drive(lambda: "h1" in lender.sessions and store.get_job(job).state == "running", 150, "b lent h1")
         session = lender.sessions["h1"]
         spec, driver = coord.fleet.spec("b")
+
         def workers() -> int:
             try:
                 return len(driver.master_state(spec).workers_by_host())
@@ -105,11 +74,14 @@ def test_a_borrowed_worker_is_stopped_by_the_watchdog_when_the_lenders_load_retu
 
         # 2. h1's load returns: a CPU-bound loop in h1's quota group
         ex = coord.fleet.ex
-        start = ex.run(["h1"], Script("sh -c 'while :; do :; done' > /dev/null 2>&1 & echo $! > {p}", p=LOOP),
-                       timeout=20)["h1"]
-        assert start.ok, start.error
-        loaded_at = time.time()
-        drive(lambda: "h1" not in lender.sessions, 60, "the watchdog's stop of b's worker on h1")
+        try:
+            start = ex.run(["h1"], Script("sh -c 'while :; do :; done' > /dev/null 2>&1 & echo $! > {p}", p=LOOP),
+                           timeout=20)["h1"]
+            assert start.ok, start.error
+            loaded_at = time.time()
+            drive(lambda: "h1" not in lender.sessions, 60, "the watchdog's stop of b's worker on h1")
+        finally:
+            ex.run(["h1"], Script("if [ -f {p} ]; then kill $(cat {p}); rm -f {p}; fi", p=LOOP), timeout=20)
         events = list(session.events)
         stop = next(e for e in events if e["event"] == "stopped")
         assert stop["reason"] == "load", stop
@@ -124,25 +96,3 @@ def test_a_borrowed_worker_is_stopped_by_the_watchdog_when_the_lenders_load_retu
         store.cancel_jobs([job])
         print(f"\nUBIS short lab: deployed {deployed:.0f} s, lent {lent:.0f} s, the watchdog stopped b's worker "
               f"{stop['time'] - first:.1f} s after the load's first check ({stopped:.0f} s)")
-    finally:
-        try:
-            coord.fleet.ex.run(["h1"], Script("if [ -f {p} ]; then kill $(cat {p}); rm -f {p}; fi", p=LOOP),
-                               timeout=20)
-        except Exception:  # noqa: BLE001
-            pass
-        if coord.lender is not None:
-            coord.lender.close()
-        for n in "ab":
-            try:
-                if store.get_cluster(n).state != "released":
-                    store.request_release(n)
-            except Exception:  # noqa: BLE001
-                pass
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and any(c.state != "released" for c in store.list_clusters()):
-            coord.fast()
-            time.sleep(0.5)
-        coord.close()
-        store.close()
-    assert not pids_with_cmdline(cluster_dirs_marker(lab)), "daemons left on the lab hosts"
-    assert not pids_with_cmdline("fawkes-agent/watchdog.py"), "a watchdog agent left running"
