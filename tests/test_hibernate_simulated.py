@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from concurrent.futures import wait
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,7 @@ class Run:
         self.inv = self.coord.fleet.inventory
         self.world = self.coord.fleet.ex.world
         self.dead = False
+        self.serial = False  # a fault armed: each step waits for the reconciler's operations in flight
 
     def until(self, what: str, pred, timeout: float = 90.0) -> None:
         s = self.cfg
@@ -70,6 +72,12 @@ class Run:
             if now >= next_tick:
                 self.coord.tick()
                 next_tick = now + s.period
+            if self.serial:
+                # an operation dies at the armed point just after its transition: no step may start work
+                # on that transition before the crash is in (a SIGKILL stops every thread at once)
+                wait([f for f in self.coord.reconciler.inflight.values() if not f.done()], timeout=timeout)
+                if self.dead:
+                    return
             self.coord.fast()
             time.sleep(0.02)
 
@@ -95,6 +103,8 @@ def armed(monkeypatch):
     def arm(run: Run | None, name: str | None) -> None:
         assert name is None or name in faults.POINTS
         state.update(run=run, name=name)
+        if run is not None:
+            run.serial = name is not None
 
     monkeypatch.setattr(faults, "point", point)
     return arm
