@@ -369,3 +369,47 @@ def test_an_idle_active_cluster_is_reconfigured_at_start_and_then_every_drift_pe
     settle(r)
     assert driver.ops("reconfigure")[-1] == ("reconfigure", ("h1", "h2", "h3"))
     assert any("configs changed, restarted h2: worker" in e.message for e in store.events(cluster="a"))
+
+
+def test_a_dp_ending_between_sync_and_act_is_not_started_again(world, monkeypatch):
+    """The DP of a TC node runs while a step's sync phase skips the node (its shrink busy), then ends (the
+    drain wait over, HDFS going on) before that step's act phase: the act phase must not start a second DP
+    of a node the sync phase did not look at this step; the next step asks HDFS and leaves it decommissioning.
+    (The clean-clone CI of dd398b5: remove_nodes called twice in tests/test_reconcile_lab.py.)"""
+    import threading
+
+    store, clock, driver, reconciler = world
+    active_cluster(store)
+    n = store.allocate_node("a", "h2", Role.TC)
+    store.transition_node(n.id, NodeState.PROVISIONING)
+    store.transition_node(n.id, NodeState.RUNNING)
+    store.transition_node(n.id, NodeState.DRAINING, "shrink")
+    driver.reality["h2"] = facts("h2", Role.TC)  # In Service: HDFS not told yet
+    driver.decommission_done = False
+    gate = threading.Event()
+    real_remove = driver.remove_nodes
+
+    def remove_nodes(cluster, names, mode=None, **kw):
+        driver.reality["h2"] = facts("h2", Role.TC, worker="DECOMMISSIONED", datanode="Decommission In Progress")
+        gate.wait(10)
+        return real_remove(cluster, names, mode, **kw)
+
+    monkeypatch.setattr(driver, "remove_nodes", remove_nodes)
+    r = reconciler(timeouts=TimeoutsConfig(drain=5))
+    r.step()  # the DP starts and waits at the gate
+    assert len(driver.ops("remove_nodes")) == 0 and not r.idle()
+    real_expire = r._expire_stuck
+
+    def op_ends_now():  # between this step's sync and act: the DP ends (DecommissionTimeout)
+        gate.set()
+        settle(r)
+        real_expire()
+
+    monkeypatch.setattr(r, "_expire_stuck", op_ends_now)
+    r.step()
+    settle(r)
+    monkeypatch.setattr(r, "_expire_stuck", real_expire)
+    r.step()
+    settle(r)
+    assert len(driver.ops("remove_nodes")) == 1, driver.ops("remove_nodes")
+    assert node(store, "h2").state == NodeState.DRAINING

@@ -187,8 +187,12 @@ class Reconciler:
             look = []
             if not self.busy(c.name, "grow"):
                 look += [n for n in nodes if n.state == NodeState.PROVISIONING]
+            draining_tc = [n for n in nodes if n.state == NodeState.DRAINING and Role(n.role) is Role.TC]
             if not self.busy(c.name, "shrink") and not self.busy(c.name, "grow"):
-                look += [n for n in nodes if n.state == NodeState.DRAINING and Role(n.role) is Role.TC]
+                look += draining_tc
+            else:  # not looked at this step: the act phase must not start a DP of them even if the
+                # operation that holds the cluster ends meanwhile (a second DP); the next step asks HDFS
+                waiting |= {n.id for n in draining_tc}
             if not look:
                 continue
             facts = self._observe(c.name, [n.host for n in look])
