@@ -104,6 +104,7 @@ class Coordinator:
             notifier.start(store)
             self.counters["notifications"] = notifier.counts
         self.inventory_path = None  # the file SIGHUP reloads (run_service sets it)
+        self.reload_asked: threading.Event | None = None  # a SIGHUP before run() (run_service sets it)
 
     def sync_inventory(self) -> None:
         """The store's hosts = the inventory's now (a pool provider added or removed some)."""
@@ -270,6 +271,9 @@ class Coordinator:
 
         old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
         old[signal.SIGHUP] = signal.signal(signal.SIGHUP, hup)
+        if self.reload_asked is not None and self.reload_asked.is_set():  # asked before the handler was in
+            self.reload_asked.clear()
+            hup(signal.SIGHUP, None)
         if leadership is not None:
             def lost() -> None:  # called from the lease thread or from a refused write
                 self.reconciler.cancel.set()
@@ -325,17 +329,29 @@ def run_service(cfg, *, inventory_path=None, duration_s: float | None = None,
     SQLite: the file lock or a one-line refusal, before anything is written.  PostgreSQL: wait
     as a standby until this process holds the lease, then run; when the lease is lost, step
     down and wait again.  Returns on SIGTERM/SIGINT or after ``duration_s``."""
-    from fawkes.coordinator.leadership import Leadership
-
     period = loop_policy(cfg)[0].period_s  # a bad policy or inventory is refused before the lock is taken
     inv = config_inventory(cfg, inventory_path)
     check_save_to(cfg, inv)
     check_privileges(cfg, inv)
     end = None if duration_s is None else time.time() + duration_s
+    # a reload asked (SIGHUP) before the loop's own handler is in: kept for the loop, never the default
+    # action (which ends the process); the lease, and so `fawkes inventory apply`'s signal, comes first
+    asked = threading.Event()
+    before = signal.signal(signal.SIGHUP, lambda *_: asked.set())
+    try:
+        _lead(cfg, inv, inventory_path, period, end, on_lead, asked)
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
+def _lead(cfg, inv, inventory_path, period, end, on_lead, asked) -> None:
+    from fawkes.coordinator.leadership import Leadership
+
     with Leadership(cfg.state_url(), period) as lead:
         while lead.wait(until=end):
             coord = build(cfg, inventory=inv, leadership=lead)
             coord.inventory_path = inventory_path or cfg.inventory
+            coord.reload_asked = asked
             if cfg.opportunistic.enabled:
                 from fawkes.coordinator.ubis import Lender
 
