@@ -139,6 +139,15 @@ def node(store: Store, host: str):
     return [n for n in store.list_nodes(live=False) if n.host == host][-1]
 
 
+def draining_tc(store: Store, host: str) -> None:
+    """An ACTIVE cluster ``a`` on h1 whose TC node on ``host`` the decision has chosen to go (DRAINING)."""
+    active_cluster(store)
+    n = store.allocate_node("a", host, Role.TC)
+    store.transition_node(n.id, NodeState.PROVISIONING)
+    store.transition_node(n.id, NodeState.RUNNING)
+    store.transition_node(n.id, NodeState.DRAINING, "shrink")
+
+
 def settle(r: Reconciler, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not r.idle():
@@ -220,11 +229,7 @@ def test_requested_timeout_comes_from_the_config(world):
 
 def test_draining_tc_node_is_left_to_hdfs_until_decommissioned(world):
     store, clock, driver, reconciler = world
-    active_cluster(store)
-    n = store.allocate_node("a", "h2", Role.TC)
-    store.transition_node(n.id, NodeState.PROVISIONING)
-    store.transition_node(n.id, NodeState.RUNNING)
-    store.transition_node(n.id, NodeState.DRAINING, "shrink")
+    draining_tc(store, "h2")
     driver.reality["h2"] = facts("h2", Role.TC, worker="DECOMMISSIONED", datanode="Decommission In Progress")
     r = reconciler(timeouts=TimeoutsConfig(draining=100, drain=7))
     for _ in range(3):
@@ -247,11 +252,7 @@ def test_draining_tc_node_is_left_to_hdfs_until_decommissioned(world):
 
 def test_draining_tc_node_not_yet_told_gets_its_decommission_started(world):
     store, clock, driver, reconciler = world
-    active_cluster(store)
-    n = store.allocate_node("a", "h2", Role.TC)
-    store.transition_node(n.id, NodeState.PROVISIONING)
-    store.transition_node(n.id, NodeState.RUNNING)
-    store.transition_node(n.id, NodeState.DRAINING, "shrink")  # then the coordinator died
+    draining_tc(store, "h2")  # then the coordinator died
     driver.reality["h2"] = facts("h2", Role.TC)  # In Service: HDFS was never told
     driver.decommission_done = False
     r = reconciler(timeouts=TimeoutsConfig(drain=5))
@@ -379,11 +380,7 @@ def test_a_dp_ending_between_sync_and_act_is_not_started_again(world, monkeypatc
     import threading
 
     store, clock, driver, reconciler = world
-    active_cluster(store)
-    n = store.allocate_node("a", "h2", Role.TC)
-    store.transition_node(n.id, NodeState.PROVISIONING)
-    store.transition_node(n.id, NodeState.RUNNING)
-    store.transition_node(n.id, NodeState.DRAINING, "shrink")
+    draining_tc(store, "h2")
     driver.reality["h2"] = facts("h2", Role.TC)  # In Service: HDFS not told yet
     driver.decommission_done = False
     gate = threading.Event()
