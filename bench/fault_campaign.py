@@ -237,15 +237,20 @@ class Campaign:
     def unfinished(self) -> list[int]:
         return [j.id for j in self.store.list_jobs() if JobState(j.state) not in END]
 
-    def feed(self) -> None:
-        """Fewer than 2 jobs unfinished: a burst of 2 word counts to the next cluster (seeded order)."""
+    def feed(self, to: str | None = None) -> bool:
+        """Fewer than 2 jobs unfinished: a burst of 2 word counts to the next cluster (seeded order), or
+        to cluster ``to``. True when a burst was sent."""
         if len(self.unfinished()) >= 2:
-            return
-        c = CLUSTERS[self.stream_rng.randrange(len(CLUSTERS))] if self.burst % 3 == 2 else CLUSTERS[self.burst % 3]
-        self.burst += 1
+            return False
+        if to is not None:
+            c = to
+        else:
+            c = CLUSTERS[self.stream_rng.randrange(len(CLUSTERS))] if self.burst % 3 == 2 else CLUSTERS[self.burst % 3]
+            self.burst += 1
         for _ in range(2):
             j = self.store.submit_job(c, [str(APP), "{input}", "{output}", "4", "0"], input_path="/input")
             self.jobs[j.id] = c
+        return True
 
     # ------------------------------------------------------------------ one kill
     def choose_point(self) -> str:
@@ -597,6 +602,13 @@ class Campaign:
     # ------------------------------------------------------------------ the end
     def finish(self, timeout: float = 1200.0) -> dict:
         self.coord.start()
+        # a cluster the stream has not reached before the kills ended gets its burst now (kills and
+        # restarts take their own time, so how many bursts fit between them is the machine's): every
+        # cluster has run jobs, and so had its chance to grow, by the end of every campaign
+        for c in CLUSTERS:
+            if c not in self.jobs.values():
+                self.log(f"  {c} had no burst during the kills: its burst now")
+                self.wait(f"a burst sent to {c}", lambda c=c: self.feed(to=c), timeout, poll=2.0)
         self.wait("every job finished", lambda: not self.unfinished(), timeout, poll=2.0)
         self.wait("nodes settled", lambda: all(n.state == NodeState.RUNNING for n in self.store.list_nodes()),
                   300, poll=2.0)

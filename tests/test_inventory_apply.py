@@ -17,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from fawkes.coordinator.inventory_apply import apply_change, plan_change
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fawkes.coordinator.inventory_apply import apply_change, parse_summary, plan_change, summary
 from fawkes.errors import FawkesError
 from fawkes.mechanism import ClusterState, Role
 from fawkes.store import NodeState, Store
@@ -189,6 +192,18 @@ def test_the_coordinator_reloads_on_sighup_and_the_command_prints_its_answer(tmp
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=120)
     assert proc.returncode == 0, (tmp_path / "log").read_text()[-2000:]
+
+
+_HOST = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,12}", fullmatch=True)
+
+
+@given(st.fixed_dictionaries({k: st.lists(_HOST, max_size=4, unique=True) for k in ("added", "updated", "retired")}))
+def test_the_coordinators_answer_reads_back_as_what_it_changed(out):
+    """`inventory apply` prints what the coordinator did (its event's summary), not its own plan: a plan
+    made while the coordinator was still filling the state listed every host as added (CI of 7730e92)."""
+    assert parse_summary(summary(out)) == out
+    with pytest.raises(ValueError):
+        parse_summary("reloaded n0")
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "1e30", "1\n2", ""])

@@ -188,8 +188,9 @@ def test_a_500_is_retried_with_exponential_backoff(tmp_path, receiver):
     assert t.deliver(delivery())
     times = [x[0] for x in r.wait(4)]
     gaps = [b - a for a, b in itertools.pairwise(times)]
+    # each wait at least its backoff (0.2, 0.4, 0.8: doubling, asserted above); not "each gap longer than
+    # the last", which a starved receiver breaks (1.39 s then 1.00 s in the clean-clone CI of 7730e92)
     assert gaps[0] >= 0.2 and gaps[1] >= 0.4 and gaps[2] >= 0.8, gaps
-    assert gaps[2] > gaps[1] > gaps[0]
     assert len({x[2] for x in r.requests}) == 1  # the same body (and so signature) every attempt
     assert t.counts == {"sent": 1, "retried": 3, "failed": 0, "dropped": 0}
 

@@ -249,7 +249,7 @@ def apply(file: Path | None, dry_run: bool, wait: float, state: str | None, as_j
     import time
 
     from fawkes.config import load_config, resolve_state_url
-    from fawkes.coordinator.inventory_apply import apply_change, plan_change, summary
+    from fawkes.coordinator.inventory_apply import apply_change, parse_summary, plan_change, summary
     from fawkes.coordinator.leadership import coordinator_status
     from fawkes.errors import FawkesError
 
@@ -284,7 +284,12 @@ def apply(file: Path | None, dry_run: bool, wait: float, state: str | None, as_j
                                   "(see fawkes events)")
             if answer.level == "warning":
                 raise FawkesError(f"coordinator (pid {lease['pid']}): {answer.message}")
-            out, how = change.outcome, f"reloaded by the coordinator (pid {lease['pid']})"
+            # what the coordinator changed, from its answer: the plan above was made against the state as
+            # this command read it, which a coordinator still starting may not have filled yet
+            out = parse_summary(answer.message.rsplit(": ", 1)[-1])
+            moved = set(out["added"]) | set(out["updated"])
+            out["unchanged"] = sorted(h.name for h in change.inventory.hosts if h.name not in moved)
+            how = f"reloaded by the coordinator (pid {lease['pid']})"
     if as_json:
         emit_json({"file": str(file), "dry_run": dry_run, "how": how, **out})
     else:

@@ -67,3 +67,15 @@ def apply_change(store, change: Change, *, running: Inventory | None = None, exe
 def summary(out: dict[str, list[str]]) -> str:
     parts = [f"{k} {', '.join(v)}" for k in ("added", "updated", "retired") if (v := out.get(k))]
     return "; ".join(parts) or "no change"
+
+
+def parse_summary(text: str) -> dict[str, list[str]]:
+    """:func:`summary`'s text back into what changed (host names hold no ',', ';' or space)."""
+    out: dict[str, list[str]] = {"added": [], "updated": [], "retired": []}
+    if text != "no change":
+        for part in text.split("; "):
+            kind, _, names = part.partition(" ")
+            if kind not in out or not names:
+                raise ValueError(f"not an inventory change summary: {text!r}")
+            out[kind] = names.split(", ")
+    return out
