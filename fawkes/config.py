@@ -28,8 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, f
 
 from fawkes.errors import ConfigError
 from fawkes.mechanism.opportunistic import OpportunisticConfig
-from fawkes.mechanism.settings import MAX_SECONDS
-from fawkes.store.db import normalize_url
+from fawkes.mechanism.model import MAX_SECONDS
 from fawkes.store.lifecycle import NODE_TIMEOUTS, NodeState
 from fawkes.yamlfile import load_yaml, validate_data
 
@@ -504,6 +503,8 @@ class CoordinatorConfig(BaseModel):
         """The state URL of this config (its ``state`` key or the default file)."""
         if self.state is None:
             return default_state_url()
+        from fawkes.store.db import normalize_url  # SQLAlchemy's URL parser: only where a state is named
+
         return normalize_url(self.state, source=str(self.source) if self.source else None)
 
 
@@ -516,6 +517,8 @@ def default_state_url() -> str:
     """``sqlite:///$FAWKES_HOME/fawkes.db`` or ``sqlite:///~/.local/share/fawkes/fawkes.db``."""
     home = fawkes_home()
     base = home if home else Path.home() / ".local" / "share" / "fawkes"
+    from fawkes.store.db import normalize_url
+
     return normalize_url(str(base / "fawkes.db"))
 
 
@@ -572,6 +575,8 @@ def load_config(path: str | Path | None = None) -> CoordinatorConfig:
     if cfg.policy.endswith((".yaml", ".yml")) or "/" in cfg.policy:  # a preset file: relative to this file too
         updates["policy"] = str(base / Path(cfg.policy).expanduser())
     if cfg.state is not None:
+        from fawkes.store.db import normalize_url
+
         if "://" not in cfg.state and not cfg.state.startswith("sqlite:"):
             updates["state"] = str(base / Path(cfg.state).expanduser())
         normalize_url(updates.get("state", cfg.state), source=f"{p}:{lines.get(('state',))}")
@@ -631,6 +636,8 @@ def resolve_state_url(explicit: str | None = None, config_path: str | Path | Non
     (``config_path``, else the command's ``--config``, else ``FAWKES_CONFIG`` or the default file)."""
     explicit = explicit or os.environ.get("FAWKES_STATE")
     if explicit:
+        from fawkes.store.db import normalize_url
+
         return normalize_url(explicit, source="--state/FAWKES_STATE")
     return load_config(config_path if config_path is not None else chosen_config()).state_url()
 

@@ -7,7 +7,7 @@ import math
 
 import click
 
-from fawkes.mechanism.settings import MAX_SECONDS
+from fawkes.mechanism.model import MAX_SECONDS
 
 #: the largest integer the state stores (SQLite INTEGER, PostgreSQL BIGINT)
 INT64_MAX = 2**63 - 1

@@ -12,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+#: the longest period, timeout or deadline a setting may name (one year)
+MAX_SECONDS = 365 * 86400.0
+
 
 class Role(StrEnum):
     """Node roles (docs/mechanism.md, "Roles")."""

@@ -12,11 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fawkes.mechanism.model import Role
-
-
-#: the longest period, timeout or deadline a setting may name (one year)
-MAX_SECONDS = 365 * 86400.0
+from fawkes.mechanism.model import MAX_SECONDS, Role
 
 
 def idle_seconds(v) -> float | str:

@@ -3,37 +3,22 @@
 ``Store(url)`` opens (and creates or migrates) the state; its methods are the only way
 the CLI and the coordinator read and change it.  See ``docs/state.md`` for the schema,
 the lifecycle tables and versioning.
+
+The names below are imported from their modules on first use (:mod:`fawkes.lazy`): importing
+``fawkes.store.db`` or ``fawkes.store.lifecycle`` alone does not load the schema or SQLAlchemy's ORM.
 """
 
-from fawkes.store.api import Store
-from fawkes.store.db import normalize_url
-from fawkes.store.lifecycle import (
-    CLUSTER_TRANSITIONS,
-    JOB_TRANSITIONS,
-    NODE_TIMEOUTS,
-    NODE_TRANSITIONS,
-    HostState,
-    JobState,
-    NodeState,
-)
-from fawkes.store.migrations import CURRENT as SCHEMA_VERSION
-from fawkes.store.migrations import MIGRATIONS, ensure_schema
-from fawkes.store.schema import (
-    ClusterTransition,
-    DecisionRecord,
-    Event,
-    Framework,
-    Host,
-    Job,
-    MRCluster,
-    Node,
-    NodeTransition,
-    Sample,
-)
+from fawkes.lazy import exports
 
-__all__ = [
-    "CLUSTER_TRANSITIONS", "JOB_TRANSITIONS", "MIGRATIONS", "NODE_TIMEOUTS",
-    "NODE_TRANSITIONS", "SCHEMA_VERSION", "ClusterTransition", "DecisionRecord", "Event", "Framework", "Host",
-    "HostState", "Job", "JobState", "MRCluster", "Node", "NodeState", "NodeTransition", "Sample", "Store",
-    "ensure_schema", "normalize_url",
-]
+_WHERE = {
+    "Store": "api",
+    "normalize_url": "db",
+    **dict.fromkeys(["CLUSTER_TRANSITIONS", "JOB_TRANSITIONS", "NODE_TIMEOUTS", "NODE_TRANSITIONS", "HostState",
+                     "JobState", "NodeState"], "lifecycle"),
+    "SCHEMA_VERSION": "migrations:CURRENT", "MIGRATIONS": "migrations", "ensure_schema": "migrations",
+    **dict.fromkeys(["ClusterTransition", "DecisionRecord", "Event", "Framework", "Host", "Job", "MRCluster", "Node",
+                     "NodeTransition", "Sample"], "schema"),
+}
+exports(__name__, _WHERE)
+
+__all__ = sorted(_WHERE)
