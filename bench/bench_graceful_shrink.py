@@ -7,15 +7,17 @@ lets the running tasks finish and moves the node's shuffle blocks away first.  A
 ``--tasks`` tasks of ``--task-s`` seconds each, and the TR node removed while it runs tasks: once by FP
 (``ShrinkMode.FP``: stop the worker) and once gracefully (``ShrinkMode.DP`` on a TR node: SIGPWR, wait for
 its executor to drain, bounded, then stop), ``--reps`` times, the order alternated.  Both outputs must be
-exact.  Per run: failed or killed task attempts of those run (from the driver's REST API), the shrink's and
-the job's seconds, and whether graceful fell back to FP.
+exact.  Per run: failed or killed task attempts of those run (from the driver's REST API), the task-seconds
+wasted (work thrown away and done again: killed attempts, and map output lost with the node and re-run),
+the shrink's and the job's seconds, and whether graceful fell back to FP.  ``--remove-after`` removes the
+TR node that many seconds into its tasks (a kill at once throws little away).
 
 The drain is read from the worker's own web UI (``coresused``): the master drops a decommissioned worker's
 executors from its books at once and never hears of their exit.  The suite's check of graceful removal under
 a job is the conformance kit's (tests/test_conformance_lab.py); this is the measurement (docs/mechanism.md).
 The hosts share this machine's cores: the times depend on the quota and the load printed with them.
 
-usage: bench/bench_graceful_shrink.py [--reps 1] [--tasks 12] [--task-s 6] [--cpus 0.5] [--memory 2G]
+usage: bench/bench_graceful_shrink.py [--reps 1] [--tasks 12] [--task-s 6] [--remove-after 0] [--cpus 0.5] [--memory 2G]
                                       [--dir DIR] [--prefix fwgs] [--json FILE]
 """
 
@@ -25,6 +27,7 @@ import argparse
 import collections
 import json
 import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -42,14 +45,29 @@ from fawkes.mechanism.model import Role, ShrinkMode  # noqa: E402
 from tests.test_spark_hdfs_lab import LAB_OPTIONS, framework, get_json, node, submit, wait_for  # noqa: E402
 
 
-def attempts(driver: str, app_id: str) -> tuple[int, int]:
-    """(failed or killed task attempts, task attempts run) over all stage attempts."""
+def attempts(driver: str, app_id: str) -> dict:
+    """Over all stage attempts: failed or killed task attempts, task attempts run, and the task-seconds
+    they took (``task_s``) and wasted (``wasted_s``).  Wasted is the work thrown away and done again: every
+    ended attempt's duration, less, for each task (stage, partition), the duration of its last successful
+    attempt; so a killed attempt counts, and so does a successful map attempt whose shuffle output was
+    lost with its executor and had to run again."""
     failed = run = 0
-    for s in get_json(f"{driver}/api/v1/applications/{app_id}/stages"):
+    total_ms = 0.0
+    last_ok: dict[tuple[int, int], tuple[str, float]] = {}
+    for s in get_json(f"{driver}/api/v1/applications/{app_id}/stages?details=true"):
         bad = int(s.get("numFailedTasks", 0)) + int(s.get("numKilledTasks", 0))
         failed += bad
         run += int(s.get("numCompleteTasks", 0)) + bad
-    return failed, run
+        for t in (s.get("tasks") or {}).values():
+            if t.get("status") not in ("SUCCESS", "FAILED", "KILLED") or t.get("duration") is None:
+                continue  # still running: counted once it has ended
+            total_ms += float(t["duration"])
+            key = (int(s["stageId"]), int(t["index"]))
+            if t["status"] == "SUCCESS" and (key not in last_ok or t["launchTime"] >= last_ok[key][0]):
+                last_ok[key] = (t["launchTime"], float(t["duration"]))
+    needed_ms = sum(d for _, d in last_ok.values())
+    return {"failed": failed, "run": run, "task_s": round(total_ms / 1000, 1),
+            "wasted_s": round((total_ms - needed_ms) / 1000, 1)}
 
 
 def one(drv, c: ClusterSpec, tr, lab, label: str, mode: ShrinkMode, port: int, k: int, a, work: Path,
@@ -64,19 +82,20 @@ def one(drv, c: ClusterSpec, tr, lab, label: str, mode: ShrinkMode, port: int, k
         wait_for("tasks running on the TR node", lambda: any(
             e["hostPort"].rsplit(":", 1)[0] == tr.address and e["activeTasks"] > 0
             for e in get_json(f"{driver}/api/v1/applications/{app_id}/executors")), 180)
-        seen = {"failed": 0, "run": 0}
+        seen = {"failed": 0, "run": 0, "task_s": 0.0, "wasted_s": 0.0}
         stop = threading.Event()
 
         def poll():  # the driver's REST API goes away with the job: keep the last counts
             while not stop.is_set():
                 try:
-                    seen["failed"], seen["run"] = attempts(driver, app_id)
+                    seen.update(attempts(driver, app_id))
                 except (OSError, ValueError):
                     pass
                 time.sleep(0.5)
 
         th = threading.Thread(target=poll, daemon=True)
         th.start()
+        time.sleep(a.remove_after)  # into the TR node's tasks: what a kill throws away grows with it
         n_ev = len(events)
         t_shrink = time.monotonic()
         c = drv.remove_nodes(c, [tr.name], mode, timeout=180, drain_s=300).cluster
@@ -108,14 +127,17 @@ def main() -> int:
     ap.add_argument("--memory", default="2G")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--prefix", default="fwgs")
+    ap.add_argument("--remove-after", type=float, default=0.0, metavar="S",
+                    help="remove the TR node S seconds after its first task started (default: at once)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
-    if not (1 <= a.reps <= 20 and 2 <= a.tasks <= 1000 and 0 < a.task_s <= 600):
-        ap.error("--reps 1..20, --tasks 2..1000, --task-s in (0, 600]")
+    if not (1 <= a.reps <= 20 and 2 <= a.tasks <= 1000 and 0 < a.task_s <= 600 and 0 <= a.remove_after <= 600):
+        ap.error("--reps 1..20, --tasks 2..1000, --task-s in (0, 600], --remove-after in [0, 600]")
     work = Path(a.dir or tempfile.mkdtemp(prefix="fawkes-bench-graceful-"))
     work.mkdir(parents=True, exist_ok=True)
     info = meta()
-    print(f"graceful vs FP: {a.reps} rep(s), {a.tasks} tasks of {a.task_s:g} s, 2 hosts of {a.cpus} CPU / "
+    print(f"graceful vs FP: {a.reps} rep(s), {a.tasks} tasks of {a.task_s:g} s, the TR node removed "
+          f"{a.remove_after:g} s into its tasks, 2 hosts of {a.cpus} CPU / "
           f"{a.memory}; load {info['load']}", flush=True)
     lab = Lab.up_free(2, work / "lab", prefix=a.prefix, nets=range(230, 250), cpus=a.cpus, memory=a.memory)
     # migration passes 5 s apart instead of 30 s: a drained executor exits sooner (graceful's cost)
@@ -140,6 +162,7 @@ def main() -> int:
                 r["rep"] = rep + 1
                 rows.append(r)
                 print(f"rep {rep + 1} {label:>8}: {r['failed']} failed/killed task attempts of {r['run']} run, "
+                      f"{r['wasted_s']:.0f} of {r['task_s']:.0f} task-seconds wasted, "
                       f"shrink {r['shrink_s']:.1f} s, job {r['job_s']:.1f} s, output "
                       f"{'exact' if r['exact'] else 'NOT exact'}{', fell back to FP' if r['fell_back'] else ''}",
                       flush=True)
@@ -150,9 +173,16 @@ def main() -> int:
             drv.ex.close()
             lab.down()
     out = {**info, "load_end": [round(x, 2) for x in os.getloadavg()], "tasks": a.tasks, "task_s": a.task_s,
+           "remove_after_s": a.remove_after,
            "cpus": a.cpus, "memory": a.memory, "rows": rows}
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
+    for label in ("FP", "graceful"):
+        mine = [r for r in rows if r["mode"] == label]
+        if mine:
+            print(f"{label:>8}: mean over {len(mine)} run(s): wasted {statistics.mean(r['wasted_s'] for r in mine):.1f} "
+                  f"task-seconds, shrink {statistics.mean(r['shrink_s'] for r in mine):.1f} s, job "
+                  f"{statistics.mean(r['job_s'] for r in mine):.1f} s")
     bad = [r for r in rows if not r["exact"]]
     print(f"load at the end {out['load_end']}; outputs exact: {len(rows) - len(bad)}/{len(rows)}")
     return 1 if bad else 0

@@ -16,6 +16,7 @@ decides its factor.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -24,12 +25,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from fawkes.frameworks import dists
-from fawkes.frameworks.sizing import LAB_SIZES
-from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
-from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
-from fawkes.lab import Lab
-from fawkes.mechanism.model import Role, ShrinkMode
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.results_meta import meta  # noqa: E402
+from fawkes.frameworks import dists  # noqa: E402
+from fawkes.frameworks.sizing import LAB_SIZES  # noqa: E402
+from fawkes.frameworks.spark_hdfs import SparkHdfsDriver  # noqa: E402
+from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec  # noqa: E402
+from fawkes.lab import Lab  # noqa: E402
+from fawkes.mechanism.model import Role, ShrinkMode  # noqa: E402
 
 APP = Path(__file__).resolve().parent.parent / "fawkes" / "apps" / "wordcount.py"
 OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1"}
@@ -62,7 +66,10 @@ def main() -> None:
     ap.add_argument("--parts", type=int, default=8)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--cpus", default="0.6", help="CPU quota per lab host")
+    ap.add_argument("--json", default=None, help="also write the figures to this file")
     args = ap.parse_args()
+    info = meta()
+    print(json.dumps(info), flush=True)  # command, commit, date, load: what a results file carries
     work = Path(tempfile.mkdtemp(prefix="fawkes-bench-locality-"))
     subnet = next(s for s in [f"10.{n}.0" for n in range(240, 250)] if Lab.subnet_free(s))
     lab = Lab.up(3, work / "lab", prefix="fwloc", subnet=subnet, cpus=args.cpus, racks=2,
@@ -101,6 +108,11 @@ def main() -> None:
         for label, v in times.items():
             print(f"  {label:<16} " + " ".join(f"{x:.1f}" for x in v) + f"  mean {statistics.mean(v):.1f} s")
         print(f"locality penalty (other / same) = {other / same:.3f}")
+        if args.json:
+            Path(args.json).write_text(json.dumps({**info, "load_end": [round(x, 2) for x in os.getloadavg()],
+                                                   "rate": args.rate, "mb": args.mb, "parts": args.parts,
+                                                   "cpus": args.cpus, "times_s": times,
+                                                   "penalty": round(other / same, 4)}, indent=1) + "\n")
     finally:
         try:
             drv.teardown(base.with_node(node("h2", Role.TR)).with_node(node("h3", Role.TR)))

@@ -16,6 +16,7 @@ The lab is torn down at the end (unless --keep).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -27,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.results_meta import meta  # noqa: E402
 from fawkes.lab import Lab  # noqa: E402
 
 COMMAND = "sleep 1; hostname"
@@ -100,7 +102,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--serial", type=int, default=200, help="sequential `true` runs for the per-command cost")
     ap.add_argument("--keep", action="store_true", help="leave the lab running")
+    ap.add_argument("--json", default=None, help="also write the figures to this file")
     args = ap.parse_args()
+    info = meta()
+    print(json.dumps(info), flush=True)  # command, commit, date, load: what a results file carries
     sizes = [int(s) for s in args.sizes.split(",")]
     if shutil.which("pdsh") is None:
         raise SystemExit("pdsh is not installed (apt-get install pdsh)")
@@ -131,12 +136,20 @@ def main() -> int:
         for n, fw, pd, fwmin, pdmin, w in rows:
             print(f"{n:>5} {fw:>7.3f} ({fwmin:.3f}) {pd:>7.3f} ({pdmin:.3f}) {fw / base:>13.2f} {fw / pd:>12.2f} "
                   f"{w:>7.3f} {w / wbase:>11.2f}")
+        percmd = {}
         for k in (1, min(8, len(lab.hosts))):
-            med, p90 = per_command_ms(lab, [h.name for h in lab.hosts[:k]], args.serial)
+            percmd[k] = per_command_ms(lab, [h.name for h in lab.hosts[:k]], args.serial)
             print(f"per command on open connections, `true` x {args.serial} on {k} host(s): "
-                  f"median {med:.1f} ms, p90 {p90:.1f} ms")
+                  f"median {percmd[k][0]:.1f} ms, p90 {percmd[k][1]:.1f} ms")
         n, fw, pd, *_ = rows[-1]
         ok1, ok2 = fw / base <= 1.5, fw / pd < 1.0
+        if args.json:
+            Path(args.json).write_text(json.dumps({
+                **info, "load_end": [round(x, 2) for x in os.getloadavg()], "command_run": COMMAND,
+                "repeat": args.repeat, "rows": [dict(zip(("hosts", "fawkes_s", "pdsh_s", "fawkes_min_s", "pdsh_min_s",
+                                                           "warm_s"), r)) for r in rows],
+                "per_command_ms": {str(k): {"median": m, "p90": p} for k, (m, p) in percmd.items()},
+                "ratio_to_1_host": round(fw / base, 3), "ratio_to_pdsh": round(fw / pd, 3)}, indent=1) + "\n")
         print(f"targets at {n} hosts: ratio to 1 host {fw / base:.2f} (<= 1.5: {'met' if ok1 else 'MISSED'}), "
               f"ratio to pdsh {fw / pd:.2f} (< 1: {'met' if ok2 else 'MISSED'})")
         return 0 if ok1 and ok2 else 1
