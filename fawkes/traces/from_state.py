@@ -102,6 +102,9 @@ class Export:
     #: fawkes.sim.costs.PER_CLUSTER; the cost file's ``clusters:``), and how many observations each
     cluster_costs: dict[str, dict[str, float | str]] = field(default_factory=dict)
     cluster_measured: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: job id -> the serial seconds its row's ``startup_s`` includes (:func:`job_tasks`; what replays charge
+    #: to start-up rather than spread over slots)
+    serial_s: dict[str, float] = field(default_factory=dict)
 
     def cost_text(self) -> str:
         """The cost file (:func:`dump_costs`), per-cluster costs included."""
@@ -257,6 +260,7 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
     runs = [(j, begin, job_tasks(samples.get(j.cluster_id, []), begin, j.ended_at, sample_period))
             for j in jobs if j.ended_at is not None
             for begin in (j.dispatched_at or j.started_at or j.submitted_at,)]
+    serial: dict[str, float] = {}
     executors: dict[str, list[float]] = {}  # by kind: a Spark executor, a Flink TaskManager's slots, a Dask worker
     for j, _, jt in runs:
         if jt is not None and j.started_at is not None and jt.first_busy >= j.started_at:
@@ -277,6 +281,7 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
         startup = max(0.0, jt.first_busy - sample_period / 2 - begin)
         startups.setdefault(kind[j.cluster_id], []).append(startup)
         startup += jt.serial_s  # the job's one-task stages take as long on any number of slots
+        serial[str(j.id)] = round(jt.serial_s, 2)
         overheads.setdefault(kind[j.cluster_id], []).append(max(0.0, j.ended_at - (jt.last_busy + sample_period / 2)))
         # the job's own tasks: the samples count every attempt (a task re-run after a shrink lost its
         # output counts twice) where its stored count (tasks_seen) takes each task once; the slot time
@@ -340,7 +345,7 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
     return Export(rows=rows, costs=costs, minima=minima, capacity=capacity, period_s=period, policies=policies,
                   sample_period_s=sample_period, skipped=skipped, measured=measured, origin=lo,
                   tasks_known={clusters[i].name: known[i] for i in used if known.get(i)}, kinds=kinds,
-                  cluster_costs=cluster_costs, cluster_measured=cluster_measured)
+                  cluster_costs=cluster_costs, cluster_measured=cluster_measured, serial_s=serial)
 
 
 def _flat(by_kind: dict[str, list[float]]) -> list[float]:
