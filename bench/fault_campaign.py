@@ -186,6 +186,7 @@ class Campaign:
         self.checksums: dict[tuple[str, str], str] = {}
         self.jobs: dict[int, str] = {}  # job id -> cluster
         self.burst = 0
+        self.first = 0  # the cluster of the first burst (drawn from the stream's seed at that burst)
         self.store: Store | None = None
         self.fleet: Fleet | None = None
         self.hdfs_checks = 0
@@ -245,7 +246,11 @@ class Campaign:
         if to is not None:
             c = to
         else:
-            c = CLUSTERS[self.stream_rng.randrange(len(CLUSTERS))] if self.burst % 3 == 2 else CLUSTERS[self.burst % 3]
+            # one cluster after the other from a seeded first one: every cluster has a burst within the
+            # first three, whatever the kills leave time for
+            if self.burst == 0:
+                self.first = self.stream_rng.randrange(len(CLUSTERS))
+            c = CLUSTERS[(self.first + self.burst) % len(CLUSTERS)]
             self.burst += 1
         for _ in range(2):
             j = self.store.submit_job(c, [str(APP), "{input}", "{output}", "4", "0"], input_path="/input")

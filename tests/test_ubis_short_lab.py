@@ -89,12 +89,11 @@ def test_a_borrowed_worker_is_stopped_by_the_watchdog_when_the_lenders_load_retu
         # the streak that fired: its first check saw the load, which began within the period before it
         first = checks[-3]["time"] - 1.0
         assert stop["time"] - first <= 5.0, (checks[-4:], stop)
-        # and the loop's start is that load: no check before the loop started saw any (the streak that fired
-        # began after it). How soon the loop's CPU shows in h1's quota group is the machine's: 3-6 s on a
+        # and the loop's start is that load: the streak that fired began after the loop started (a check before
+        # it may see a spike of the lab's own daemons: one check with streak 1 in the clean-clone CI of efe1a98,
+        # which did not fire). How soon the loop's CPU shows in h1's quota group is the machine's: 3-6 s on a
         # quiet one, 10+ s beside the rest of the suite (the clean-clone CI of 7730e92)
-        before = [e for e in checks if e["time"] < loaded_at]
-        assert before and all(e["streak"] == 0 for e in before), before[-3:]
-        assert loaded_at <= first + 1.0 and stop["time"] - loaded_at <= 60.0, (loaded_at, stop)
+        assert loaded_at <= first + 1.0 and stop["time"] - loaded_at <= 60.0, (loaded_at, checks[-4:], stop)
         assert lender.preemptions == 1
         assert any(e.kind == "ubis" and "h1" in e.message for e in store.events(limit=40))
         stopped = time.monotonic() - t0
