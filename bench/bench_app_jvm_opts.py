@@ -75,7 +75,7 @@ def main(argv=None) -> int:
         print(f"error: --opts: {e}", file=sys.stderr)
         return 2
     shutil.rmtree(a.dir, ignore_errors=True)
-    plan = D.Plan(hosts=1, clusters=("etl",))
+    plan = D.DemoPlan(hosts=1, clusters=("etl",))
     base = {k: v for k, v in D.LAB_OPTIONS.items() if k != "app_jvm_opts"}
     runs: list[dict] = []
     s = D.Session(a.dir, plan, prefix=a.prefix, say=lambda m: print(m, flush=True))
