@@ -1,7 +1,7 @@
 """A short seeded fault campaign (bench/fault_campaign.py) on the session lab: kill -9 at named points.
 
 The real coordinator runs 3 MR-clusters (1 core node each) on 6 of the lab's hosts with a stream of
-real word counts; it is killed with SIGKILL 8 times (at named steps of grows, DP shrinks and dispatches,
+real word counts; it is killed with SIGKILL 6 times (at named steps of grows, DP shrinks and dispatches,
 through the fault hook ``FAWKES_FAULT_POINT``, and at seeded random times), restarted each time, and
 after every kill: no host held twice or leaked (store and the daemons on the hosts), no core node
 removed, no job lost; after every restart HDFS fsck HEALTHY and checksums unchanged; at the end every
