@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import fawkes.demo as D  # noqa: E402
+from bench.results_meta import meta  # noqa: E402
 from fawkes.errors import FawkesError  # noqa: E402
 from fawkes.frameworks.render import check_option  # noqa: E402
 
@@ -74,6 +75,7 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"error: --opts: {e}", file=sys.stderr)
         return 2
+    info = meta()  # command, commit, date, load: what a results file carries
     shutil.rmtree(a.dir, ignore_errors=True)
     plan = D.DemoPlan(hosts=1, clusters=("etl",))
     base = {k: v for k, v in D.LAB_OPTIONS.items() if k != "app_jvm_opts"}
@@ -108,7 +110,7 @@ def main(argv=None) -> int:
         d, o = summary["defaults"][k], summary["opts"].get(k)
         print(f"  {k:<17} defaults {d:7.1f}  opts {o:7.1f}  ratio {o / d:.2f}")
     if a.json:
-        a.json.write_text(json.dumps({"opts": a.opts, "plan": {"cpus": plan.cpus, "memory": plan.memory},
+        a.json.write_text(json.dumps({**info, "opts": a.opts, "plan": {"cpus": plan.cpus, "memory": plan.memory},
                                       "runs": runs, "median": summary}, indent=1))
     return 0
 
