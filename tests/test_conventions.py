@@ -139,6 +139,9 @@ META_EXCEPTIONS = {
                                                          "twin_heldout_seed785405_2026-11-27.json",
     "app_jvm_opts_2026-11-26.json": "before results_meta.py; the load per run is in the file (load_1m), the "
                                     "command in docs/lab.md",
+    "app_jvm_opts_runs2_2026-11-27.json": "written by the bench before it recorded its meta (it does since): the "
+                                          "load per run is in the file (load_1m); the command, the commit (frozen "
+                                          "f383f67) and the time (20:23-20:36 UTC) in bench/results/HISTORY.md",
     "demo_first_2026-11-26.json": "a demo report (fawkes demo --json) of before results_meta.py; command and "
                                   "load in bench/results/HISTORY.md",
     "demo_first_c1_2026-11-26.json": "a demo report of before results_meta.py; docs/live.md gives the setting",
