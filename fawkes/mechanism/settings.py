@@ -171,8 +171,8 @@ class Settings(BaseModel):
         "preferred ones, from the expected-free-time table, is shorter than the work left x (locality_penalty - 1))")
     locality_penalty: float = Field(
         1.14, ge=1, le=100, description="placement soft: how many times longer a cluster's work runs on hosts off "
-        "its preferred racks (1.14: measured on the lab, racks joined at 100 Mbit/s, bench/bench_locality.py; the YARN "
-        "placement project's jobs had 1.095-1.16; docs/mechanism.md)")
+        "its preferred racks (1.14: the YARN placement project's jobs had 1.095-1.16; the lab, racks joined at 100 "
+        "Mbit/s, showed none for its CPU-bound job, bench/bench_locality.py; docs/mechanism.md)")
 
     # --- inactivity: when a cluster with nothing to do leaves
     inactivity: Literal["decoupled", "weight_zero"] = Field(
