@@ -286,9 +286,12 @@ def apply(file: Path | None, dry_run: bool, wait: float, state: str | None, as_j
                 raise FawkesError(f"coordinator (pid {lease['pid']}): {answer.message}")
             # what the coordinator changed, from its answer: the plan above was made against the state as
             # this command read it, which a coordinator still starting may not have filled yet
-            out = parse_summary(answer.message.rsplit(": ", 1)[-1])
-            moved = set(out["added"]) | set(out["updated"])
-            out["unchanged"] = sorted(h.name for h in change.inventory.hosts if h.name not in moved)
+            try:
+                out = parse_summary(answer.message.rsplit(": ", 1)[-1])
+                moved = set(out["added"]) | set(out["updated"])
+                out["unchanged"] = sorted(h.name for h in change.inventory.hosts if h.name not in moved)
+            except ValueError:  # an answer of another shape (another version's coordinator): the plan above
+                out = change.outcome
             how = f"reloaded by the coordinator (pid {lease['pid']})"
     if as_json:
         emit_json({"file": str(file), "dry_run": dry_run, "how": how, **out})
