@@ -40,10 +40,10 @@ from fawkes.store.lifecycle import JOB_FINISHED, JobState
 
 REPO = Path(__file__).resolve().parent.parent
 APP = Path(__file__).resolve().parent / "apps" / "burn.py"
-#: app_jvm_opts: a job's driver and executors JIT with C1 only, like the daemons; under a 0.33-CPU quota
-#: C2's compiler threads eat the tasks' CPU (one job alone: 179 s against 238 s, median of 2 each, docs/lab.md)
+#: a job's driver and executors JIT with C1 only, like the daemons (LAB_SIZES' app_jvm_opts: under a 0.33-CPU
+#: quota C2's compiler threads eat the tasks' CPU, docs/lab.md)
 LAB_OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1",
-               "replication": "1", "executor_memory": "512m", "app_jvm_opts": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"}
+               "replication": "1", "executor_memory": "512m"}
 
 
 @dataclass(frozen=True)

@@ -206,7 +206,7 @@ def test_events_newest_first_oldest_first_and_follow(url):
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in p.stdout], daemon=True).start()
 
-    def line(timeout: float = 60.0) -> dict:
+    def line(timeout: float = 300.0) -> dict:  # the side run, starved beside the lab: 80 s once
         return json.loads(lines.get(timeout=timeout))  # queue.Empty: no line from events --follow
 
     try:

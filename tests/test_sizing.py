@@ -97,6 +97,10 @@ def test_the_lab_sizes_render_as_the_lab_always_ran():
     assert spark_env["SPARK_DAEMON_MEMORY"] == "128m"
     conf = spark_defaults(r["h1"].files["conf/spark-defaults.conf"])
     assert conf["spark.executor.memory"] == "512m" and conf["spark.master.ui.decommission.allow.mode"] == "ALLOW"
+    # a job's JVMs as the daemons': C1 only (docs/lab.md, bench/bench_app_jvm_opts.py)
+    sub = SparkHdfsDriver(None).submit_conf(replace(spec(memories=(2048, 2048, 2048)), options=LAB_SIZES))
+    assert sub["spark.executor.extraJavaOptions"] == sub["spark.driver.extraJavaOptions"] == \
+        "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
 
 class Job:

@@ -54,13 +54,15 @@ RULES: dict[str, Rule] = {
 }
 
 #: the lab's explicit sizes (its hosts are network namespaces sharing a small machine: docs/lab.md); with
-#: ``-XX:TieredStopAtLevel=1`` the daemons JIT with C1 only, which under a 0.33-CPU quota starts them faster,
+#: ``-XX:TieredStopAtLevel=1`` the daemons and each job's driver and executors JIT with C1 only, which under a
+#: 0.33-CPU quota starts them faster (a job's response 0.77 of the JVM's defaults: docs/lab.md),
 #: ``decommission_allow_mode: ALLOW``, jobs run by fawkes' own interpreter and the frameworks' standard ports,
 #: as the lab has always run
 LAB_SIZES: dict[str, str] = {
     "nn_heap": "192m", "dn_heap": "128m", "tool_heap": "128m", "spark_daemon_memory": "128m",
     "executor_memory": "512m", "driver_memory": "512m", "flink_jm_memory": "768m", "flink_tm_memory": "1024m",
     "daemon_jvm_opts": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1", "decommission_allow_mode": "ALLOW",
+    "app_jvm_opts": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
     "job_python": sys.executable,  # every lab host sees this machine's files
     "port_range": "standard",  # the frameworks' own ports (each lab host has its own address)
 }
