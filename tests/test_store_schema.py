@@ -107,6 +107,7 @@ def _downgrade_to_v1(store: Store) -> None:
         c.execute(text("ALTER TABLE jobs DROP COLUMN cancel_requested_at"))
         c.execute(text("ALTER TABLE jobs DROP COLUMN tasks_seen"))
         c.execute(text("DROP TABLE controller_memory"))
+        c.execute(text("DROP TABLE sampler_memory"))  # v15
         c.execute(text("DROP TABLE coordinator_lease"))
         c.execute(text("DROP TABLE api_tokens"))
         c.execute(text("DROP TABLE audit"))
@@ -139,7 +140,7 @@ def _shape(engine) -> dict:
 
 def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
     """A real version-1 database with clusters, jobs, nodes and samples opens as the current version
-    (14), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
+    (15), data intact, with the shape a fresh database has (same tables, columns, nullability, indexes)."""
     from sqlalchemy import Float, inspect
     from sqlmodel import SQLModel
 
@@ -164,7 +165,7 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
 
     migrated = Store(store_url, migrate=True)  # an explicit migration ('fawkes migrate')
     try:
-        assert migrated.schema_version == SCHEMA_VERSION == 14 == _version(migrated)
+        assert migrated.schema_version == SCHEMA_VERSION == 15 == _version(migrated)
         assert [(j.id, j.argv, j.state, j.app_id, j.cancel_requested_at) for j in migrated.list_jobs()] == [
             (queued, ["wc", "1"], "queued", None, None), (running, ["wc", "2"], "running", "app-1", None)]
         assert [m.pending_tasks for m in migrated.samples("a")] == [3]

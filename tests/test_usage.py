@@ -176,3 +176,80 @@ def test_a_reboot_or_another_scope_starts_the_window_over():
     assert w.usage().cpu_max == pytest.approx(0.05) and w.usage().window_s == 10
     w.add(_r(25, 3.0, 100, scope="cgroup v1 /x"))
     assert w.usage() is None
+
+
+# --- the window kept in the state (issue 28: usage windows survive a restart) --------------------------
+
+def test_a_saved_window_resumes_without_counting_the_gap():
+    """A window written to the state and taken back (a restarted coordinator): its maxima and coverage are
+    kept; the time the coordinator was away gives no CPU (its mean could hide a busy stretch) and does
+    not count as covered."""
+    import json
+
+    w = UsageWindow(100.0)
+    w.add(_r(0, 0.0, 100))
+    w.add(_r(10, 16.0, 200))  # 0.8
+    w.add(_r(20, 18.0, 300))  # 0.1
+    doc = json.loads(json.dumps(w.to_doc()))  # through JSON, as the state holds it
+    back = UsageWindow.from_doc(doc, 100.0)
+    assert back.usage() == w.usage() and (back.usage().cpu_max, back.usage().window_s) == (0.8, 20)
+    back.add(_r(60, 98.0, 100))  # 80 CPU s over the 40-s gap on 2 cores would read 1.0: not counted
+    u = back.usage()
+    assert u.cpu_max == 0.8 and u.window_s == 20 and back.cpu_now() is None
+    back.add(_r(70, 99.0, 100))  # 0.05: observed again, 10 s more covered
+    assert (back.usage().cpu_max, back.usage().window_s) == (0.8, 30) and back.cpu_now() == pytest.approx(0.05)
+    back.add(_r(121, 100.0, 100))  # the 0.8 (at 10) is older than 100 s: gone; covered 60..121, not the gap
+    assert back.usage().cpu_max == pytest.approx(0.05) and back.usage().window_s == 61
+    # a reboot (uptime went back) after the restart still starts over
+    again = UsageWindow.from_doc(w.to_doc(), 100.0)
+    again.add(_r(5, 1.0, 100))
+    assert again.usage() is None
+
+
+def test_a_window_the_state_holds_in_another_shape_is_refused_in_one_line():
+    good = UsageWindow(100.0)
+    good.add(_r(0, 0.0, 100))
+    good.add(_r(10, 10.0, 100))
+    doc = good.to_doc()
+    bad = [
+        None, [], {"last": doc["last"]}, {**doc, "extra": 1},
+        {**doc, "last": doc["last"][:6]},
+        {**doc, "last": [float("nan"), *doc["last"][1:]]},
+        {**doc, "last": [float("inf"), *doc["last"][1:]]},
+        {**doc, "last": [-1.0, *doc["last"][1:]]},
+        {**doc, "last": [10**30, *doc["last"][1:]]},
+        {**doc, "last": [10.0, 0.0, *doc["last"][2:]]},  # no cores
+        {**doc, "last": [*doc["last"][:3], -5, *doc["last"][4:]]},
+        {**doc, "last": [*doc["last"][:3], True, *doc["last"][4:]]},
+        {**doc, "last": [*doc["last"][:5], "host\nx", "host"]},
+        {**doc, "last": [*doc["last"][:5], "host", "cgroup v1 /a\x00b"]},
+        {**doc, "samples": "x"}, {**doc, "samples": [[1, 2, 3]]},
+        {**doc, "samples": [[0.0, None, 0.1, 0.0], [0.0, 0.5, 0.1, 0.0]]},  # not in time order
+        {**doc, "samples": [[20.0, None, 0.1, 20.0]]},  # after the last reading
+        {**doc, "samples": [[5.0, float("nan"), 0.1, 0.0]]},
+        {**doc, "samples": [[5.0, 0.5, 0.1, 6.0]]},  # observed from after its own time
+        {**doc, "samples": [[0.0, None, 0.0, 0.0]] * 90000},
+    ]
+    for d in bad:
+        with pytest.raises(ValueError) as e:
+            UsageWindow.from_doc(d, 100.0)
+        assert "\n" not in str(e.value) and len(str(e.value)) < 200, str(e.value)
+
+
+def test_node_windows_take_back_only_nodes_still_on_the_same_host():
+    from fawkes.coordinator.usage import NodeWindows
+
+    saved = NodeWindows(100.0)
+    for nid, h in ((1, "h1"), (2, "h2"), (3, "h3")):
+        w = UsageWindow(100.0)
+        w.add(_r(0, 0.0, 100))
+        w.add(_r(10, 10.0, 100))
+        saved.windows[nid] = (h, w)
+    doc = saved.to_doc()
+    doc["4"] = {"host": "h4", "window": {"last": "broken"}}
+    doc["x\n"] = {"host": "h5", "window": doc["1"]["window"]}
+    fresh = NodeWindows(100.0)
+    taken, refused = fresh.restore(doc, {1: "h1", 2: "h9", 4: "h4", 5: "h5"})  # 2 moved, 3 gone
+    assert taken == 1 and set(fresh.windows) == {1} and fresh.usage()[1].cpu_max == 0.5
+    assert len(refused) == 2 and all("\n" not in r for r in refused), refused
+    assert fresh.restore("not a dict", {1: "h1"})[0] == 0

@@ -228,3 +228,40 @@ def test_where_no_cgroup_is_mounted_the_command_still_reads_the_hosts_group(host
     plain = subprocess.run(hosts["h1"] + hide + ["sh", "-c", render(usage.SCRIPT)], capture_output=True, text=True,
                            timeout=30)
     assert usage.parse_reading("h1", plain.stdout).cpu_scope == "host"  # the bare script would read the machine
+
+
+def test_a_restarted_sampler_resumes_the_windows_from_the_state(tmp_path, hosts):
+    """Usage windows survive a restart (issue 28): the sampler saves them in the state; a new sampler on the
+    same state (a restarted coordinator) takes them back at its first reading and judges at once on what
+    was seen before, the time it was away counted neither as CPU nor as covered."""
+    clock = Clock()
+    store = world(tmp_path, clock)
+    settings = Settings(**{**CERES, "usage_window_s": 60.0})
+    first = Sampler(store, SimpleNamespace(ex=GroupExecutor(dict(hosts))), None, settings, clock=clock)
+    first.read_usage()
+    time.sleep(1.2)
+    clock.t += 30  # the save is every 30 s of the coordinator's clock
+    first.read_usage()
+    before = first.signals().usage
+    held = {n.id: n.host for n in store.list_nodes()}
+    assert set(before) == set(held) and set(store.load_usage_windows()) == {str(i) for i in held}
+    store.close()
+
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}", clock=clock)  # the restarted coordinator's
+    try:
+        second = Sampler(store, SimpleNamespace(ex=GroupExecutor(dict(hosts))), None, settings, clock=clock)
+        assert second.signals().usage == {}
+        time.sleep(1.5)  # away: the busy loops in h1 and h2 go on
+        second.read_usage()
+        after = second.signals().usage
+        assert set(after) == set(before)
+        for nid, u in after.items():  # the gap added no CPU and no coverage
+            assert (u.cpu_max, u.window_s) == (before[nid].cpu_max, before[nid].window_s), held[nid]
+        busy = {nid for nid, h in held.items() if h in ("h1", "h2")}
+        assert all(after[n].cpu_max > 0.3 for n in busy) and all(after[n].cpu_max < 0.2 for n in set(held) - busy)
+        time.sleep(1.2)
+        second.read_usage()
+        for nid, u in second.signals().usage.items():  # observed again: covered grows by the new interval
+            assert 1.0 <= u.window_s - before[nid].window_s <= 10.0, (held[nid], u, before[nid])
+    finally:
+        store.close()

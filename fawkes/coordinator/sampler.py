@@ -16,9 +16,10 @@ CERES (``docs/mechanism.md``): with ``swollen_threshold`` set, each sample also 
 running node's host once (:class:`~fawkes.coordinator.usage.NodeWindows`: one SSH command per
 host, bounded, a host that fails is unknown); with ``straggler_factor`` set, each running job's
 progress (completed tasks / tasks seen, from the driver's stages, which the sampling reads anyway)
-is kept over its last three samples.  Both stay in memory and reach the snapshot as
-:class:`~fawkes.coordinator.view.Signals` (:meth:`Sampler.signals`).  With both off nothing of
-this runs.
+is kept over its last three samples.  Both reach the snapshot as
+:class:`~fawkes.coordinator.view.Signals` (:meth:`Sampler.signals`); the usage windows are also saved
+in the state every 30 s (``sampler_memory``) and a restarted coordinator resumes them, the progress
+stays in memory (three samples rebuild it).  With both off nothing of this runs.
 
 UBIS U-7 (``pu_signal: measured``): PU reads the CPU the cluster's nodes are measured to use instead of
 the slots its framework reports occupied.  The readings are the per-node utilisation the coordinator
@@ -41,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from fawkes.coordinator.dispatch import Dispatcher
 from fawkes.coordinator.fleet import Fleet
-from fawkes.coordinator.usage import NodeWindows
+from fawkes.coordinator.usage import SAVE_EVERY_S, NodeWindows
 from fawkes.coordinator.view import Signals
 from fawkes.errors import FawkesError
 from fawkes.frameworks.sample import TaskCounts
@@ -70,6 +71,8 @@ class Sampler:
         self.measure_pu = settings.pu_signal == "measured"
         self.windows = NodeWindows(settings.usage_window_s) \
             if settings.swollen_threshold is not None or self.measure_pu else None
+        self.windows_restored = False  # taken back from the state at the first reading (a restart resumes them)
+        self.windows_saved_at: float | None = None  # this clock's time of the last save
         self.host_cpu: Callable[[], Mapping[str, float]] | None = None  # U-7: the UBIS agent's readings
         self.track_progress = settings.straggler_factor is not None
         self.progress: dict[str, dict[int, deque]] = {}  # cluster -> job id -> last three (time, fraction)
@@ -121,12 +124,34 @@ class Sampler:
         try:
             nodes = {n.id: n.host for n in self.store.list_nodes() if n.state == NodeState.RUNNING
                      and n.host not in self.unreachable_since}
+            if not self.windows_restored:
+                self.restore_windows(nodes)
             errors = self.windows.step(self.fleet.ex, nodes)
         except FawkesError as exc:  # the store away: the windows stay as they were, the step goes on
             log.warning("usage: %s", exc)
             return
         for host, err in sorted(errors.items()):
             log.info("usage of %s unknown: %s", host, err)
+        now = self.clock()
+        if self.windows_saved_at is None or now - self.windows_saved_at >= SAVE_EVERY_S:
+            try:
+                self.store.save_usage_windows(self.windows.to_doc(), now)
+                self.windows_saved_at = now
+            except FawkesError as exc:  # kept in memory; saved at a later step
+                log.warning("usage: cannot save the windows: %s", exc)
+
+    def restore_windows(self, nodes: dict[int, str]) -> None:
+        """Take back the usage windows a previous coordinator saved, of the nodes still running on the
+        same hosts (once, at the first reading)."""
+        doc = self.store.load_usage_windows()
+        self.windows_restored = True
+        if doc is None:
+            return
+        taken, refused = self.windows.restore(doc, nodes)
+        for line in refused[:5]:
+            log.warning("%s: starting it afresh", line)
+        if taken:
+            log.info("usage: %d node window(s) resumed from the state", taken)
 
     def signals(self) -> Signals:
         """What the snapshot takes from this sampler's memory (empty with CERES off)."""

@@ -26,6 +26,7 @@ readings (the sum can fall): such an interval counts what is left, at least 0.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -297,12 +298,17 @@ def _parse(out: str) -> Reading:
 
 @dataclass
 class UsageWindow:
-    """One host's readings turned into utilisation samples, kept over ``window_s`` (host clock)."""
+    """One host's readings turned into utilisation samples, kept over ``window_s`` (host clock).
+
+    Each sample is ``(at, cpu, mem, observed_from)``: the CPU fraction between the previous reading and
+    this one (None for the first reading of a run, or the first after a restart: the gap is not
+    observed), the memory fraction at ``at``, and where the interval its CPU covers began.  The window
+    covers the observed intervals inside it (:meth:`usage`)."""
 
     window_s: float
     last: Reading | None = None
-    samples: deque = field(default_factory=deque)  # (at, cpu fraction, memory fraction)
-    since: float | None = None  # first reading of this run of readings (the window covers from here)
+    samples: deque = field(default_factory=deque)
+    resumed: bool = False  # restored from the state: the next reading gives no CPU over the gap
 
     def add(self, r: Reading) -> None:
         """Fold in a reading.  CPU needs two: the first of a run gives memory only.  A reading from
@@ -310,15 +316,13 @@ class UsageWindow:
         prev = self.last
         if prev is not None and (r.at <= prev.at or (r.cpu_scope, r.mem_scope) != (prev.cpu_scope, prev.mem_scope)):
             self.samples.clear()
-            self.since = None
             prev = None
-        if self.since is None:
-            self.since = r.at
         cpu = None
-        if prev is not None:
+        if prev is not None and not self.resumed:
             cpu = max(0.0, r.cpu_used_s - prev.cpu_used_s) / ((r.at - prev.at) * max(r.cpus, 1e-9))
+        self.resumed = False
         mem = r.mem_used / r.mem_held if r.mem_held > 0 else 0.0
-        self.samples.append((r.at, cpu, mem))
+        self.samples.append((r.at, cpu, mem, prev.at if cpu is not None else r.at))
         self.last = r
         keep = r.at - self.window_s
         while self.samples and self.samples[0][0] < keep:
@@ -331,14 +335,81 @@ class UsageWindow:
         return min(1.0, self.samples[-1][1])
 
     def usage(self) -> NodeUsage | None:
-        """Maxima over the window and how long it covers; None before two readings."""
-        cpu = [c for _, c, _ in self.samples if c is not None]
-        if not cpu or self.last is None or self.since is None:
+        """Maxima over the window and how much of it was observed; None before two readings."""
+        cpu = [c for _, c, _, _ in self.samples if c is not None]
+        if not cpu or self.last is None:
             return None
-        mem = [m for _, _, m in self.samples]
-        covered = min(self.window_s, self.last.at - self.since)
-        return NodeUsage(min(1.0, max(cpu)), min(1.0, max(mem)), covered)
+        mem = [m for _, _, m, _ in self.samples]
+        keep = self.last.at - self.window_s
+        covered = sum(at - max(frm, keep) for at, c, _, frm in self.samples if c is not None)
+        return NodeUsage(min(1.0, max(cpu)), min(1.0, max(mem)), min(self.window_s, covered))
 
+    # --- kept in the state (a restarted coordinator resumes the window) ---------------------------
+    def to_doc(self) -> dict | None:
+        """The window as JSON values (None before its first reading)."""
+        if self.last is None:
+            return None
+        r = self.last
+        return {"last": [r.at, r.cpus, r.cpu_used_s, r.mem_held, r.mem_used, r.cpu_scope, r.mem_scope],
+                "samples": [list(x) for x in self.samples]}
+
+    @classmethod
+    def from_doc(cls, doc, window_s: float) -> UsageWindow:
+        """The window :meth:`to_doc` wrote, resumed: its next reading gives memory only (the time between
+        the last saved reading and it was not observed).  ``ValueError`` naming the field for a document
+        this code did not write (it comes from the state: checked like any input)."""
+        if not isinstance(doc, dict) or set(doc) != {"last", "samples"}:
+            raise ValueError("expected an object with 'last' and 'samples'")
+        last, samples = doc["last"], doc["samples"]
+        if not isinstance(last, list) or len(last) != 7:
+            raise ValueError("last: expected 7 values")
+        at, cpus, used, held, mem_used, cs, ms = last
+        for name, v in (("at", at), ("cpus", cpus), ("cpu_used_s", used)):
+            _finite(f"last.{name}", v)
+        for name, v in (("mem_held", held), ("mem_used", mem_used)):
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << 63:
+                raise ValueError(f"last.{name}: expected a whole number of bytes, got {str(v)[:40]!r}")
+        for name, v in (("cpu_scope", cs), ("mem_scope", ms)):
+            if not isinstance(v, str) or not _SCOPE.fullmatch(v):
+                raise ValueError(f"last.{name}: expected host or cgroup v1/v2 PATH, got {str(v)[:40]!r}")
+        if cpus <= 0:
+            raise ValueError(f"last.cpus: expected more than 0, got {cpus!r}")
+        if not isinstance(samples, list) or len(samples) > MAX_SAMPLES:
+            raise ValueError(f"samples: expected a list of at most {MAX_SAMPLES}")
+        w = cls(window_s, Reading(float(at), float(cpus), float(used), held, mem_used, cs, ms), resumed=True)
+        before = None
+        for i, x in enumerate(samples):
+            if not isinstance(x, list) or len(x) != 4:
+                raise ValueError(f"samples[{i}]: expected [at, cpu, mem, observed_from]")
+            s_at, cpu, mem, frm = x
+            _finite(f"samples[{i}].at", s_at)
+            _finite(f"samples[{i}].mem", mem)
+            _finite(f"samples[{i}].observed_from", frm)
+            if cpu is not None:
+                _finite(f"samples[{i}].cpu", cpu)
+            if (before is not None and s_at <= before) or s_at > at or frm > s_at:
+                raise ValueError(f"samples[{i}]: out of order")
+            before = s_at
+            w.samples.append((float(s_at), None if cpu is None else float(cpu), float(mem), float(frm)))
+        keep = at - window_s
+        while w.samples and w.samples[0][0] < keep:
+            w.samples.popleft()
+        return w
+
+
+#: at most this many samples of one window are taken back from the state (a window of a day at 1 s)
+MAX_SAMPLES = 86400
+_SCOPE = re.compile(r"host|cgroup v[12] /[\x21-\x7e]{0,250}")
+
+
+def _finite(name: str, v) -> None:
+    """``v`` a finite number, at least 0 (else ``ValueError`` naming ``name``)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or v > 1e15:
+        raise ValueError(f"{name}: expected a finite number from 0 to 1e15, got {str(v)[:40]!r}")
+
+
+#: how often the sampler saves the windows in the state (a restart loses at most this much of them)
+SAVE_EVERY_S = 30.0
 
 #: the longest one reading may take over SSH, as the sampler's liveness check (``true``) is bounded
 READ_TIMEOUT_S = 10.0
@@ -355,10 +426,12 @@ class NodeWindows:
     (None) until two readings in a row succeed again, because the CPU between the readings around
     a gap would be the gap's mean, which can hide a busy stretch and make a busy node look swollen.
 
-    Kept in memory, not in the store (``docs/mechanism.md``, CERES): a restarted or newly leading
-    coordinator starts every window afresh, and since a node is judged only once observed for the
-    whole ``usage_window_s`` (:func:`fawkes.mechanism.ceres.node_swollen`), for one window after a
-    restart C-1 judges no node swollen and the decision is the one without C-1."""
+    Kept in the state as well (:meth:`to_doc`, saved by the sampler every :data:`SAVE_EVERY_S`): a
+    restarted or newly leading coordinator takes back the windows of the nodes still running on the same
+    hosts (:meth:`restore`) and goes on from there.  The time between the last saved reading and the next
+    one is not observed: no CPU is counted over it, and it does not count as covered, so a node is
+    judged (:func:`fawkes.mechanism.ceres.node_swollen`: only once observed for the whole
+    ``usage_window_s``) on what was seen, before and after the restart."""
 
     def __init__(self, window_s: float, *, timeout: float = READ_TIMEOUT_S):
         self.window_s = window_s
@@ -398,6 +471,34 @@ class NodeWindows:
             w[1].add(got[host])
         self.errors = errors
         return errors
+
+    def to_doc(self) -> dict:
+        """Every window as JSON values: ``{"NODE ID": {"host": HOST, "window": ...}}``."""
+        return {str(nid): {"host": h, "window": d} for nid, (h, w) in sorted(self.windows.items())
+                if (d := w.to_doc()) is not None}
+
+    def restore(self, doc, nodes: dict[int, str]) -> tuple[int, list[str]]:
+        """Take back the windows of :meth:`to_doc` of the nodes in ``nodes`` (node id -> host) that still
+        run on the same host, each resumed (:meth:`UsageWindow.from_doc`); a window already held is kept.
+        Returns how many were taken back and one line per window refused (the state is read as input:
+        an unreadable window is dropped and its node starts afresh, as before any reading)."""
+        if not isinstance(doc, dict):
+            return 0, [f"usage windows: expected an object, got {type(doc).__name__}"]
+        taken, refused = 0, []
+        for key, item in doc.items():
+            try:
+                nid = int(key) if isinstance(key, str) and key.isdigit() and len(key) < 19 else None
+                if nid is None:
+                    raise ValueError("expected a node id")
+                if not isinstance(item, dict) or set(item) != {"host", "window"}:
+                    raise ValueError("expected an object with 'host' and 'window'")
+                if nid not in nodes or nodes[nid] != item["host"] or nid in self.windows:
+                    continue
+                self.windows[nid] = (nodes[nid], UsageWindow.from_doc(item["window"], self.window_s))
+                taken += 1
+            except ValueError as exc:
+                refused.append(f"usage window of node {str(key)[:20]!r}: {exc}")
+        return taken, refused
 
     def usage(self) -> dict[int, NodeUsage]:
         """Node id -> its :class:`NodeUsage` (nodes with fewer than two readings left out: unknown)."""

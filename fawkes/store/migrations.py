@@ -150,10 +150,17 @@ def _v13_to_v14(conn: Connection) -> None:
     conn.execute(text("CREATE UNIQUE INDEX ix_mr_clusters_port_slot ON mr_clusters (port_slot)"))
 
 
+def _v14_to_v15(conn: Connection) -> None:
+    """Version 15: ``sampler_memory`` (one row), CERES' usage windows per node, so that a restarted
+    coordinator resumes them (issue 28)."""
+    conn.execute(text("CREATE TABLE sampler_memory (id INTEGER NOT NULL PRIMARY KEY, time FLOAT NOT NULL, "
+                      "windows JSON NOT NULL)"))
+
+
 #: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)
 MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6, _v6_to_v7, _v7_to_v8,
                                _v8_to_v9, _v9_to_v10, _v10_to_v11, _v11_to_v12,
-                               _v12_to_v13, _v13_to_v14]
+                               _v12_to_v13, _v13_to_v14, _v14_to_v15]
 CURRENT = 1 + len(MIGRATIONS)
 
 _PG_LOCK_KEY = 0x46415753  # "FAWS": advisory lock id for schema changes

@@ -17,7 +17,7 @@ from fawkes.mechanism.model import ClusterMetrics
 from fawkes.store import validate
 from fawkes.store.base import StoreBase, gc_paused
 from fawkes.store.db import fetch_tuples
-from fawkes.store.schema import ControllerMemory, DecisionRecord, MRCluster, Sample
+from fawkes.store.schema import ControllerMemory, DecisionRecord, MRCluster, Sample, SamplerMemory
 
 _METRIC_FIELDS = tuple(f.name for f in dataclasses.fields(ClusterMetrics))
 assert _METRIC_FIELDS[-1] == "loading"  # the only boolean: samples_of_live_clusters converts it
@@ -101,6 +101,23 @@ class SamplesMixin(StoreBase):
         else:
             row.time, row.step, row.memory = when, step, dict(memory)
             s.add(row)
+
+    def save_usage_windows(self, windows: Mapping[str, Any], time: float | None = None) -> None:
+        """Store the sampler's usage windows (:meth:`fawkes.coordinator.usage.NodeWindows.to_doc`)."""
+        when = self.clock() if time is None else time
+        with self.session(write=True) as s:
+            row = s.get(SamplerMemory, 1)
+            if row is None:
+                s.add(SamplerMemory(id=1, time=when, windows=dict(windows)))
+            else:
+                row.time, row.windows = when, dict(windows)
+                s.add(row)
+
+    def load_usage_windows(self) -> dict[str, Any] | None:
+        """The usage windows last stored (``None`` before the first save)."""
+        with self.session() as s:
+            row = s.get(SamplerMemory, 1)
+            return row.windows if row is not None else None
 
     def decision(self, tick: int | None = None) -> DecisionRecord:
         """DecisionRecord ``tick`` (the latest if None)."""

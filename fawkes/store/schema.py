@@ -211,6 +211,17 @@ class ControllerMemory(SQLModel, table=True):
     memory: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
 
 
+class SamplerMemory(SQLModel, table=True):
+    """The sampler's memory (v15), one row: CERES' usage windows per node
+    (:meth:`fawkes.coordinator.usage.NodeWindows.to_doc`), saved every 30 s so that a restarted or newly
+    leading coordinator resumes them."""
+
+    __tablename__ = "sampler_memory"
+    id: int = Field(default=1, primary_key=True)
+    time: float
+    windows: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
 class CoordinatorLease(SQLModel, table=True):
     """Which coordinator acts (v5), one row: a lease with a fencing token.
 
@@ -275,4 +286,4 @@ class AuditRecord(SQLModel, table=True):
 
 
 TABLES = [SchemaVersion, Host, Framework, MRCluster, ClusterTransition, Node, NodeTransition,
-          Job, Sample, DecisionRecord, ControllerMemory, CoordinatorLease, Event, ApiToken, AuditRecord]
+          Job, Sample, DecisionRecord, ControllerMemory, SamplerMemory, CoordinatorLease, Event, ApiToken, AuditRecord]
