@@ -21,7 +21,7 @@ import ipaddress
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import click
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator, model_validator
@@ -31,6 +31,10 @@ from fawkes.mechanism.opportunistic import OpportunisticConfig
 from fawkes.mechanism.model import MAX_SECONDS
 from fawkes.store.lifecycle import NODE_TIMEOUTS, NodeState
 from fawkes.yamlfile import load_yaml, validate_data
+
+if TYPE_CHECKING:
+    from fawkes.mechanism.koala_mr import ResizeParams
+    from fawkes.mechanism.settings import Settings
 
 F = TypeVar("F", bound=Callable)
 
@@ -680,3 +684,44 @@ def open_store(state: str | None, config_path: str | Path | None = None, *, crea
     from fawkes.store import Store
 
     return Store(resolve_state_url(state, config_path), create=create)
+
+
+# ------------------------------------------------------------------ the control loop's policy of a config
+def loop_policy(cfg: CoordinatorConfig) -> tuple[Settings, ResizeParams | None]:
+    """The loop's settings (and chapter-2 runner, if any) of a coordinator config: its policy
+    preset, with the config's ``period`` and ``sample_period`` overriding the preset's when set."""
+    from fawkes.presets import loop_policy as of_policy
+
+    overrides = {}
+    if "period" in cfg.model_fields_set:
+        overrides["period_s"] = cfg.period
+    if "sample_period" in cfg.model_fields_set:
+        overrides["sample_period_s"] = cfg.sample_period
+    if cfg.idle_timeout_s is not None:
+        overrides["idle_timeout_s"] = cfg.idle_timeout_s
+    per = {name: c.idle_timeout_s for name, c in cfg.clusters.items() if c.idle_timeout_s is not None}
+    if per:
+        overrides["idle_timeout_by_cluster"] = tuple(sorted(per.items()))
+    ceilings = {name: c.max_nodes for name, c in cfg.clusters.items() if c.max_nodes is not None}
+    if ceilings:
+        overrides["max_nodes_by_cluster"] = tuple(sorted(ceilings.items()))
+    shares = {name: c.max_share for name, c in cfg.clusters.items() if c.max_share is not None}
+    if shares:
+        overrides["max_share_by_cluster"] = tuple(sorted(shares.items()))
+    if cfg.schedules:
+        overrides["schedules"] = tuple(s.as_setting() for s in cfg.schedules)
+    if cfg.teams:
+        overrides["team_quotas"] = tuple((t, tuple(q.clusters), q.max_nodes) for t, q in sorted(cfg.teams.items()))
+    from fawkes.errors import FawkesError
+
+    try:
+        return of_policy(cfg.policy, **overrides)
+    except ConfigError:
+        raise  # names the preset file already
+    except FawkesError as exc:  # an unknown preset name: one line naming the config and its key
+        raise ConfigError(str(cfg.source or "config"), str(exc), field="policy") from None
+
+
+def mechanism_settings(cfg: CoordinatorConfig) -> Settings:
+    """The mechanism settings of a coordinator config (see :func:`loop_policy`)."""
+    return loop_policy(cfg)[0]

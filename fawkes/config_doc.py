@@ -243,7 +243,7 @@ def check_config(path: str | Path) -> dict:
     from sqlalchemy.engine import make_url
 
     from fawkes.config import load_config
-    from fawkes.coordinator.control import loop_policy
+    from fawkes.config import loop_policy
     from fawkes.coordinator.service import (
         check_privileges,
         check_save_to,

@@ -197,7 +197,7 @@ def test_relative_policy_file_is_relative_to_the_config(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # not the config's directory
     cfg = load_config(conf / "cfg.yaml")
     assert cfg.policy == str(conf / "mine.yaml")
-    from fawkes.coordinator.control import loop_policy
+    from fawkes.config import loop_policy
 
     settings, _ = loop_policy(cfg)
     assert settings.policy == "EQ"
@@ -253,7 +253,7 @@ def test_bad_idle_timeouts_and_save_paths_are_refused(tmp_path, text, message):
 
 
 def test_idle_timeout_never_and_per_cluster_reach_the_loop(tmp_path):
-    from fawkes.coordinator.control import loop_policy
+    from fawkes.config import loop_policy
 
     p = tmp_path / "cfg.yaml"
     p.write_text("policy: td-damped\nidle_timeout_s: never\nsave_to: /srv/saved/\n"

@@ -246,7 +246,7 @@ def test_a_chapter2_runner_policy_runs_in_the_coordinator(world):
     """A config naming GS gets a Control whose ticks are offer rounds: a cluster whose sample shows
     demand over 1.5x its slots takes delta+ = 5 transient nodes; the decision is recorded."""
     from fawkes.config import CoordinatorConfig
-    from fawkes.coordinator.control import loop_policy
+    from fawkes.config import loop_policy
 
     store, clock = world
     settings, runner = loop_policy(CoordinatorConfig(policy="gs"))

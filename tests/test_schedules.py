@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from fawkes.config import load_config
-from fawkes.coordinator.control import Control, mechanism_settings
+from fawkes.config import mechanism_settings
+from fawkes.coordinator.control import Control
 from fawkes.errors import ConfigError
 from fawkes.mechanism import ClusterRequest, Memory, Role, Settings, Snapshot, controller
 from fawkes.mechanism import schedules as sch

@@ -7,6 +7,7 @@ to ``COMMANDS``: ``name -> "module:attribute"`` (a click command or group).
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
 import sys
@@ -56,7 +57,23 @@ class LazyGroup(click.Group):
         if target is None or not _available(name):
             return None
         module, attr = target.split(":")
-        return getattr(importlib.import_module(module), attr)
+        return getattr(_import_quietly(module), attr)
+
+
+def _import_quietly(module: str):
+    """Import a command's module with the cyclic garbage collector paused, then freeze what the imports
+    made: the collector's passes over the many objects SQLAlchemy, SQLModel and pydantic build at import
+    are a quick command's time spent on objects that live as long as the process (``gc.freeze``: later
+    collections skip them; reference counting frees everything as before).  bench/bench_service_paths.py
+    measures ``fawkes status`` with it."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return importlib.import_module(module)
+    finally:
+        if was:
+            gc.freeze()
+            gc.enable()
 
 
 def _available(name: str) -> bool:

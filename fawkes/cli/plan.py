@@ -47,7 +47,8 @@ def parse_at(text: str, now: float) -> float:
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def plan(policy: str | None, at_text: str | None, state: str | None, as_json: bool) -> None:
     """Show what the next tick would do (weights, discrimination, targets, plan); change nothing."""
-    from fawkes.coordinator.control import Control, loop_policy
+    from fawkes.config import loop_policy
+    from fawkes.coordinator.control import Control
     from fawkes.presets import loop_policy as policy_loop
 
     cfg = load_config()

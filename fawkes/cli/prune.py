@@ -24,7 +24,7 @@ def prune(samples_s: float | None, events_s: float | None, decisions_keep: int |
           dry_run: bool, state: str | None, as_json: bool) -> None:
     """Delete samples, events and decisions older than the retention config says; print what went."""
     from fawkes.cli.status import emit_json, when
-    from fawkes.coordinator.control import mechanism_settings
+    from fawkes.config import mechanism_settings
     from fawkes.coordinator.retention import prune as prune_state
     from fawkes.store import Store
 

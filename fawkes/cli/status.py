@@ -110,8 +110,7 @@ def print_status(st: dict[str, Any]) -> None:
 
 
 def _loop_settings():
-    from fawkes.config import load_config
-    from fawkes.coordinator.control import mechanism_settings
+    from fawkes.config import load_config, mechanism_settings
 
     return mechanism_settings(load_config())
 

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from apscheduler.executors.pool import ThreadPoolExecutor as APThreadPool
 from apscheduler.schedulers.blocking import BlockingScheduler
 
-from fawkes.coordinator.control import Control, loop_policy
+from fawkes.config import loop_policy
+from fawkes.coordinator.control import Control
 from fawkes.coordinator.dispatch import Dispatcher
 from fawkes.coordinator.fleet import Fleet
 from fawkes.coordinator.reconcile import Reconciler
