@@ -681,9 +681,10 @@ def open_store(state: str | None, config_path: str | Path | None = None, *, crea
 
     Only commands that may start a state (``framework add``) pass ``create=True``: every other
     command needs an existing state and, without one, fails in one line creating nothing."""
-    from fawkes.store import Store
+    from fawkes.lazy import import_frozen
 
-    return Store(resolve_state_url(state, config_path), create=create)
+    store = import_frozen("fawkes.store.api")  # SQLAlchemy and the tables, imported once with the GC paused
+    return store.Store(resolve_state_url(state, config_path), create=create)
 
 
 # ------------------------------------------------------------------ the control loop's policy of a config

@@ -5,6 +5,7 @@ decision loop (``fawkes config check``, ``fawkes --help``) starts without SQLAlc
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 import types
@@ -48,3 +49,21 @@ def exports(package: str, where: Mapping[str, str], submodules: tuple[str, ...] 
     namespace["_shadowing"] = frozenset(n for n, sub in where.items() if n == sub)
     if namespace["_shadowing"]:
         module.__class__ = _Package
+
+
+def import_frozen(module: str) -> types.ModuleType:
+    """Import ``module`` with the cyclic garbage collector paused, then freeze what the import made (a
+    command's module, the store): the collector's passes over the many objects SQLAlchemy, SQLModel and
+    pydantic build at import are time a quick command spends on objects that live as long as the
+    process (``gc.freeze``: later collections skip them; reference counting frees everything as
+    before).  bench/bench_service_paths.py measures ``fawkes status`` with it."""
+    if module in sys.modules:
+        return sys.modules[module]
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return importlib.import_module(module)
+    finally:
+        if was:
+            gc.freeze()
+            gc.enable()

@@ -7,7 +7,6 @@ to ``COMMANDS``: ``name -> "module:attribute"`` (a click command or group).
 
 from __future__ import annotations
 
-import gc
 import importlib
 import importlib.util
 import sys
@@ -16,6 +15,7 @@ import click
 
 from fawkes import __version__
 from fawkes.errors import FawkesError
+from fawkes.lazy import import_frozen
 
 COMMANDS: dict[str, str] = {
     "demo": "fawkes.cli.demo:demo",
@@ -57,23 +57,7 @@ class LazyGroup(click.Group):
         if target is None or not _available(name):
             return None
         module, attr = target.split(":")
-        return getattr(_import_quietly(module), attr)
-
-
-def _import_quietly(module: str):
-    """Import a command's module with the cyclic garbage collector paused, then freeze what the imports
-    made: the collector's passes over the many objects SQLAlchemy, SQLModel and pydantic build at import
-    are a quick command's time spent on objects that live as long as the process (``gc.freeze``: later
-    collections skip them; reference counting frees everything as before).  bench/bench_service_paths.py
-    measures ``fawkes status`` with it."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        return importlib.import_module(module)
-    finally:
-        if was:
-            gc.freeze()
-            gc.enable()
+        return getattr(import_frozen(module), attr)
 
 
 def _available(name: str) -> bool:

@@ -117,7 +117,9 @@ def _loop_settings():
 
 def forecast(store, settings, now: float) -> list[dict[str, Any]]:
     """The expected-free-time table (``fawkes.mechanism.forecast``) on the store's snapshot."""
-    from fawkes.coordinator.view import build_snapshot
+    from fawkes.lazy import import_frozen
+
+    build_snapshot = import_frozen("fawkes.coordinator.view").build_snapshot
     from fawkes.errors import FawkesError
     from fawkes.mechanism.forecast import free_times
     from fawkes.mechanism.memory import Memory
