@@ -159,7 +159,7 @@ def test_bad_ceilings_in_the_config_are_one_line(tmp_path, yaml_text, msg):
 
 def test_the_config_reaches_the_mechanism(tmp_path):
     from fawkes.config import load_config
-    from fawkes.coordinator.control import mechanism_settings
+    from fawkes.config import mechanism_settings
 
     p = tmp_path / "c.yaml"
     p.write_text("clusters: {etl: {max_nodes: 4}, bi: {max_share: 0.5}}\n"

@@ -6,7 +6,7 @@ not locked), whose only writable place on a host is its work directory (owned by
 this machine keeps under root's 0700 home are shown to it read-only through bind mounts under
 /run/fawkes-svc-lab (a real pool's hosts have their own Spark, Hadoop and Python where the service user
 can read them).  The cluster runs with the production defaults (sizes derived from the hosts' inventory,
-ports from the default range), not the lab's small fixed ones.  One spark-hdfs MR-cluster, driven by the coordinator (``service.build``, its steps called
+ports from the default range), not the lab's small fixed ones (only the JVMs' flags are the lab's).  One spark-hdfs MR-cluster, driven by the coordinator (``service.build``, its steps called
 here): admitted and deployed with its input, grown by a transient-core node, a word count, the TC node
 removed by DP, released with its output saved.  Checked: every step done as the service user (no JVM of
 the cluster runs as root on any host; the daemons, the DP and the save run as ``fawkes-svc``), the job's
@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from fawkes.frameworks import dists
+from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.mechanism import ClusterState, Role
 from fawkes.ssh.shell import Script
 from fawkes.store.lifecycle import JobState, NodeState
@@ -142,8 +143,10 @@ def test_the_coordinator_runs_a_whole_cycle_as_a_service_user(tmp_path):
         src.chmod(0o644)
         want = collections.Counter(words)
         # the production defaults (no sizing.LAB_SIZES): sizes derived from the hosts' 2 GiB, ports from the
-        # default range, the JVMs' own flags; only the job's Python is named, as on a real pool
-        options = {**OPTIONS, "job_python": python}
+        # default range; only the job's Python is named, as on a real pool, and the JVMs' flags are the lab's
+        # (C1 only: C2's compiler threads would take most of a 0.5-CPU host, as the suite runs beside it)
+        jit = LAB_SIZES["daemon_jvm_opts"]
+        options = {**OPTIONS, "job_python": python, "daemon_jvm_opts": jit, "app_jvm_opts": jit}
         cfg_path = top / "cfg.yaml"
         cfg_path.write_text(f"state: {top / 'state.db'}\ninventory: {inv}\npolicy: td-damped\nperiod: 2\n"
                             f"sample_period: 1\nidle_timeout_s: never\nshrink_mode: fp\nsave_to: {share / 'saved'}\n"
