@@ -79,8 +79,12 @@ def test_a_grow_type_or_a_policy_a_kind_cannot_serve_is_refused_naming_the_clust
         check_kinds(s, Settings(grow_type="transient-core"))  # spark-hdfs has TC nodes
         s.request_cluster("bi", framework="sh", min_core=1)
         check_kinds(s, Settings(grow_type="transient"))
-        with pytest.raises(FawkesError, match=r"^cluster bi: its kind spark has no transient-core nodes"):
+        with pytest.raises(FawkesError, match=r"^cluster bi: its kind spark has no transient-core nodes.*"
+                                              r"use a preset with grow_type: transient \(td-damped-tr, td-tr\)$"):
             check_kinds(s, Settings(grow_type="transient-core"))
+        from fawkes.presets import loop_policy
+        for name in ("td-damped-tr", "td-tr"):  # the presets the line names serve every kind
+            check_kinds(s, loop_policy(name)[0])
         for ok in ("TD", "PU", "JD", "DD", "JS", "JT", "TT", "EQ", "None"):  # tasks, slots, or fawkes' own
             check_kinds(s, Settings(policy=ok, grow_type="transient"))
         for bad in ("DU", "RU"):  # bytes stored or written: kind spark stores nothing on its nodes

@@ -454,7 +454,7 @@ def check_kinds(store: Store, settings: Settings) -> None:
         if settings.grow_type not in drv.roles:
             raise FawkesError(f"cluster {c.name}: its kind {kind} has no {settings.grow_type.value} nodes "
                               f"(roles: {', '.join(r.value for r in drv.roles)}): the policy's "
-                              "grow_type cannot serve it; use a preset with grow_type: transient")
+                              "grow_type cannot serve it; use a preset with grow_type: transient (td-damped-tr, td-tr)")
         for group in policy.needs:
             if not set(group) & set(drv.signals):
                 raise FawkesError(f"cluster {c.name}: policy {policy.name} weighs {' or '.join(group)}, which "
