@@ -7,8 +7,9 @@
 
 With ``--mixed`` (issue 24, the mixed pool): fawkes.demo.MIXED_PLAN, one Spark (spark-hdfs), one Flink
 (flink-hdfs) and one Dask MR-cluster on the same 6 hosts, each with its own CPU-bound job (burn.py,
-FlinkBurn, dask_burn.py), a burst on each in turn, policies None,TD by default (growth by transient nodes:
-Dask has no transient-core role), R per cluster (one job alone on each kind's cluster), and the target
+FlinkBurn, dask_burn.py), a burst on each in turn, policies None,td-damped-tr by default (growth by
+transient nodes: Dask has no transient-core role; plain TD moved Flink's nodes to Dask's burst mid-job,
+docs/live.md), R per cluster (one job alone on each kind's cluster), and the target
 checked for every cluster (each is the loaded one in its turn, whatever its kind).
 
 One lab (fawkes/demo.py: DemoPlan: 6 hosts of 0.33 CPU and 2 GiB, three MR-clusters of 1 core node),
@@ -59,7 +60,7 @@ def main() -> None:
     ap.add_argument("--mixed", action="store_true", help="the mixed pool: one Spark, one Flink, one Dask cluster")
     args = ap.parse_args()
     if args.mixed and args.policies == ap.get_default("policies"):
-        args.policies = "None,TD"
+        args.policies = "None,td-damped-tr"
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="fawkes-bench-lab-"))
