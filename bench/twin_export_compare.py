@@ -8,7 +8,8 @@ For each run of ``bench/bench_twin_heldout.py`` (its results JSON, and the state
 run and the None run from the state, each over its own window (``fawkes.traces.from_state.export``, as
 ``fawkes trace from-state --since --until`` does), and prints per cluster the jobs' mean tasks, mean seconds
 per task (``map_s``) and mean start-up (``startup_s``; of it, ``serial_s``: the intervals the export took
-for one-task stages, ran at most one task with a slot free and tasks to come, charged to start-up), and a job's work on one slot (start-up + tasks x
+for one-task stages, ran at most one task with a slot free and tasks to come, charged to start-up; and of
+those, ``idle``: the seconds no task ran), and a job's work on one slot (start-up + tasks x
 seconds per task) in each run, with the policy run's over the None run's.  The twin predicts None from the
 policy run's export: where the policy run's per-job work is higher than the None run's, the twin's None is
 too slow by about that much.  Reads the state only.
@@ -40,6 +41,7 @@ def per_cluster(ex) -> dict[str, dict[str, float]]:
                   "map_s": statistics.fmean(r.map_s for r in mine),
                   "startup_s": statistics.fmean(r.startup_s or 0.0 for r in mine),
                   "serial_s": statistics.fmean(ex.serial_s.get(r.job, 0.0) for r in mine),
+                  "serial_idle_s": statistics.fmean(ex.serial_idle_s.get(r.job, 0.0) for r in mine),
                   "work_s": statistics.fmean((r.startup_s or 0.0) + r.maps * r.map_s for r in mine)}
     return out
 
@@ -83,13 +85,13 @@ def main(argv=None) -> int:
         out.append(c)
         print(f"seed {c['seed']} ({c['policy']} then None; load at the start {c['load']})")
         print(f"  {'cluster':<8} {'run':<7} {'jobs':>4} {'tasks':>6} {'s/task':>7} {'start-up':>9} {'serial':>7} "
-              f"{'work s':>7}")
+              f"{'idle':>5} {'work s':>7}")
         for cl in sorted(c["runs"]["policy"]):
             for k in ("policy", "None"):
                 r = c["runs"][k].get(cl)
                 if r:
                     print(f"  {cl:<8} {k:<7} {r['jobs']:>4} {r['tasks']:>6.1f} {r['map_s']:>7.2f} "
-                          f"{r['startup_s']:>9.1f} {r['serial_s']:>7.1f} {r['work_s']:>7.1f}")
+                          f"{r['startup_s']:>9.1f} {r['serial_s']:>7.1f} {r['serial_idle_s']:>5.1f} {r['work_s']:>7.1f}")
             if cl in c["work_ratio"]:
                 err = c["twin_none_error"].get(cl)
                 print(f"  {cl:<8} work {c['policy']} / None x{c['work_ratio'][cl]:.2f}; the twin's None "

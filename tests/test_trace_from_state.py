@@ -91,9 +91,10 @@ def test_one_task_stages_with_free_slots_are_serial_time():
 
     jt = run(4)
     assert jt.tasks == 5 and jt.serial_s == pytest.approx(4 + 1) and jt.slot_s == pytest.approx(4 * 2)
+    assert jt.serial_idle_s == pytest.approx(1)  # of it, the driver between stages: no task ran
     # on one slot nothing is serial: the one task fills the cluster, and the 4 tasks ran one at a time
     jt = run(1)
-    assert jt.serial_s == 0 and jt.slot_s == pytest.approx(1 * 4 + 0 * 1 + 1 * 2)
+    assert jt.serial_s == 0 and jt.serial_idle_s == 0 and jt.slot_s == pytest.approx(1 * 4 + 0 * 1 + 1 * 2)
     # 4 slots configured but one executor up: the same as one slot
     assert run(4, usable=lambda t: 1.0).serial_s == 0
     # slots unknown (no worker counted, no usable slots given): nothing is called serial

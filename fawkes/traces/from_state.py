@@ -81,6 +81,7 @@ class JobTasks:
     first_busy: float = 0.0  # time of the first / last sample seeing a running task
     last_busy: float = 0.0
     serial_s: float = 0.0  # wall time its stages ran at most one task with free slots and tasks to come
+    serial_idle_s: float = 0.0  # of it, the wall time no task of it ran (the driver between stages, or waiting)
 
 
 @dataclass
@@ -105,6 +106,9 @@ class Export:
     #: job id -> the serial seconds its row's ``startup_s`` includes (:func:`job_tasks`; what replays charge
     #: to start-up rather than spread over slots)
     serial_s: dict[str, float] = field(default_factory=dict)
+    #: job id -> of its serial seconds, those in which no task ran (the rest ran one task: on one slot the
+    #: replay takes as long either way; these add time the slot seconds never held)
+    serial_idle_s: dict[str, float] = field(default_factory=dict)
 
     def cost_text(self) -> str:
         """The cost file (:func:`dump_costs`), per-cluster costs included."""
@@ -141,7 +145,7 @@ def job_tasks(samples: list, start: float, end: float, period: float, usable=Non
     # lowest count in its window
     base = min(s.completed_tasks for s in inside)
     tasks = max(s.completed_tasks - base + s.running_tasks for s in inside)
-    slot_s = serial_s = 0.0
+    slot_s = serial_s = idle_s = 0.0
     busy = [s.time for s in inside if s.running_tasks > 0]
     if tasks <= 0 or not busy:
         return None
@@ -158,11 +162,12 @@ def job_tasks(samples: list, start: float, end: float, period: float, usable=Non
         to_come = tasks - (s.completed_tasks - base) - s.running_tasks
         if busy[0] <= s.time < busy[-1] and running <= 1 < slots < math.inf and to_come > 0:
             serial_s += dt
+            idle_s += dt if running == 0 else 0.0
         else:
             slot_s += running * dt
     if slot_s <= 0:
         return None
-    return JobTasks(tasks, slot_s, busy[-1] - busy[0] + period, len(inside), busy[0], busy[-1], serial_s)
+    return JobTasks(tasks, slot_s, busy[-1] - busy[0] + period, len(inside), busy[0], busy[-1], serial_s, idle_s)
 
 
 @dataclass(frozen=True)
@@ -261,6 +266,7 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
             for j in jobs if j.ended_at is not None
             for begin in (j.dispatched_at or j.started_at or j.submitted_at,)]
     serial: dict[str, float] = {}
+    serial_idle: dict[str, float] = {}
     executors: dict[str, list[float]] = {}  # by kind: a Spark executor, a Flink TaskManager's slots, a Dask worker
     for j, _, jt in runs:
         if jt is not None and j.started_at is not None and jt.first_busy >= j.started_at:
@@ -282,6 +288,7 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
         startups.setdefault(kind[j.cluster_id], []).append(startup)
         startup += jt.serial_s  # the job's one-task stages take as long on any number of slots
         serial[str(j.id)] = round(jt.serial_s, 2)
+        serial_idle[str(j.id)] = round(jt.serial_idle_s, 2)
         overheads.setdefault(kind[j.cluster_id], []).append(max(0.0, j.ended_at - (jt.last_busy + sample_period / 2)))
         # the job's own tasks: the samples count every attempt (a task re-run after a shrink lost its
         # output counts twice) where its stored count (tasks_seen) takes each task once; the slot time
@@ -345,7 +352,8 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
     return Export(rows=rows, costs=costs, minima=minima, capacity=capacity, period_s=period, policies=policies,
                   sample_period_s=sample_period, skipped=skipped, measured=measured, origin=lo,
                   tasks_known={clusters[i].name: known[i] for i in used if known.get(i)}, kinds=kinds,
-                  cluster_costs=cluster_costs, cluster_measured=cluster_measured, serial_s=serial)
+                  cluster_costs=cluster_costs, cluster_measured=cluster_measured, serial_s=serial,
+                  serial_idle_s=serial_idle)
 
 
 def _flat(by_kind: dict[str, list[float]]) -> list[float]:
