@@ -50,7 +50,10 @@ SERIAL_MODULES = {"test_watchdog.py", "test_usage.py", "test_usage_live.py", "te
 FOREGROUND_LAB_MODULES = {"test_conformance_lab.py", "test_mixed_pool_lab.py", "test_placement_lab.py",
                           "test_lab.py", "test_slurm_lab.py",
                           "test_suspend_lab.py", "test_coordinator_failover_lab.py", "test_service_user_lab.py",
-                          "test_install_guide_lab.py"}
+                          "test_install_guide_lab.py",
+                          # the clean-clone CI of 077e089: foreground 16:44, the other 19:49 (18:30 without a
+                          # timed-out test): this one (95 s) moves over
+                          "test_hibernate_lab.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects

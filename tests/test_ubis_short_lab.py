@@ -54,11 +54,15 @@ def test_a_borrowed_worker_is_stopped_by_the_watchdog_when_the_lenders_load_retu
         deployed = time.monotonic() - t0
 
         # 1. b's job has pending tasks, a is idle: b borrows h1
+        # a loan stopped before the test's own load is the watchdog's right answer to a host at its quota (in the
+        # clean-clone CI of 077e089, beside the rest of the suite, h1 read 1.00 three times just after the loan,
+        # while the borrowed worker and its executor started): the host is lent again after a short cooldown,
+        # and the test follows the loan that holds
         lender = Lender(store, coord.fleet, coord.control, run.cfg.opportunistic, coord.settings, clock=coord.clock,
-                        cooldown_s=600)  # lent once: no second loan while the test looks at the first
+                        cooldown_s=15)
         coord.lender = lender
         job = store.submit_job("b", [str(BURN), f"file://{data}", "{output}", "60", "0.5"]).id
-        drive(lambda: "h1" in lender.sessions and store.get_job(job).state == "running", 150, "b lent h1")
+        drive(lambda: "h1" in lender.sessions and store.get_job(job).state == "running", 240, "b lent h1")
         session = lender.sessions["h1"]
         spec, driver = coord.fleet.spec("b")
 
@@ -74,6 +78,7 @@ def test_a_borrowed_worker_is_stopped_by_the_watchdog_when_the_lenders_load_retu
 
         # 2. h1's load returns: a CPU-bound loop in h1's quota group
         ex = coord.fleet.ex
+        earlier = lender.preemptions  # loans stopped before the load (above)
         try:
             issued_at = time.time()  # the loop starts between this and loaded_at (the SSH round trip)
             start = ex.run(["h1"], Script("sh -c 'while :; do :; done' > /dev/null 2>&1 & echo $! > {p}", p=LOOP),
@@ -97,7 +102,7 @@ def test_a_borrowed_worker_is_stopped_by_the_watchdog_when_the_lenders_load_retu
         # (the loop starts while the SSH command runs: after issued_at, before loaded_at, which came 1.6 s after
         # the streak's first check under the suite in the clean-clone CI of a42acb5)
         assert issued_at <= first + 1.0 and stop["time"] - loaded_at <= 60.0, (issued_at, loaded_at, checks[-4:], stop)
-        assert lender.preemptions == 1
+        assert lender.preemptions == earlier + 1
         assert any(e.kind == "ubis" and "h1" in e.message for e in store.events(limit=40))
         stopped = time.monotonic() - t0
         store.cancel_jobs([job])
