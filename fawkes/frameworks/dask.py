@@ -115,14 +115,7 @@ class DaskDriver(SharedStorage, ControlScriptDriver):
         """The scheduler's ``/json/identity.json``: its address and its workers (by address).  Asked once
         more after a second when the scheduler answers with a server error: it answered 500 once just
         after ``retire_workers`` had removed a worker (the clean-clone CI of 7291d33)."""
-        url = self.urls(cluster)["http"] + "/json/identity.json"
-        try:
-            return self._http_json(url)
-        except FawkesError as exc:
-            if "Internal Server Error" not in str(exc) and "Service Unavailable" not in str(exc):
-                raise
-            time.sleep(1.0)
-            return self._http_json(url)
+        return self._http_json(self.urls(cluster)["http"] + "/json/identity.json", server_error_retry_s=1.0)
 
     def workers_by_name(self, cluster: ClusterSpec) -> dict[str, dict]:
         """Registered workers by their ``--name`` (the node's name)."""
