@@ -212,6 +212,7 @@ def test_the_real_coordinator_on_100_simulated_hosts(tmp_path):
         if proc.poll() is None:
             proc.kill()
     wall = time.monotonic() - t0
+    assert sc.report.exists(), log.read_text()[-3000:]  # written when the coordinator stops, or at its exit
     report = json.loads(sc.report.read_text())
     text = log.read_text()
     violations = invariants.check(store, report, player.submitted)

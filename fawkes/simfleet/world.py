@@ -21,6 +21,7 @@ as long as the process: a coordinator restart is a power cut of the whole fleet.
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
@@ -132,6 +133,8 @@ class World:
         self.start_failure = start_failure
         self.job_failure = job_failure
         self.report_path = report
+        if report:  # also at the process' exit: a coordinator that stops with operations still running
+            atexit.register(self._write_report_at_exit)  # leaves its executor open (they resume on the next start)
         self.pids = 1000
         self.rate = len(self.hosts) * host_failures_per_hour / 3600.0 * self.speedup  # failures per real second
         self.next_fail = self.clock() + self._exp()
@@ -411,6 +414,12 @@ class World:
                     "daemons": daemons, "removed": self.removed, "failed_hosts": self.failed_hosts,
                     "launches": dict(self.launches), "counts": dict(self.counts),
                     "unsimulated": dict(self.unsimulated.most_common(20))}
+
+    def _write_report_at_exit(self) -> None:
+        try:
+            self.write_report()
+        except OSError:  # its directory is gone (a test's temporary one)
+            pass
 
     def write_report(self) -> None:
         if not self.report_path:
