@@ -410,3 +410,40 @@ def test_a_dp_ending_between_sync_and_act_is_not_started_again(world, monkeypatc
     settle(r)
     assert len(driver.ops("remove_nodes")) == 1, driver.ops("remove_nodes")
     assert node(store, "h2").state == NodeState.DRAINING
+
+
+def test_drift_checks_wait_for_a_free_worker_and_a_queued_one_gives_way_to_a_grow(world):
+    """At scale the periodic drift checks of every idle cluster must not fill the operation pool
+    ahead of grows (seen on the simulated fleet at 100 clusters: TC nodes requested at a tick were
+    still REQUESTED when their timeout came, behind queued reconfigures, and were marked failed)."""
+    store, clock, driver, reconciler = world
+    gate = threading.Event()
+    plain = driver.reconfigure
+
+    def held(cluster):  # a drift check that takes the one worker until the gate opens
+        if cluster.name == "a":
+            gate.wait(10)
+        return plain(cluster)
+
+    driver.reconfigure = held
+    active_cluster(store, "a", ("h1",))
+    active_cluster(store, "b", ("h2",))
+    active_cluster(store, "c", ("h3",))
+    r = reconciler(workers=1, timeouts=TimeoutsConfig(requested=5))
+    r.step()
+    # a's check holds the only worker: b's and c's wait for a free one instead of queueing behind it
+    assert r.busy("a", "reconfigure") and not r.busy("b", "reconfigure") and not r.busy("c", "reconfigure")
+    r.inflight[("b", "reconfigure")] = r.pool.submit(plain, None)  # one queued anyway (as before the change)
+    n = store.allocate_node("b", "h4", Role.TR)
+    clock.t += 6  # past the requested timeout: b's grow is held back by its drift check only
+    r.step()
+    assert store.get_node(n.id).state != NodeState.FAILED  # not expired while an operation of b holds it
+    assert r.busy("b", "grow")  # the queued check was cancelled, the grow took its place
+    gate.set()
+    settle(r)
+    assert store.get_node(n.id).state == NodeState.RUNNING
+    r.step()  # the checks not yet made run once a worker is free
+    settle(r)
+    r.step()
+    settle(r)
+    assert {c[1][0] for c in driver.ops("reconfigure")} >= {"h2", "h3"}

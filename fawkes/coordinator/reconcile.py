@@ -30,6 +30,8 @@ ACTIVE         nodes DRAINING: TR by FP (or suspended: shrink_mode suspend);   s
 ACTIVE         nodes FAILED: stop what still runs (DP for TC), release         cleanup
 ACTIVE         idle, first step after a start and every ``drift_every_s``:     reconfigure
                re-render the configs, restart only daemons whose files changed
+               (background work: only with a worker free; one still queued
+               is cancelled when the cluster must grow or shrink)
 SAVING         save the output outside the cluster's directory (``save_to``),   cluster
                record where it went, tear down, release every node, RELEASED
                (or HIBERNATING: idle, ``on_idle: hibernate`` and saved)
@@ -98,6 +100,7 @@ class Reconciler:
         self.fleet = fleet
         self.clock = clock
         self.timeouts = timeouts if timeouts is not None else TimeoutsConfig()
+        self.workers = workers
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fawkes-op")
         self.inflight: dict[tuple[str, str], Future] = {}
         self.cancel = threading.Event()  # set on shutdown: DP waits give up, nodes stay DRAINING
@@ -142,10 +145,15 @@ class Reconciler:
                 self.start(name, "cluster", self._load, name, c.input_path)
             elif state is ClusterState.ACTIVE:
                 new = [n.id for n in nodes if n.state in IN_FLIGHT]
+                gone = [n.id for n in nodes if n.state == NodeState.DRAINING and n.id not in waiting]
+                if (new or gone) and self._unstarted(name, "reconfigure"):
+                    # a drift check still queued behind other operations gives way to the grow or shrink
+                    # (at scale a pool's worth of them would hold every grow back until its nodes expire)
+                    self.inflight.pop((name, "reconfigure")).cancel()
+                    self._drift_due[name] = 0.0  # compared again once the cluster is settled
                 drifting = self.busy(name, "reconfigure")  # restarts daemons: no grow or shrink meanwhile
                 if new and not drifting:
                     self.start(name, "grow", self._grow, name, new)
-                gone = [n.id for n in nodes if n.state == NodeState.DRAINING and n.id not in waiting]
                 if gone and not drifting and not self.busy(name, "grow"):  # a node chosen while starting: let it start
                     self.start(name, "shrink", self._shrink, name, gone)
                 failed = [n.id for n in nodes if n.state == NodeState.FAILED]
@@ -153,7 +161,7 @@ class Reconciler:
                     self.start(name, "cleanup", self._cleanup, name, failed)
                 settled = all(n.state == NodeState.RUNNING for n in nodes)  # none starting, draining, failed
                 if settled and not any(self.busy(name, k) for k in ("grow", "shrink", "cleanup")) \
-                        and self.clock() >= self._drift_due.get(name, 0.0):
+                        and self.clock() >= self._drift_due.get(name, 0.0) and self._spare_worker():
                     self._drift_due[name] = self.clock() + self.drift_every_s
                     self.start(name, "reconfigure", self._reconfigure, name)
             elif state is ClusterState.SAVING:
@@ -227,6 +235,16 @@ class Reconciler:
             return False
         self.inflight[key] = self.pool.submit(self._guard, key, fn, *args)
         return True
+
+    def _unstarted(self, cluster: str, kind: str) -> bool:
+        """An operation submitted but still waiting for a worker (it can be cancelled)."""
+        f = self.inflight.get((cluster, kind))
+        return f is not None and not f.running() and not f.done()
+
+    def _spare_worker(self) -> bool:
+        """Fewer operations in flight than workers: a drift check (background work) waits for one,
+        so that it never queues ahead of a grow, a shrink or a deployment."""
+        return sum(1 for f in self.inflight.values() if not f.done()) < self.workers
 
     def idle(self) -> bool:
         return all(f.done() for f in self.inflight.values())
@@ -525,7 +543,7 @@ class Reconciler:
                     log.warning("%s: %s", cluster, msg)
                     self._try(self.store.record_event, "node", msg, level="warning", cluster=cluster, node=n.host)
                 continue
-            if cluster is None or self.busy(cluster, "cluster") or self.busy(cluster, "grow"):
+            if cluster is None or any(self.busy(cluster, k) for k in ("cluster", "grow", "reconfigure")):
                 continue
             self._try(self.store.transition_node, n.id, NodeState.FAILED,
                       f"stuck in {state} for more than {limits[state]:g}s")
