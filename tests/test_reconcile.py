@@ -75,6 +75,11 @@ class ScriptedDriver:
         self.calls.append(("reconfigure", tuple(n.name for n in cluster.nodes)))
         return {}
 
+    def teardown(self, cluster, *, wipe=True, timeout=180.0):
+        self.calls.append(("teardown", tuple(n.name for n in cluster.nodes), wipe))
+        for n in cluster.nodes:
+            self.reality.pop(n.name, None)
+
     def ops(self, name: str | None = None) -> list[tuple]:
         """Operations that change hosts (``name``: only those); the reads observe() and the drift
         check reconfigure() (which restarts nothing whose configs are unchanged) only by name."""
@@ -223,8 +228,11 @@ def test_requested_timeout_comes_from_the_config(world):
     clock.t += 20
     r = reconciler(timeouts=TimeoutsConfig(requested=10))
     r.step()
-    assert node(store, "h1").state == NodeState.FAILED
-    assert store.node_history(n.id)[-1].detail == "stuck in requested for more than 10s"
+    settle(r)
+    history = [(t.to_state, t.detail) for t in store.node_history(n.id)]
+    assert history[-2] == (NodeState.FAILED, "stuck in requested for more than 10s")
+    # a core node lost while deploying: the cluster is queued again, the node released
+    assert history[-1][0] == NodeState.RELEASED and store.get_cluster("d").state == ClusterState.REQUESTED
 
 
 def test_draining_tc_node_is_left_to_hdfs_until_decommissioned(world):
@@ -287,6 +295,27 @@ def test_deploying_cluster_found_deployed_is_not_deployed_again(world):
     assert driver.ops() == []
     assert store.get_cluster("a").state == ClusterState.ACTIVE
     assert {n.state for n in store.list_nodes("a")} == {NodeState.RUNNING}
+
+
+def test_deploying_cluster_that_lost_a_core_node_is_queued_again_with_its_nodes_released(world):
+    """A host lost while its cluster deploys (seen on the simulated fleet: the deployment stopped on the
+    failed node, the others expired in REQUESTED, and the cluster stayed DEPLOYING for good)."""
+    store, clock, driver, reconciler = world
+    store.request_cluster("a", framework="spark", min_core=3)
+    store.submit_job("a", ["wordcount", "/in"])
+    store.transition_cluster("a", ClusterState.DEPLOYING, "admitted")
+    ids = [store.allocate_node("a", h, Role.CORE).id for h in ("h1", "h2", "h3")]
+    store.transition_node(ids[0], NodeState.PROVISIONING, "deploying")
+    store.transition_node(ids[1], NodeState.FAILED, "host unreachable")
+    r = reconciler()
+    r.step()
+    settle(r)
+    assert driver.ops() == [("teardown", ("h1",), True)]  # only what was started, on hosts that answer
+    c = store.get_cluster("a")
+    assert c.state == ClusterState.REQUESTED and "h2 lost while deploying" in store.cluster_history("a")[-1].detail
+    assert {n.state for n in store.list_nodes("a", live=False)} == {NodeState.RELEASED}
+    assert {h.state for h in store.list_hosts() if h.name in ("h1", "h3")} == {"free"}
+    assert [j.state for j in store.list_jobs("a")] == ["queued"]  # its job waits for the next admission
 
 
 def test_deploying_cluster_not_up_is_deployed_with_the_op_timeout(world):

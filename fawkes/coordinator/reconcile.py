@@ -20,6 +20,8 @@ Each :meth:`Reconciler.step` runs three phases, in this order:
 cluster state  operation                                                       key
 =============  ==============================================================  ===========
 DEPLOYING      all core nodes allocated: deploy them (masters + workers + DNs)  cluster
+DEPLOYING      a core node FAILED: stop and wipe what started, release every   cluster
+               node, REQUESTED again (admission gives it a fresh minimum)
 LOADING        restore a woken cluster's saved output (scale to zero), load    cluster
                the input into HDFS, then ACTIVE
 ACTIVE         nodes REQUESTED / PROVISIONING (not up): add them (TR or TC)    grow
@@ -139,7 +141,10 @@ class Reconciler:
             nodes = self.store.list_nodes(name)
             if state is ClusterState.DEPLOYING:
                 cores = [n for n in nodes if n.role == Role.CORE and n.state in IN_FLIGHT]
-                if len(cores) >= c.min_core:
+                lost = [n for n in nodes if n.role == Role.CORE and n.state == NodeState.FAILED]
+                if lost:  # its minimum can no longer start on these hosts: back to the queue, nodes released
+                    self.start(name, "cluster", self._requeue, name, [n.host for n in lost])
+                elif len(cores) >= c.min_core:
                     self.start(name, "cluster", self._deploy, name, [n.id for n in cores])
             elif state is ClusterState.LOADING:
                 self.start(name, "cluster", self._load, name, c.input_path)
@@ -268,6 +273,29 @@ class Reconciler:
         spec, driver = self.fleet.spec(name)
         driver.deploy(spec, timeout=self.op_timeout)
         self._deployed(name, node_ids, "deployed")
+
+    def _requeue(self, name: str, lost: list[str]) -> None:
+        """DEPLOYING with a core node FAILED (its host lost, or it never started in time): what was
+        started is stopped and wiped (nothing was loaded yet: the input is still at its source), every
+        node released, and the cluster queued again at its place (its request time), its jobs waiting:
+        admission gives it a fresh minimum when one fits."""
+        nodes = self.store.list_nodes(name)
+        try:
+            spec, driver = self.fleet.spec(name, states={NodeState.PROVISIONING, NodeState.RUNNING})
+        except FawkesError:
+            spec = None  # nothing was started on a host that still answers
+        if spec is not None:
+            for n in nodes:
+                if n.state in (NodeState.PROVISIONING, NodeState.RUNNING):
+                    self._advance(n.id, NodeState.DRAINING, "deployment lost a core node")
+            driver.teardown(spec, wipe=True, timeout=self.op_timeout)
+        for n in self.store.list_nodes(name):
+            if n.state in (NodeState.REQUESTED, NodeState.DRAINING, NodeState.FAILED):
+                self._advance(n.id, NodeState.RELEASED, "deployment lost a core node")
+        self.store.transition_cluster(name, ClusterState.REQUESTED,
+                                      f"core node(s) on {', '.join(lost)} lost while deploying: {len(nodes)} node(s) "
+                                      "released, queued again")
+        log.warning("%s: core node(s) on %s lost while deploying: queued again", name, ", ".join(lost))
 
     def _deployed(self, name: str, node_ids: list[int], detail: str) -> None:
         for i in node_ids:

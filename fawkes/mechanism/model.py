@@ -56,6 +56,7 @@ CLUSTER_TRANSITIONS: dict[ClusterState, frozenset[ClusterState]] = {
         _C.LOADING,  # core nodes running, HDFS up: start loading the input (l^D)
         _C.ACTIVE,  # no input to load
         _C.SAVING,  # release requested or deployment failed: tear down (nothing to save)
+        _C.REQUESTED,  # a core node lost before the deployment finished: every node released, queued again
     }),
     _C.LOADING: frozenset({
         _C.ACTIVE,  # input in HDFS: jobs may run
