@@ -34,7 +34,7 @@ from fawkes.frameworks.base import driver_class
 from fawkes.mechanism import ClusterState
 from fawkes.ssh.shell import Script, trusted
 from fawkes.store import Store
-from fawkes.store.lifecycle import JobState
+from fawkes.store.lifecycle import JOB_UNFINISHED, JobState
 
 log = logging.getLogger("fawkes.dispatch")
 
@@ -92,15 +92,25 @@ class Dispatcher:
         self._capped: set[str] = set()  # clusters whose kind's job limit was logged
 
     def step(self) -> None:
-        for c in self.store.list_clusters(include_released=False):
+        """Every live cluster with unfinished jobs (one read of them all): cancels carried out, then, on
+        an active cluster, its started jobs polled and the head of its queue dispatched."""
+        unfinished = self.store.unfinished_jobs_by_cluster()
+        clusters = [c for c in self.store.list_clusters(include_released=False) if c.name in unfinished]
+        for c in clusters:
+            if any(j.cancel_requested_at is not None and j.state != JobState.QUEUED for j in unfinished[c.name]):
+                try:
+                    self.cancel_requested(c.name)
+                except FawkesError as exc:
+                    log.warning("cancel on %s: %s", c.name, exc)
+                unfinished[c.name] = self.store.list_jobs(c.name, states=JOB_UNFINISHED)  # read again
+        active = [c for c in clusters if ClusterState(c.state) is ClusterState.ACTIVE and c.release_requested_at is None]
+        specs = self.fleet.specs(active)
+        for c in active:
             try:
-                self.cancel_requested(c.name)
-            except FawkesError as exc:
-                log.warning("cancel on %s: %s", c.name, exc)
-            if ClusterState(c.state) is not ClusterState.ACTIVE or c.release_requested_at is not None:
-                continue
-            try:
-                self._cluster_step(c.name)
+                got = specs[c.name]
+                if isinstance(got, FawkesError):
+                    raise got
+                self._cluster_step(c.name, *got, unfinished[c.name])
             except FawkesError as exc:
                 log.warning("dispatch on %s: %s", c.name, exc)
 
@@ -153,12 +163,13 @@ class Dispatcher:
         return True
 
     # ------------------------------------------------------------------ internals
-    def _cluster_step(self, name: str) -> None:
-        spec, driver = self.fleet.spec(name)
-        live = self.store.list_jobs(name, states=[JobState.DISPATCHED, JobState.RUNNING])
+    def _cluster_step(self, name: str, spec, driver, jobs) -> None:
+        """``jobs``: the cluster's unfinished jobs as read at the start of the step."""
+        live = [j for j in jobs if j.state in (JobState.DISPATCHED, JobState.RUNNING)]
         for j in live:
             self._poll(spec, j)
-        live = self.store.list_jobs(name, states=[JobState.DISPATCHED, JobState.RUNNING])
+        if live:  # polled: some may have ended (or gone back to the queue)
+            live = self.store.list_jobs(name, states=[JobState.DISPATCHED, JobState.RUNNING])
         limit = self.max_running(name) if callable(self.max_running) else self.max_running
         kind_limit = driver.max_jobs(spec)
         if kind_limit is not None and kind_limit < limit:

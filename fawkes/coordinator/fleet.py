@@ -59,11 +59,35 @@ class Fleet:
     def spec(self, cluster: str, *, states=CONFIGURED) -> tuple[ClusterSpec, FrameworkDriver]:
         """The cluster's spec (nodes in allocation order: the oldest core node is the master) and driver."""
         c = self.store.get_cluster(cluster)
-        nodes = [n for n in self.store.list_nodes(cluster) if NodeState(n.state) in states]
+        return self._spec(c, self.store.list_nodes(cluster), self.framework(c.framework), states)
+
+    def specs(self, clusters, *, states=CONFIGURED,
+              nodes: dict | None = None) -> dict[str, tuple[ClusterSpec, FrameworkDriver] | FawkesError]:
+        """:meth:`spec` of each of ``clusters`` (live cluster rows), from one read of the nodes and one of
+        the frameworks (the fast step and the sampler visit every cluster every few seconds); a cluster
+        whose spec cannot be made maps to its error."""
+        clusters = list(clusters)
+        if not clusters:
+            return {}
+        if nodes is None:  # (the caller's read of every live cluster's nodes, if it made one)
+            nodes = self.store.live_nodes_by_cluster()
+        frameworks = {f.name: paths_of(f) for f in self.store.list_frameworks()}
+        out: dict[str, tuple[ClusterSpec, FrameworkDriver] | FawkesError] = {}
+        for c in clusters:
+            try:
+                fw = frameworks.get(c.framework)
+                if fw is None:
+                    raise FawkesError(f"framework {c.framework}: not registered")
+                out[c.name] = self._spec(c, nodes.get(c.name, []), fw, states)
+            except FawkesError as exc:
+                out[c.name] = exc
+        return out
+
+    def _spec(self, c, nodes, fw: FrameworkPaths, states) -> tuple[ClusterSpec, FrameworkDriver]:
+        nodes = [n for n in nodes if NodeState(n.state) in states]
         if not any(Role(n.role) is Role.CORE for n in nodes):
-            raise FawkesError(f"cluster {cluster}: no core node to run the masters on")
-        fw = self.framework(c.framework)
-        slot = c.port_slot if c.port_slot is not None else self.store.port_slot(cluster)  # taken once
+            raise FawkesError(f"cluster {c.name}: no core node to run the masters on")
+        slot = c.port_slot if c.port_slot is not None else self.store.port_slot(c.name)  # taken once
         spec = ClusterSpec(name=c.name, framework=fw, nodes=tuple(self.node_spec(n.host, n.role) for n in nodes),
                            options=self.cluster_options, port_slot=slot)
         return spec, self.driver(fw.kind)

@@ -128,6 +128,7 @@ class Reconciler:
     def _act(self, waiting: set[int]) -> None:
         """Start the operations the stored state asks for (``waiting``: DRAINING nodes HDFS is
         still decommissioning, left alone)."""
+        by_cluster = self.store.live_nodes_by_cluster()
         for c in self.store.list_clusters(include_released=False):
             state = ClusterState(c.state)
             name = c.name
@@ -138,7 +139,7 @@ class Reconciler:
                 if not self.busy(name, "cluster"):
                     self._try(self.store.transition_cluster, name, ClusterState.SAVING, "release requested")
                 continue
-            nodes = self.store.list_nodes(name)
+            nodes = by_cluster.get(name, [])
             if state is ClusterState.DEPLOYING:
                 cores = [n for n in nodes if n.role == Role.CORE and n.state in IN_FLIGHT]
                 lost = [n for n in nodes if n.role == Role.CORE and n.state == NodeState.FAILED]
@@ -180,11 +181,12 @@ class Reconciler:
 
         Returns the DRAINING nodes HDFS is still decommissioning (the act phase leaves them be)."""
         waiting: set[int] = set()
+        by_cluster = self.store.live_nodes_by_cluster()
         for c in self.store.list_clusters(include_released=False):
             state = ClusterState(c.state)
             if c.release_requested_at is not None or state not in (ClusterState.DEPLOYING, ClusterState.ACTIVE):
                 continue
-            nodes = self.store.list_nodes(c.name)
+            nodes = by_cluster.get(c.name, [])
             if state is ClusterState.DEPLOYING:
                 if self.busy(c.name, "cluster"):
                     continue

@@ -41,6 +41,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 
 from fawkes.coordinator.dispatch import Dispatcher
+from fawkes.coordinator.finished import FinishedJobs, Tally
 from fawkes.coordinator.fleet import Fleet
 from fawkes.coordinator.usage import SAVE_EVERY_S, NodeWindows
 from fawkes.coordinator.view import Signals
@@ -50,7 +51,7 @@ from fawkes.mechanism import ClusterMetrics, ClusterState, JobFacts, Settings, s
 from fawkes.mechanism.model import JobProgress
 from fawkes.store import Store
 from fawkes.store.jobs import job_program, tasks_learned
-from fawkes.store.lifecycle import HostState, JobState, NodeState
+from fawkes.store.lifecycle import JOB_UNFINISHED, HostState, JobState, NodeState
 
 log = logging.getLogger("fawkes.sampler")
 
@@ -78,20 +79,32 @@ class Sampler:
         self.progress: dict[str, dict[int, deque]] = {}  # cluster -> job id -> last three (time, fraction)
         self.job_info: dict[int, tuple[float | None, float | None]] = {}  # job id -> (reference runtime, start)
         self.web_ui: dict[str, str | None] = {}  # cluster -> its kind's web UI, as last sampled
+        self.finished = FinishedJobs()  # each live cluster's finished jobs, read incrementally
 
     def step(self) -> None:
+        """One sample of every loading and active cluster.  The state is read for all of them at once
+        (the clusters, their nodes, their unfinished jobs, the jobs finished since the last step:
+        :class:`~fawkes.coordinator.finished.FinishedJobs`), not cluster by cluster."""
         self.check_hosts()
         if self.windows is not None:
             self.read_usage()
-        for c in self.store.list_clusters(include_released=False):
-            state = ClusterState(c.state)
-            if state not in (ClusterState.LOADING, ClusterState.ACTIVE):
-                continue
-            try:
-                self.sample(c.name, loading=state is ClusterState.LOADING)
-            except FawkesError as exc:
-                log.warning("sampling %s: %s", c.name, exc)
-        live = {c.name for c in self.store.list_clusters(include_released=False)}
+        clusters = self.store.list_clusters(include_released=False)
+        todo = [c for c in clusters if ClusterState(c.state) in (ClusterState.LOADING, ClusterState.ACTIVE)]
+        if todo:
+            nodes = self.store.live_nodes_by_cluster()
+            specs = self.fleet.specs(todo, states={NodeState.RUNNING, NodeState.DRAINING}, nodes=nodes)
+            unfinished = self.store.unfinished_jobs_by_cluster()
+            tallies = self.finished.refresh(self.store, {c.name: c.id for c in clusters})
+            for c in todo:
+                got = specs[c.name]
+                try:
+                    if isinstance(got, FawkesError):
+                        raise got
+                    self._sample(c, *got, nodes.get(c.name, []), unfinished.get(c.name, []),
+                                 tallies.get(c.name) or Tally(), loading=c.state == ClusterState.LOADING)
+                except FawkesError as exc:
+                    log.warning("sampling %s: %s", c.name, exc)
+        live = {c.name for c in clusters}
         for name in [n for n in self.web_ui if n not in live]:
             del self.web_ui[name]
         if self.track_progress:
@@ -184,20 +197,29 @@ class Sampler:
             self.job_info.pop(jid, None)
 
     def sample(self, name: str, *, loading: bool = False) -> None:
+        """One sample of the cluster ``name`` alone, read from the state as it is now (``step`` reads
+        every cluster's at once).  ``loading``: the cluster is loading its input (no DU baseline yet)."""
+        c = self.store.get_cluster(name)
         spec, driver = self.fleet.spec(name, states={NodeState.RUNNING, NodeState.DRAINING})
+        jobs = self.store.list_jobs(name, states=JOB_UNFINISHED)
+        self._sample(c, spec, driver, self.store.list_nodes(name), jobs,
+                     Tally.of(self.store.list_jobs(name, states=[JobState.SUCCEEDED, JobState.FAILED])),
+                     loading=loading)
+
+    def _sample(self, c, spec, driver, nodes, jobs, finished: Tally, *, loading: bool) -> None:
+        """The sample of the live cluster row ``c`` from its spec, its nodes (the store's, holding a host),
+        its unfinished jobs and the tally of its finished ones."""
+        name = c.name
         self.web_ui[name] = driver.web_ui(spec)  # the dashboard's link to the kind's own page
-        running = self.store.list_jobs(name, states=[JobState.RUNNING])  # their task counts, per job
+        running = [j for j in jobs if j.state == JobState.RUNNING]  # their task counts, per job
         fs = driver.metrics(spec, jobs=[j.id for j in running])
         now = self.clock()
-        jobs = self.store.list_jobs(name, states=[JobState.QUEUED, JobState.DISPATCHED, JobState.RUNNING])
-        finished = self.store.list_jobs(name, states=[JobState.SUCCEEDED, JobState.FAILED])
         # DU: bytes written since the input load, stored above the baseline (kept in the state: a restart
         # weighs as before), unless the framework counts the bytes its jobs wrote itself
-        base = self.store.get_cluster(name).stored_baseline
+        base = c.stored_baseline
         if base is None and not loading and fs.stored_bytes is not None:
             base = self.store.note_stored_baseline(name, fs.stored_bytes)
-        node_cpu = self.node_cpu([n for n in self.store.list_nodes(name) if n.state == NodeState.RUNNING]) \
-            if self.measure_pu else ()
+        node_cpu = self.node_cpu([n for n in nodes if n.state == NodeState.RUNNING]) if self.measure_pu else ()
         m, seen = cluster_metrics(now, self.settings, fs, running, jobs, finished, stored_baseline=base,
                                   loading=loading, node_cpu=node_cpu)
         self.store.note_job_tasks(seen)
@@ -205,7 +227,7 @@ class Sampler:
             self.note_progress(name, now, jobs, fs.tasks_by_job)
         self.store.record_sample(name, m)
         if fs.stored_by_node:
-            for n in self.store.list_nodes(name):
+            for n in nodes:
                 if n.host in fs.stored_by_node and fs.stored_by_node[n.host] != n.stored_bytes:
                     self.store.update_node(n.id, stored_bytes=int(fs.stored_by_node[n.host]))
 
@@ -237,7 +259,8 @@ class Sampler:
             self.unreachable_since.pop(host, None)
 
 
-def cluster_metrics(now: float, settings: Settings, fs, running: Sequence, jobs: Sequence, finished: Sequence, *,
+def cluster_metrics(now: float, settings: Settings, fs, running: Sequence, jobs: Sequence,
+                    finished: Sequence | Tally, *,
                     stored_baseline: float | None, loading: bool = False,
                     node_cpu: Sequence[float] = ()) -> tuple[ClusterMetrics, dict[int, int]]:
     """One sample of a cluster from its kind's neutral sample ``fs`` and its jobs: what
@@ -249,7 +272,10 @@ def cluster_metrics(now: float, settings: Settings, fs, running: Sequence, jobs:
     a count of its tasks larger than the one stored (``tasks_seen``).  Completed tasks (TT) are counted
     since the deployment, as the model says: every finished job's tasks (the most it reported) and what
     the unfinished ones completed."""
-    learned = tasks_learned([*finished, *jobs])
+    done = finished if isinstance(finished, Tally) else Tally.of(finished)
+    learned = dict(done.learned)
+    for prog, n in tasks_learned(jobs).items():
+        learned[prog] = max(learned.get(prog, 0), n)
     facts, seen = [], {}
     only = cluster_wide_job(fs, running)
     for j in jobs:
@@ -270,8 +296,8 @@ def cluster_metrics(now: float, settings: Settings, fs, running: Sequence, jobs:
     m = sample_cluster(
         now, facts, settings,
         busy_slots=fs.busy_slots, configured_slots=fs.slots, output_bytes=written,
-        storage_capacity=fs.storage_capacity, completed_jobs=len(finished),
-        completed_tasks=completed + sum(j.tasks_seen or 0 for j in finished), loading=loading,
+        storage_capacity=fs.storage_capacity, completed_jobs=done.jobs,
+        completed_tasks=completed + done.tasks, loading=loading,
         node_cpu=node_cpu,
     )
     return m, seen

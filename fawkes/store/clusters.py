@@ -498,6 +498,19 @@ class ClustersMixin(StoreBase):
                 q = q.where(col(Node.holds_host).is_not(None))
             return list(s.exec(q))
 
+    def live_nodes_by_cluster(self) -> dict[str, list[Node]]:
+        """Every live cluster's nodes that hold a host, by cluster name, oldest first: what
+        ``list_nodes(name)`` returns for each, in one query (the coordinator's fast step and sampler
+        visit every cluster every few seconds: one query per cluster does not scale)."""
+        out: dict[str, list[Node]] = {}
+        with self.session() as s:
+            q = (select(MRCluster.live_name, Node).join(MRCluster, Node.cluster_id == MRCluster.id)
+                 .where(col(MRCluster.live_name).is_not(None), col(Node.holds_host).is_not(None))
+                 .order_by(Node.id))
+            for name, n in s.execute(q):
+                out.setdefault(name, []).append(n)
+        return out
+
     def nodes_of_live_clusters(self, *, released_after: float | None = None) -> dict[str, list[NodeRow]]:
         """The nodes of every live cluster, by cluster name, oldest first: one query, light
         :class:`NodeRow` tuples (the node columns a snapshot reads, and its host's state and

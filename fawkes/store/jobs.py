@@ -17,7 +17,8 @@ from fawkes.errors import FawkesError
 from fawkes.mechanism.model import ClusterState
 from fawkes.store import validate
 from fawkes.store.base import StoreBase
-from fawkes.store.lifecycle import CLUSTER_ACCEPTING_JOBS, JOB_FINISHED, JOB_TRANSITIONS, JobState, check
+from fawkes.store.lifecycle import (CLUSTER_ACCEPTING_JOBS, JOB_FINISHED, JOB_TRANSITIONS, JOB_UNFINISHED, JobState,
+                                    check)
 from fawkes.store.schema import Job, MRCluster
 
 
@@ -84,6 +85,34 @@ class JobsMixin(StoreBase):
             if limit is not None:
                 return list(reversed(s.exec(q.order_by(col(Job.id).desc()).limit(limit)).all()))
             return list(s.exec(q.order_by(Job.id)))
+
+    def unfinished_jobs_by_cluster(self) -> dict[str, list[Job]]:
+        """Every live cluster's unfinished jobs (queued, dispatched, running), by cluster name, in
+        submission order: one query (by the jobs' state index) for what ``list_jobs(name, states=...)``
+        gives per cluster."""
+        out: dict[str, list[Job]] = {}
+        with self.session() as s:
+            q = (select(MRCluster.live_name, Job).join(MRCluster, Job.cluster_id == MRCluster.id)
+                 .where(col(Job.state).in_(JOB_UNFINISHED), col(MRCluster.live_name).is_not(None))
+                 .order_by(Job.id))
+            for name, j in s.execute(q):
+                out.setdefault(name, []).append(j)
+        return out
+
+    def finished_jobs_after(self, job_id: int) -> tuple[list[tuple[str, Job]], int | None]:
+        """The succeeded and failed jobs of the live clusters with an id above ``job_id``, as (cluster
+        name, job), in id order; and the lowest id of a job not finished yet (any cluster; None: none).
+        What a reader that counts finished jobs reads each time, and where it may start next."""
+        with self.session() as s:
+            # the lowest unfinished id first: a job finishing between the two reads (each its own snapshot
+            # on PostgreSQL) is then either read below or left above the mark the caller takes
+            low = s.exec(select(func.min(Job.id)).where(col(Job.state).in_(JOB_UNFINISHED))).first()
+            q = (select(MRCluster.live_name, Job).join(MRCluster, Job.cluster_id == MRCluster.id)
+                 .where(Job.id > job_id, col(Job.state).in_([JobState.SUCCEEDED, JobState.FAILED]),
+                        col(MRCluster.live_name).is_not(None))
+                 .order_by(Job.id))
+            rows = [(name, j) for name, j in s.execute(q)]
+        return rows, low
 
     def next_job(self, cluster: str) -> Job | None:
         """The head of ``cluster``'s FIFO queue (oldest QUEUED job), or None."""
