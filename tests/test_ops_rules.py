@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fawkes.coordinator.metrics_http import StoreCollector
+from fawkes.coordinator.steptimes import StepTimes
 from fawkes.mechanism.model import ClusterState, Role
 from fawkes.ssh.executor import Executor, Target
 from fawkes.store import NodeState, Store
@@ -139,8 +140,11 @@ def exported(tmp_path) -> dict[str, list]:
                           targets={"etl": 1, "ml": 3}, plan={"grows": [], "shrinks": []}, reason="test")
     clock.t += 90.0
     registry = CollectorRegistry()
-    registry.register(StoreCollector(store, {"reconfigurations": 2.0, "ticks": 3.0, "ssh_failures": lambda: 7.0},
-                                     clock=clock))
+    steps = StepTimes()
+    for step, took in (("tick", 0.3), ("fast", 0.04), ("fast", 2.6), ("sample", 0.2)):
+        steps.observe(step, took)
+    registry.register(StoreCollector(store, {"reconfigurations": 2.0, "ticks": 3.0, "ssh_failures": lambda: 7.0,
+                                             "step_seconds": steps.families}, clock=clock))
     out: dict[str, list] = {}
     for fam in text_string_to_metric_families(generate_latest(registry).decode()):
         for s in fam.samples:
@@ -166,6 +170,11 @@ def test_exported_values(exported):
     assert one["fawkes_ssh_failures_total"] == {(): 7.0} and one["fawkes_ticks_total"] == {(): 3.0}
     assert one["fawkes_last_tick_timestamp_seconds"] == {(): 1_000_000.0}
     assert one["fawkes_global_queue"] == {(): 1.0}
+    # the steps' histogram: cumulative buckets, one fast step of 2.6 s above the 2.5-s bound
+    fast = {dict(k)["le"]: v for k, v in one["fawkes_step_duration_seconds_bucket"].items() if dict(k)["step"] == "fast"}
+    assert (fast["0.025"], fast["0.05"], fast["2.5"], fast["5.0"], fast["+Inf"]) == (0.0, 1.0, 1.0, 2.0, 2.0)
+    assert one["fawkes_step_duration_seconds_count"][(("step", "fast"),)] == 2.0
+    assert abs(one["fawkes_step_duration_seconds_sum"][(("step", "fast"),)] - 2.64) < 1e-9
 
 
 def test_executor_counts_ssh_failures(tmp_path):

@@ -67,6 +67,9 @@ class StoreCollector:
             v = self.counters.get(name, 0.0)
             c.add_metric([], float(v() if callable(v) else v))
             yield c
+        steps = self.counters.get("step_seconds")  # the coordinator's (fawkes_step_duration_seconds)
+        if callable(steps):
+            yield from steps()
         notify = self.counters.get("notifications")  # only with webhooks configured (notify:)
         if callable(notify):
             c = CounterMetricFamily("fawkes_notifications", "webhook notifications by result: sent, retried "

@@ -34,6 +34,7 @@ from fawkes.coordinator.reconcile import Reconciler
 from fawkes.coordinator.retention import PruneReport
 from fawkes.coordinator.retention import prune as prune_state
 from fawkes.coordinator.sampler import Sampler
+from fawkes.coordinator.steptimes import StepTimes
 from fawkes.errors import ConfigError, FawkesError
 from fawkes.inventory import Inventory, load_inventory
 from fawkes.mechanism import ClusterState, Role, Settings
@@ -50,6 +51,9 @@ class JsonFormatter(logging.Formatter):
                "message": record.getMessage()}
         if record.exc_info:
             out["error"] = self.formatException(record.exc_info).splitlines()[-1]
+        took = getattr(record, "took_s", None)  # a tick's duration (its line's extra)
+        if took is not None:
+            out["took_s"] = took
         return json.dumps(out)
 
 
@@ -83,6 +87,9 @@ class Coordinator:
         self.clock = clock
         # /metrics counters: numbers, or a getter read at scrape time
         self.counters: dict[str, float | Callable[[], float]] = {"reconfigurations": 0.0, "ticks": 0.0}
+        self.step_times = StepTimes()  # fawkes_step_duration_seconds
+        self.counters["step_seconds"] = self.step_times.families
+        self.fast_s = 2.0  # the fast step's interval (run's fast_s)
         self._sync_inventory(inventory)
         self.fleet = Fleet(store, inventory, executor=executor, progress=self._progress,
                            cluster_options=cluster_options)
@@ -143,6 +150,7 @@ class Coordinator:
         with self._lock:
             if self._stopped:
                 return
+            t0 = time.monotonic()
             self.sampler.step()
             if self.lender is not None:
                 try:
@@ -154,16 +162,20 @@ class Coordinator:
                     self.pool.step(self)
                 except FawkesError as exc:
                     log.warning("%s", exc)
+            self.step_times.observe("sample", time.monotonic() - t0, self.settings.sample_period_s)
 
     def tick(self) -> None:
         with self._lock:
             if self._stopped:
                 return
+            t0 = time.monotonic()
             tick, d, problems = self.control.tick()
+            took = time.monotonic() - t0
+            self.step_times.observe("tick", took, self.settings.period_s)
             self.counters["ticks"] += 1
             if d.resized:
                 self.counters["reconfigurations"] += 1
-            log.info("tick %d: %s", tick, d.reason)
+            log.info("tick %d: %s", tick, d.reason, extra={"took_s": round(took, 4)})
             for p in problems:
                 log.warning("tick %d: %s", tick, p)
 
@@ -171,6 +183,7 @@ class Coordinator:
         with self._lock:
             if self._stopped:
                 return
+            t0 = time.monotonic()
             for p in self.control.between()[1]:
                 log.warning("%s", p)
             self.reconciler.step()
@@ -180,6 +193,7 @@ class Coordinator:
                     self.notifier.poll(self.store)
                 except FawkesError as exc:
                     log.warning("notify: %s", exc)
+            self.step_times.observe("fast", time.monotonic() - t0, self.fast_s)
 
     def prune(self) -> PruneReport:
         """Apply the retention config (never deleting samples the mechanism still reads)."""
@@ -248,6 +262,7 @@ class Coordinator:
 
         Returns the operations still running at exit (they resume on the next start)."""
         self._stopped = False
+        self.fast_s = fast_s
         sched = BlockingScheduler(executors={"default": APThreadPool(1)},
                                   job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30})
         start = time.time()
