@@ -95,7 +95,7 @@ class Dispatcher:
         """Every live cluster with unfinished jobs (one read of them all): cancels carried out, then, on
         an active cluster, its started jobs polled and the head of its queue dispatched."""
         unfinished = self.store.unfinished_jobs_by_cluster()
-        clusters = [c for c in self.store.list_clusters(include_released=False) if c.name in unfinished]
+        clusters = [c for c in self.store.live_clusters() if c.name in unfinished]
         for c in clusters:
             if any(j.cancel_requested_at is not None and j.state != JobState.QUEUED for j in unfinished[c.name]):
                 try:

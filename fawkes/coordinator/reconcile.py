@@ -129,7 +129,7 @@ class Reconciler:
         """Start the operations the stored state asks for (``waiting``: DRAINING nodes HDFS is
         still decommissioning, left alone)."""
         by_cluster = self.store.live_nodes_by_cluster()
-        for c in self.store.list_clusters(include_released=False):
+        for c in self.store.live_clusters():
             state = ClusterState(c.state)
             name = c.name
             if state is ClusterState.REQUESTED:
@@ -182,7 +182,7 @@ class Reconciler:
         Returns the DRAINING nodes HDFS is still decommissioning (the act phase leaves them be)."""
         waiting: set[int] = set()
         by_cluster = self.store.live_nodes_by_cluster()
-        for c in self.store.list_clusters(include_released=False):
+        for c in self.store.live_clusters():
             state = ClusterState(c.state)
             if c.release_requested_at is not None or state not in (ClusterState.DEPLOYING, ClusterState.ACTIVE):
                 continue

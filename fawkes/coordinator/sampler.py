@@ -88,7 +88,7 @@ class Sampler:
         self.check_hosts()
         if self.windows is not None:
             self.read_usage()
-        clusters = self.store.list_clusters(include_released=False)
+        clusters = self.store.live_clusters()
         todo = [c for c in clusters if ClusterState(c.state) in (ClusterState.LOADING, ClusterState.ACTIVE)]
         if todo:
             nodes = self.store.live_nodes_by_cluster()
@@ -233,7 +233,7 @@ class Sampler:
 
     def check_hosts(self) -> None:
         """SSH liveness of every allocated host; failed after ``grace_s`` without an answer."""
-        held = [h.name for h in self.store.list_hosts(HostState.ALLOCATED)]
+        held = self.store.host_names(HostState.ALLOCATED)
         if not held:
             return
         now = self.clock()

@@ -503,13 +503,24 @@ class ClustersMixin(StoreBase):
         ``list_nodes(name)`` returns for each, in one query (the coordinator's fast step and sampler
         visit every cluster every few seconds: one query per cluster does not scale)."""
         out: dict[str, list[Node]] = {}
+        # read-only rows with the node's columns as attributes (a Core select: no ORM objects, a tenth
+        # of the time for 10,000 nodes)
+        q = (select(MRCluster.live_name.label("_cluster"), *Node.__table__.columns)
+             .join(MRCluster, Node.cluster_id == MRCluster.id)
+             .where(col(MRCluster.live_name).is_not(None), col(Node.holds_host).is_not(None))
+             .order_by(Node.id))
         with self.session() as s:
-            q = (select(MRCluster.live_name, Node).join(MRCluster, Node.cluster_id == MRCluster.id)
-                 .where(col(MRCluster.live_name).is_not(None), col(Node.holds_host).is_not(None))
-                 .order_by(Node.id))
-            for name, n in s.execute(q):
-                out.setdefault(name, []).append(n)
+            for r in s.connection().execute(q):
+                out.setdefault(r[0], []).append(r)
         return out
+
+    def live_clusters(self) -> list[MRCluster]:
+        """``list_clusters(include_released=False)`` as read-only rows (the cluster's columns as
+        attributes; no ORM objects): what the coordinator's steps read every few seconds."""
+        with self.session() as s:
+            return list(s.connection().execute(select(*MRCluster.__table__.columns)
+                                               .where(col(MRCluster.live_name).is_not(None))
+                                               .order_by(MRCluster.queue_seq)))
 
     def nodes_of_live_clusters(self, *, released_after: float | None = None) -> dict[str, list[NodeRow]]:
         """The nodes of every live cluster, by cluster name, oldest first: one query, light
@@ -587,8 +598,11 @@ class ClustersMixin(StoreBase):
                     timeouts: Mapping[NodeState, float | None] = NODE_TIMEOUTS) -> list[Node]:
         """Live nodes that have been in their state longer than its timeout."""
         now = self.clock() if now is None else now
-        return [n for n in self.list_nodes() if timeouts.get(NodeState(n.state)) is not None
-                and now - n.state_since > timeouts[NodeState(n.state)]]
+        watched = [st for st, t in timeouts.items() if t is not None]
+        with self.session() as s:  # only the nodes in a watched state (few: those in flight)
+            nodes = s.exec(select(Node).where(col(Node.holds_host).is_not(None), col(Node.state).in_(watched))
+                           .order_by(Node.id)).all()
+        return [n for n in nodes if now - n.state_since > timeouts[NodeState(n.state)]]
 
     # ------------------------------------------------------------------ internals
     def _owner(self, s: Session, host: str) -> str | None:

@@ -138,6 +138,12 @@ class HostsMixin(StoreBase):
                 q = q.where(Host.state == HostState(state))
             return list(s.exec(q))
 
+    def host_names(self, state: HostState | str) -> list[str]:
+        """The names of the hosts in ``state``, in placement order (no ORM objects)."""
+        with self.session() as s:
+            return list(s.exec(select(Host.name).where(Host.state == HostState(state))
+                               .order_by(Host.position, Host.name)).all())
+
     def pool_summary(self) -> dict[str, Any]:
         """The pool as a snapshot sees it, in one read transaction: ``free`` (names of the free
         hosts in placement order, like :meth:`free_hosts`), ``usable`` (hosts neither failed nor

@@ -91,12 +91,13 @@ class JobsMixin(StoreBase):
         submission order: one query (by the jobs' state index) for what ``list_jobs(name, states=...)``
         gives per cluster."""
         out: dict[str, list[Job]] = {}
+        q = (select(MRCluster.live_name.label("_cluster"), *Job.__table__.columns)  # read-only rows, no ORM
+             .join(MRCluster, Job.cluster_id == MRCluster.id)
+             .where(col(Job.state).in_(JOB_UNFINISHED), col(MRCluster.live_name).is_not(None))
+             .order_by(Job.id))
         with self.session() as s:
-            q = (select(MRCluster.live_name, Job).join(MRCluster, Job.cluster_id == MRCluster.id)
-                 .where(col(Job.state).in_(JOB_UNFINISHED), col(MRCluster.live_name).is_not(None))
-                 .order_by(Job.id))
-            for name, j in s.execute(q):
-                out.setdefault(name, []).append(j)
+            for r in s.connection().execute(q):
+                out.setdefault(r[0], []).append(r)
         return out
 
     def finished_jobs_after(self, job_id: int) -> tuple[list[tuple[str, Job]], int | None]:
