@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, or_, update
+from sqlalchemy import and_, func, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -598,10 +598,11 @@ class ClustersMixin(StoreBase):
                     timeouts: Mapping[NodeState, float | None] = NODE_TIMEOUTS) -> list[Node]:
         """Live nodes that have been in their state longer than its timeout."""
         now = self.clock() if now is None else now
-        watched = [st for st, t in timeouts.items() if t is not None]
-        with self.session() as s:  # only the nodes in a watched state (few: those in flight)
-            nodes = s.exec(select(Node).where(col(Node.holds_host).is_not(None), col(Node.state).in_(watched))
-                           .order_by(Node.id)).all()
+        late = [and_(Node.state == st, Node.state_since < now - t) for st, t in timeouts.items() if t is not None]
+        if not late:
+            return []
+        with self.session() as s:  # only the nodes past their state's timeout, not every live node
+            nodes = s.exec(select(Node).where(col(Node.holds_host).is_not(None), or_(*late)).order_by(Node.id)).all()
         return [n for n in nodes if now - n.state_since > timeouts[NodeState(n.state)]]
 
     # ------------------------------------------------------------------ internals
