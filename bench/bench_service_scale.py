@@ -3,7 +3,7 @@
 
     python bench/bench_service_scale.py [--hosts 10000] [--clusters 1000] [--trace-hours 24] [--speedup 24]
                                         [--jobs-per-cluster-hour 2] [--seed 1] [--backend postgres|sqlite]
-                                        [--every 60] [--json FILE]
+                                        [--shards 1] [--every 60] [--json FILE]
 
 What runs (each a process of its own, as in production): a throwaway PostgreSQL 15 server (unix socket
 only; ``--backend sqlite`` for a file instead, and then no standby), the leader and a standby, both
@@ -27,6 +27,11 @@ read paths' latencies (targets: /api/state 0.5 s, /metrics 0.2 s, status 1 s), t
 fault campaign's invariants are not checked here: the simulated world lives inside the leader and dies
 with it (tests/test_simulated_fleet.py checks them on a short run).  Every host shares this machine's
 cores with the database, the world and this process: the load average is printed with the figures.
+
+``--shards N`` (PostgreSQL): N coordinators on N disjoint pools of ``--hosts / N`` hosts and
+``--clusters / N`` clusters each (seeds ``--seed``, ``--seed + 1``, ...), each with its own database on
+the one server, all at once: what sharding a pool costs each shard (docs/operations.md).  Only the
+first shard has a standby and its leader is killed at the end.
 """
 
 from __future__ import annotations
@@ -90,11 +95,8 @@ class Coordinator:
     def port(self) -> int | None:
         import re
 
-        for m in self.lines():
-            hit = re.search(r"metrics: http://127\.0\.0\.1:(\d+)/metrics", m.get("message", ""))
-            if hit:
-                return int(hit.group(1))
-        return None
+        hit = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", self.log.read_text(errors="replace"))
+        return int(hit.group(1)) if hit else None
 
     def ticks(self) -> list[dict]:
         return [m for m in self.lines() if m.get("message", "").startswith("tick ") and "took_s" in m]
@@ -128,6 +130,120 @@ def quantile_bound(h: dict, q: float) -> str:
     return "+Inf"
 
 
+class Shard:
+    """One coordinator (and, for the first shard on PostgreSQL, its standby) over its own pool and state."""
+
+    def __init__(self, k: int, a, url: str, d: Path, hosts: int, clusters: int):
+        from fawkes.inventory import load_inventory
+        from fawkes.sim.costs import cost_model
+        from fawkes.simfleet.player import Player
+        from fawkes.simfleet.scenario import write_scenario
+        from fawkes.store import Store
+        from fawkes.traces.costfile import load_cost_file
+        from fawkes.traces.trace import load_trace
+
+        s = a.speedup
+        self.k, self.url, self.d, self.hosts, self.clusters = k, url, d, hosts, clusters
+        self.sc = write_scenario(d, hosts=hosts, clusters=clusters, min_core=4, minutes=a.trace_hours * 60,
+                                 speedup=s, seed=a.seed + k, jobs_per_cluster_hour=a.jobs_per_cluster_hour,
+                                 host_failures_per_hour=0.05, start_failure=0.02, state=url)
+        hour = 3600.0 / s
+        with self.sc.config.open("a") as f:
+            f.write(f"log_format: json\nretention: {{samples_s: {2 * hour:g}, events_s: {6 * hour:g}, "
+                    f"decisions_keep: 500, every_s: {max(1.0, hour):g}}}\n")
+        inv = load_inventory(self.sc.inventory)
+        self.store = Store(url)
+        self.store.sync_hosts([{"name": h.name, "address": h.address, "cores": h.cores, "memory_mb": h.memory_mb,
+                                "rack": None} for h in inv.hosts])
+        self.store.register_framework("sim", "simulated", shared_dir="/simulated")
+        wl = load_trace(self.sc.trace, capacity=hosts, min_core=4, period_s=120, clusters_file=self.sc.clusters,
+                        cost=cost_model(load_cost_file(self.sc.costs)))
+        self.player = Player(self.store, "sim", wl, speedup=s)
+        self.period = max(1.0, 120.0 / s)
+        self.run_for = self.player.duration_s + 600.0
+        self.leader = self.standby = None
+        self.series: list[dict] = []
+        self.base = ""
+
+    def size_mb(self, server) -> float:
+        from sqlalchemy import text
+
+        if server is None:
+            return sum(p.stat().st_size for p in self.d.glob("fawkes.db*")) / 2**20
+        with self.store.engine.connect() as c:
+            return c.execute(text("SELECT pg_database_size(current_database())")).scalar_one() / 2**20
+
+    def moved_since(self, t: float) -> int:
+        from sqlalchemy import text
+
+        with self.store.engine.connect() as c:
+            return c.execute(text("SELECT count(*) FROM node_transitions WHERE time > :t AND to_state IN "
+                                  "('running', 'released')"), {"t": t}).scalar_one()
+
+    def measure(self, a, server, t_start: float, stop: threading.Event) -> None:
+        last = time.time()
+        while not stop.wait(a.every):
+            now = time.time()
+            row = {"shard": self.k, "t_s": round(now - t_start, 1), "trace_h": round((now - t_start) * a.speedup / 3600, 2),
+                   "rss_mb": rss_mb(self.leader.p.pid), "db_mb": round(self.size_mb(server), 1),
+                   "moved": self.moved_since(last), "load": [round(x, 2) for x in os.getloadavg()]}
+            last = now
+            try:
+                row["api_state_s"] = round(get(self.base + "/api/state")[0], 3)
+                row["metrics_s"] = round(get(self.base + "/metrics")[0], 3)
+            except OSError as exc:
+                row["http_error"] = str(exc)[:200]
+            t0 = time.perf_counter()
+            r = subprocess.run([sys.executable, "-m", "fawkes", "status", "--state", self.url], capture_output=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600)
+            row["status_s"] = round(time.perf_counter() - t0, 3) if r.returncode == 0 else None
+            self.series.append(row)
+            print(json.dumps(row), flush=True)
+
+    def takeover(self) -> float | None:
+        """kill -9 of the leader; seconds until the standby's first decision (None: none within 20 T)."""
+        from sqlalchemy import text
+
+        with self.store.engine.connect() as c:
+            last_id = c.execute(text("SELECT coalesce(max(id), 0) FROM decisions")).scalar_one()
+        killed = time.time()
+        os.kill(self.leader.p.pid, signal.SIGKILL)
+        self.leader.p.wait()
+        first = None
+        while first is None and time.time() - killed < 20 * self.period:
+            time.sleep(0.2)
+            with self.store.engine.connect() as c:
+                first = c.execute(text("SELECT min(time) FROM decisions WHERE id > :i"), {"i": last_id}).scalar_one()
+        return None if first is None else round(first - killed, 2)
+
+    def figures(self, a, steps: dict, takeover: float | None) -> dict:
+        from collections import Counter
+
+        jobs = Counter(j.state for j in self.store.list_jobs())
+        ticks = [m["took_s"] for m in self.leader.ticks()]
+        hour_mark = [r for r in self.series if r["trace_h"] >= 1.0 and r["rss_mb"]]
+        rss_growth = (max(r["rss_mb"] for r in hour_mark) / hour_mark[0]["rss_mb"] - 1) if hour_mark else None
+        reads = {k: [r[k] for r in self.series if r.get(k) is not None] for k in ("api_state_s", "metrics_s", "status_s")}
+        per_min = [r["moved"] * 60.0 / a.every for r in self.series]
+        return {"shard": self.k, "hosts": self.hosts, "clusters": self.clusters, "period_s": self.period,
+                "jobs_submitted": len(self.player.submitted), "jobs": dict(jobs), "refused": self.player.refused[:10],
+                "ticks": {"n": len(ticks), "p50_s": pct(ticks, 0.5), "p99_s": pct(ticks, 0.99),
+                          "max_s": max(ticks, default=None)},
+                "steps": {k: {"count": v["count"], "mean_s": round(v["sum"] / v["count"], 3) if v["count"] else None,
+                              "p50_at_most_s": quantile_bound(v, 0.5), "p99_at_most_s": quantile_bound(v, 0.99)}
+                          for k, v in steps.items()},
+                "nodes_moved_per_min": {"mean": round(statistics.mean(per_min), 1) if per_min else None,
+                                        "max": max(per_min, default=None)},
+                "rss_mb": {"first": self.series[0]["rss_mb"] if self.series else None,
+                           "max": max((r["rss_mb"] for r in self.series if r["rss_mb"]), default=None)},
+                "rss_growth_after_first_trace_hour": None if rss_growth is None else round(rss_growth, 3),
+                "db_mb": {"max": max((r["db_mb"] for r in self.series), default=None),
+                          "end": self.series[-1]["db_mb"] if self.series else None},
+                "reads_median_s": {k: round(statistics.median(v), 3) if v else None for k, v in reads.items()},
+                "reads_max_s": {k: max(v, default=None) for k, v in reads.items()},
+                "takeover_s": takeover, "series": self.series}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hosts", type=int, default=10_000)
@@ -137,178 +253,98 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs-per-cluster-hour", type=float, default=2.0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--backend", choices=("postgres", "sqlite"), default="postgres")
+    ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--every", type=float, default=60.0, help="seconds between two measurements")
     ap.add_argument("--json", metavar="FILE")
     a = ap.parse_args(argv)
-    if not (1 <= a.clusters and 4 * a.clusters <= a.hosts <= 100_000 and 0 < a.trace_hours <= 24 * 7
-            and 1 <= a.speedup <= 1000 and 0 < a.jobs_per_cluster_hour <= 3600 and 1 <= a.every <= 3600):
-        ap.error("need 1 <= clusters, 4 x clusters <= hosts <= 100000, 0 < trace-hours <= 168, "
-                 "1 <= speedup <= 1000, 0 < jobs-per-cluster-hour <= 3600, 1 <= every <= 3600")
+    if not (1 <= a.shards <= 8 and 1 <= a.clusters and 4 * a.clusters <= a.hosts <= 100_000
+            and 0 < a.trace_hours <= 24 * 7 and 1 <= a.speedup <= 1000 and 0 < a.jobs_per_cluster_hour <= 3600
+            and 1 <= a.every <= 3600 and a.clusters >= a.shards and (a.shards == 1 or a.backend == "postgres")):
+        ap.error("need 1 <= shards <= 8 (more than 1 on postgres), shards <= clusters, 4 x clusters <= hosts <= "
+                 "100000, 0 < trace-hours <= 168, 1 <= speedup <= 1000, 0 < jobs-per-cluster-hour <= 3600, "
+                 "1 <= every <= 3600")
     from bench.results_meta import meta
-    from fawkes.inventory import load_inventory
-    from fawkes.sim.costs import cost_model
-    from fawkes.simfleet.player import Player
-    from fawkes.simfleet.scenario import write_scenario
-    from fawkes.store import Store
-    from fawkes.traces.costfile import load_cost_file
-    from fawkes.traces.trace import load_trace
 
     started = meta()
-    d = Path(tempfile.mkdtemp(prefix="fawkes-soak-"))
+    root = Path(tempfile.mkdtemp(prefix="fawkes-soak-"))
     server = None
     if a.backend == "postgres":
         from tests.store_fixtures import _PgServer
 
         server = _PgServer()
         server.start()
-        server.admin("CREATE DATABASE fawkes_soak")
-        url = server.url("fawkes_soak")
-    else:
-        url = f"sqlite:///{d / 'fawkes.db'}"
-    s = a.speedup
     try:
-        sc = write_scenario(d, hosts=a.hosts, clusters=a.clusters, min_core=4, minutes=a.trace_hours * 60,
-                            speedup=s, seed=a.seed, jobs_per_cluster_hour=a.jobs_per_cluster_hour,
-                            host_failures_per_hour=0.05, start_failure=0.02, state=url)
-        hour = 3600.0 / s
-        with sc.config.open("a") as f:
-            f.write(f"log_format: json\nretention: {{samples_s: {2 * hour:g}, events_s: {6 * hour:g}, "
-                    f"decisions_keep: 500, every_s: {max(1.0, hour):g}}}\n")
-        inv = load_inventory(sc.inventory)
-        store = Store(url)
-        store.sync_hosts([{"name": h.name, "address": h.address, "cores": h.cores, "memory_mb": h.memory_mb,
-                           "rack": None} for h in inv.hosts])
-        store.register_framework("sim", "simulated", shared_dir="/simulated")
-        wl = load_trace(sc.trace, capacity=a.hosts, min_core=4, period_s=120, clusters_file=sc.clusters,
-                        cost=cost_model(load_cost_file(sc.costs)))
-        player = Player(store, "sim", wl, speedup=s)
-        period = max(1.0, 120.0 / s)
-        run_for = player.duration_s + 600.0
-        print(f"{a.hosts} simulated hosts, {a.clusters} clusters, {len(player.rows)} jobs over {a.trace_hours:g} "
-              f"trace hours at {s:g}x ({player.duration_s / 60:.1f} min), T = {period:g} s, on {a.backend}; "
-              f"load {started['load']}", flush=True)
-        leader = Coordinator(sc.config, d / "leader.log", run_for)
-        standby = None
+        shards = []
+        for k in range(a.shards):
+            d = root / f"shard{k}"
+            d.mkdir()
+            if server is not None:
+                server.admin(f"CREATE DATABASE fawkes_soak_{k}")
+                url = server.url(f"fawkes_soak_{k}")
+            else:
+                url = f"sqlite:///{d / 'fawkes.db'}"
+            shards.append(Shard(k, a, url, d, a.hosts // a.shards, a.clusters // a.shards))
+        for sh in shards:
+            print(f"shard {sh.k}: {sh.hosts} simulated hosts, {sh.clusters} clusters, {len(sh.player.rows)} jobs over "
+                  f"{a.trace_hours:g} trace hours at {a.speedup:g}x ({sh.player.duration_s / 60:.1f} min), "
+                  f"T = {sh.period:g} s, on {a.backend}, in {sh.d}; load {started['load']}", flush=True)
         t_start = time.time()
-        while leader.port() is None:
-            if leader.p.poll() is not None:
-                print(leader.log.read_text()[-3000:], file=sys.stderr)
-                return 1
-            time.sleep(0.5)
-        base = f"http://127.0.0.1:{leader.port()}"
-        if a.backend == "postgres":
-            standby = Coordinator(sc.config, d / "standby.log", run_for + 600)
-        series: list[dict] = []
+        for sh in shards:
+            sh.leader = Coordinator(sh.sc.config, sh.d / "leader.log", sh.run_for)
+        for sh in shards:
+            while sh.leader.port() is None:
+                if sh.leader.p.poll() is not None:
+                    print(sh.leader.log.read_text()[-3000:], file=sys.stderr)
+                    return 1
+                time.sleep(0.5)
+            sh.base = f"http://127.0.0.1:{sh.leader.port()}"
+        if server is not None:
+            shards[0].standby = Coordinator(shards[0].sc.config, shards[0].d / "standby.log", shards[0].run_for + 600)
         stop = threading.Event()
-
-        def size_mb() -> float:
-            if server is None:
-                return sum(p.stat().st_size for p in d.glob("fawkes.db*")) / 2**20
-            with store.engine.connect() as c:
-                from sqlalchemy import text
-
-                return c.execute(text("SELECT pg_database_size(current_database())")).scalar_one() / 2**20
-
-        def moved_since(t: float) -> int:
-            from sqlalchemy import text
-
-            with store.engine.connect() as c:
-                return c.execute(text("SELECT count(*) FROM node_transitions WHERE time > :t AND to_state IN "
-                                      "('running', 'released')"), {"t": t}).scalar_one()
-
-        def measure() -> None:
-            last = time.time()
-            while not stop.wait(a.every):
-                now = time.time()
-                row = {"t_s": round(now - t_start, 1), "trace_h": round((now - t_start) * s / 3600, 2),
-                       "rss_mb": rss_mb(leader.p.pid), "db_mb": round(size_mb(), 1),
-                       "moved": moved_since(last), "load": [round(x, 2) for x in os.getloadavg()]}
-                last = now
-                try:
-                    row["api_state_s"] = round(get(base + "/api/state")[0], 3)
-                    row["metrics_s"] = round(get(base + "/metrics")[0], 3)
-                except OSError as exc:
-                    row["http_error"] = str(exc)[:200]
-                t0 = time.perf_counter()
-                r = subprocess.run([sys.executable, "-m", "fawkes", "status", "--state", url], capture_output=True,
-                                   env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600)
-                row["status_s"] = round(time.perf_counter() - t0, 3) if r.returncode == 0 else None
-                series.append(row)
-                print(json.dumps(row), flush=True)
-
-        mon = threading.Thread(target=measure, daemon=True)
-        mon.start()
-        player.t0 = time.time()
-        while not player.done():
-            player.step()
-            if leader.p.poll() is not None:
-                print("the leader exited early:\n" + leader.log.read_text()[-3000:], file=sys.stderr)
-                return 1
+        mons = [threading.Thread(target=sh.measure, args=(a, server, t_start, stop), daemon=True) for sh in shards]
+        for m in mons:
+            m.start()
+        for sh in shards:
+            sh.player.t0 = time.time()
+        while not all(sh.player.done() for sh in shards):
+            for sh in shards:
+                sh.player.step()
+                if sh.leader.p.poll() is not None:
+                    print(f"shard {sh.k}: the leader exited early:\n" + sh.leader.log.read_text()[-3000:],
+                          file=sys.stderr)
+                    return 1
             time.sleep(0.2)
-        time.sleep(2 * period)
-        # just before the kill: the steps' histogram, and the state of the jobs
-        metrics = get(base + "/metrics")[1].decode()
-        steps = histogram(metrics, "fawkes_step_duration_seconds")
+        time.sleep(2 * shards[0].period)
+        steps = [histogram(get(sh.base + "/metrics")[1].decode(), "fawkes_step_duration_seconds") for sh in shards]
         stop.set()
-        mon.join(timeout=600)
-        takeover = None
-        if standby is not None:
-            from sqlalchemy import text
-
-            with store.engine.connect() as c:
-                last_id = c.execute(text("SELECT coalesce(max(id), 0) FROM decisions")).scalar_one()
-            killed = time.time()
-            os.kill(leader.p.pid, signal.SIGKILL)
-            leader.p.wait()
-            first = None
-            while time.time() - killed < 20 * period:
-                with store.engine.connect() as c:
-                    first = c.execute(text("SELECT min(time) FROM decisions WHERE id > :i"),
-                                      {"i": last_id}).scalar_one()
-                if first is not None:
-                    break
-                time.sleep(0.2)
-            takeover = None if first is None else round(first - killed, 2)
-            standby.p.send_signal(signal.SIGTERM)
-            try:
-                standby.p.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                standby.p.kill()
-        else:
-            leader.p.send_signal(signal.SIGTERM)
-            leader.p.wait(timeout=300)
-        from collections import Counter
-
-        jobs = Counter(j.state for j in store.list_jobs())
-        ticks = [m["took_s"] for m in leader.ticks()]
-        hour_mark = [r for r in series if r["trace_h"] >= 1.0 and r["rss_mb"]]
-        rss_growth = (max(r["rss_mb"] for r in hour_mark) / hour_mark[0]["rss_mb"] - 1) if hour_mark else None
-        reads = {k: [r[k] for r in series if r.get(k) is not None] for k in ("api_state_s", "metrics_s", "status_s")}
-        per_min = [r["moved"] * 60.0 / a.every for r in series]
+        for m in mons:
+            m.join(timeout=600)
+        takeover = shards[0].takeover() if shards[0].standby is not None else None
+        for sh in shards:
+            for proc in (sh.leader, sh.standby):
+                if proc is not None and proc.p.poll() is None:
+                    proc.p.send_signal(signal.SIGTERM)
+                    try:
+                        proc.p.wait(timeout=300)
+                    except subprocess.TimeoutExpired:
+                        proc.p.kill()
+        runs = [sh.figures(a, st, takeover if sh.k == 0 else None) for sh, st in zip(shards, steps)]
         out = {**started, "ended": meta()["date"], "load_end": [round(x, 2) for x in os.getloadavg()],
-               "hosts": a.hosts, "clusters": a.clusters, "trace_hours": a.trace_hours, "speedup": s,
-               "period_s": period, "backend": a.backend, "jobs_submitted": len(player.submitted),
-               "jobs": dict(jobs), "refused": player.refused[:10], "wall_s": round(time.time() - t_start, 1),
-               "ticks": {"n": len(ticks), "p50_s": pct(ticks, 0.5), "p99_s": pct(ticks, 0.99),
-                         "max_s": max(ticks, default=None)},
-               "steps": {k: {"count": v["count"], "mean_s": round(v["sum"] / v["count"], 3) if v["count"] else None,
-                             "p50_at_most_s": quantile_bound(v, 0.5), "p99_at_most_s": quantile_bound(v, 0.99)}
-                         for k, v in steps.items()},
-               "nodes_moved_per_min": {"mean": round(statistics.mean(per_min), 1) if per_min else None,
-                                       "max": max(per_min, default=None)},
-               "rss_growth_after_first_trace_hour": None if rss_growth is None else round(rss_growth, 3),
-               "reads_median_s": {k: round(statistics.median(v), 3) if v else None for k, v in reads.items()},
-               "reads_max_s": {k: max(v, default=None) for k, v in reads.items()},
-               "takeover_s": takeover, "series": series}
-        print(json.dumps({k: v for k, v in out.items() if k != "series"}, indent=1))
-        t = out["ticks"]
-        print(f"tick p50 {t['p50_s']} s, p99 {t['p99_s']} s (target 1 s), max {t['max_s']} s over {t['n']} ticks")
-        for k, target in (("api_state_s", 0.5), ("metrics_s", 0.2), ("status_s", 1.0)):
-            m = out["reads_median_s"][k]
-            print(f"{k}: median {m} s, max {out['reads_max_s'][k]} s (target {target} s: "
-                  f"{'met' if m is not None and m <= target else 'MISSED'})")
-        if takeover is not None:
-            print(f"kill -9 of the leader -> the standby's first decision: {takeover} s (target 2T = {2 * period:g} s)")
+               "hosts": a.hosts, "clusters": a.clusters, "trace_hours": a.trace_hours, "speedup": a.speedup,
+               "jobs_per_cluster_hour": a.jobs_per_cluster_hour, "backend": a.backend, "shards": runs,
+               "wall_s": round(time.time() - t_start, 1)}
+        print(json.dumps({**out, "shards": [{k: v for k, v in r.items() if k != "series"} for r in runs]}, indent=1))
+        for r in runs:
+            t = r["ticks"]
+            print(f"shard {r['shard']} ({r['hosts']} hosts, {r['clusters']} clusters): tick p50 {t['p50_s']} s, "
+                  f"p99 {t['p99_s']} s (target 1 s), max {t['max_s']} s over {t['n']} ticks")
+            for k, target in (("api_state_s", 0.5), ("metrics_s", 0.2), ("status_s", 1.0)):
+                m = r["reads_median_s"][k]
+                print(f"  {k}: median {m} s, max {r['reads_max_s'][k]} s (target {target} s: "
+                      f"{'met' if m is not None and m <= target else 'MISSED'})")
+            if r["takeover_s"] is not None:
+                print(f"  kill -9 of the leader -> the standby's first decision: {r['takeover_s']} s "
+                      f"(target 2T = {2 * r['period_s']:g} s)")
         if a.json:
             Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
         return 0

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from apscheduler.executors.pool import ThreadPoolExecutor as APThreadPool
 from apscheduler.schedulers.blocking import BlockingScheduler
+from apscheduler.schedulers import SchedulerNotRunningError
 
 from fawkes.config import loop_policy
 from fawkes.coordinator.control import Control
@@ -206,29 +207,34 @@ class Coordinator:
     def recover(self) -> None:
         """After a (re)start: restart daemons that should run but do not (kill -9 of hosts or us).
 
+        Each active cluster's check is an operation of the reconciler (its ``grow``: no grow of the
+        cluster meanwhile), run by its workers while the scheduler already samples and decides: a new
+        leader over a thousand clusters decides at once instead of after a thousand health checks.
         Everything else resumes from the recorded intent: PROVISIONING nodes are added again,
         DRAINING nodes drained again, DISPATCHED jobs found on their master or queued again.
         """
-        for c in self.store.list_clusters(include_released=False):
-            if ClusterState(c.state) is not ClusterState.ACTIVE:
-                continue
+        for c in self.store.live_clusters():
+            if ClusterState(c.state) is ClusterState.ACTIVE:
+                self.reconciler.start(c.name, "grow", self._recover_cluster, c.name)
+
+    def _recover_cluster(self, name: str) -> None:
+        try:
+            spec, driver = self.fleet.spec(name, states={NodeState.RUNNING})
+            health = driver.health(spec)
+        except FawkesError as exc:
+            log.warning("recover %s: %s", name, exc)
+            return
+        down = [n for n in spec.nodes if not all(health.daemons.get(n.name, {}).values() or [False])]
+        if any(n.name == spec.master.name for n in down):
+            log.error("recover %s: daemons down on the master %s; the cluster needs its master back "
+                      "(revive the host, then restart the coordinator)", name, spec.master.name)
+            down = [n for n in down if n.name != spec.master.name]
+        if down:
+            log.warning("recover %s: daemons missing on %s, starting them", name, ", ".join(n.name for n in down))
             try:
-                spec, driver = self.fleet.spec(c.name, states={NodeState.RUNNING})
-                health = driver.health(spec)
+                driver.add_nodes(spec, down)
             except FawkesError as exc:
-                log.warning("recover %s: %s", c.name, exc)
-                continue
-            down = [n for n in spec.nodes if not all(health.daemons.get(n.name, {}).values() or [False])]
-            if any(n.name == spec.master.name for n in down):
-                log.error("recover %s: daemons down on the master %s; the cluster needs its master back "
-                          "(revive the host, then restart the coordinator)", c.name, spec.master.name)
-                down = [n for n in down if n.name != spec.master.name]
-            if down:
-                log.warning("recover %s: daemons missing on %s, starting them", c.name, ", ".join(n.name for n in down))
-                try:
-                    driver.add_nodes(spec, down)
-                except FawkesError as exc:
-                    log.warning("recover %s: %s", c.name, exc)
+                log.warning("recover %s: %s", name, exc)
 
     def close(self, grace_s: float = 30.0) -> list[str]:
         """Stop the reconciler (waiting up to ``grace_s`` for running operations) and close SSH.
@@ -279,12 +285,16 @@ class Coordinator:
         def stop(signum, _frame):
             log.info("signal %d: stopping after the current step", signum)
             self.reconciler.cancel.set()
-            sched.shutdown(wait=False)
+            try:
+                sched.shutdown(wait=False)
+            except SchedulerNotRunningError:  # before it started: it is not started
+                stopping.set()
 
         def hup(_signum, _frame):  # fawkes inventory apply / systemctl reload: between two steps
             if self.inventory_path is not None:
                 sched.add_job(self.reload_inventory, "date", run_date=_dt(time.time()), args=[self.inventory_path])
 
+        stopping = threading.Event()  # a signal before the scheduler started
         old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
         old[signal.SIGHUP] = signal.signal(signal.SIGHUP, hup)
         if self.reload_asked is not None and self.reload_asked.is_set():  # asked before the handler was in
@@ -309,7 +319,8 @@ class Coordinator:
             self.recover()
             log.info("coordinator running: policy %s, T=%gs, tau=%g, sample every %gs",
                      self.settings.policy, self.settings.period_s, self.settings.tau, self.settings.sample_period_s)
-            sched.start()
+            if not stopping.is_set():
+                sched.start()
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
