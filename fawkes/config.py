@@ -376,6 +376,10 @@ class CoordinatorConfig(BaseModel):
                                               "executor_memory so that many executors fit a worker")
     host_grace: float = Field(default=30.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
                               description="seconds without an SSH answer before a host is failed")
+    parallel_operations: int = Field(default=4, ge=1, le=256, strict=True,
+                                     description="operations on hosts (deploy, grow, shrink, cleanup, recovery, "
+                                                 "config drift) run at once, each for one cluster; raise it for a "
+                                                 "large pool: they mostly wait on SSH (docs/operations.md, Scale)")
     retention: RetentionConfig = Field(default=RetentionConfig(), description="what the coordinator prunes "
                                        "every every_s")
     timeouts: TimeoutsConfig = Field(default=TimeoutsConfig(), description="seconds a node may stay in a state, "

@@ -192,6 +192,7 @@ cluster_options:                              # framework tunables (docs/framewo
   # executor_memory: 4g                       # sizes left out follow the hosts' memory in the inventory
 max_running_jobs: 1                           # jobs of one cluster at once (the others queue, FIFO)
 host_grace: 30                                # seconds without an SSH answer before a host is failed
+# parallel_operations: 4                       # operations on hosts at once; raise it for a large pool
 retention:                                    # what the coordinator prunes every every_s (null: keep all)
   samples_s: 604800                           # samples older than 7 days (never the mechanism's window)
   events_s: 2592000                           # events older than 30 days

@@ -515,7 +515,7 @@ def build(cfg, *, inventory_path=None, leadership=None, inventory: Inventory | N
                            host_grace_s=cfg.host_grace, retention=cfg.retention, timeouts=cfg.timeouts, pool=pool,
                            shrink_mode=cfg.shrink_mode, footprint=cfg.suspend.footprint(), save_to=cfg.save_to_of,
                            notifier=notifier, hibernate=cfg.hibernates,
-                           max_running_jobs=cfg.max_running_jobs_of)
+                           max_running_jobs=cfg.max_running_jobs_of, workers=cfg.parallel_operations)
     except Exception:
         store.close()
         raise
