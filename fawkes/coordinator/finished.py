@@ -48,12 +48,12 @@ class FinishedJobs:
     def refresh(self, store, live: Mapping[str, int]) -> dict[str, Tally]:
         """Fold in the jobs finished since the last call; the tally of each of the ``live`` clusters
         (name -> cluster id, as just read), by name.  Tallies of clusters no longer live are dropped."""
-        rows, low = store.finished_jobs_after(self.mark)
-        for _, j in rows:
+        jobs, low = store.finished_jobs_after(self.mark)
+        for j in jobs:
             if j.id not in self.counted:
                 self.counted.add(j.id)
                 self.tallies.setdefault(j.cluster_id, Tally()).add(j)
-        top = max((j.id for _, j in rows), default=self.mark)
+        top = max((j.id for j in jobs), default=self.mark)
         self.mark = max(self.mark, min(top, low - 1) if low is not None else top)
         self.counted = {i for i in self.counted if i > self.mark}
         ids = set(live.values())

@@ -90,30 +90,25 @@ class JobsMixin(StoreBase):
         """Every live cluster's unfinished jobs (queued, dispatched, running), by cluster name, in
         submission order: one query (by the jobs' state index) for what ``list_jobs(name, states=...)``
         gives per cluster."""
-        out: dict[str, list[Job]] = {}
-        q = (select(MRCluster.live_name.label("_cluster"), *Job.__table__.columns)  # read-only rows, no ORM
-             .join(MRCluster, Job.cluster_id == MRCluster.id)
-             .where(col(Job.state).in_(JOB_UNFINISHED), col(MRCluster.live_name).is_not(None))
-             .order_by(Job.id))
-        with self.session() as s:
-            for r in s.connection().execute(q):
-                out.setdefault(r[0], []).append(r)
-        return out
+        return self._rows_by_cluster(
+            select(MRCluster.live_name.label("_cluster"), *Job.__table__.columns)
+            .join(MRCluster, Job.cluster_id == MRCluster.id)
+            .where(col(Job.state).in_(JOB_UNFINISHED), col(MRCluster.live_name).is_not(None))
+            .order_by(Job.id))
 
-    def finished_jobs_after(self, job_id: int) -> tuple[list[tuple[str, Job]], int | None]:
-        """The succeeded and failed jobs of the live clusters with an id above ``job_id``, as (cluster
-        name, job), in id order; and the lowest id of a job not finished yet (any cluster; None: none).
+    def finished_jobs_after(self, job_id: int) -> tuple[list[Job], int | None]:
+        """The succeeded and failed jobs of the live clusters with an id above ``job_id``, in id order;
+        and the lowest id of a job not finished yet (any cluster; None: none).
         What a reader that counts finished jobs reads each time, and where it may start next."""
         with self.session() as s:
             # the lowest unfinished id first: a job finishing between the two reads (each its own snapshot
             # on PostgreSQL) is then either read below or left above the mark the caller takes
             low = s.exec(select(func.min(Job.id)).where(col(Job.state).in_(JOB_UNFINISHED))).first()
-            q = (select(MRCluster.live_name, Job).join(MRCluster, Job.cluster_id == MRCluster.id)
-                 .where(Job.id > job_id, col(Job.state).in_([JobState.SUCCEEDED, JobState.FAILED]),
-                        col(MRCluster.live_name).is_not(None))
-                 .order_by(Job.id))
-            rows = [(name, j) for name, j in s.execute(q)]
-        return rows, low
+            jobs = s.exec(select(Job).join(MRCluster, Job.cluster_id == MRCluster.id)
+                          .where(Job.id > job_id, col(Job.state).in_([JobState.SUCCEEDED, JobState.FAILED]),
+                                 col(MRCluster.live_name).is_not(None))
+                          .order_by(Job.id)).all()
+        return list(jobs), low
 
     def next_job(self, cluster: str) -> Job | None:
         """The head of ``cluster``'s FIFO queue (oldest QUEUED job), or None."""
