@@ -1,7 +1,7 @@
 """A short seeded fault campaign (bench/fault_campaign.py) on the session lab: kill -9 at named points.
 
 The real coordinator runs 3 MR-clusters (1 core node each) on 6 of the lab's hosts with a stream of
-real word counts; it is killed with SIGKILL 6 times (at named steps of grows, DP shrinks and dispatches,
+real word counts; it is killed with SIGKILL 4 times (at named steps of grows, DP shrinks and dispatches,
 through the fault hook ``FAWKES_FAULT_POINT``, and at seeded random times), restarted each time, and
 after every kill: no host held twice or leaked (store and the daemons on the hosts), no core node
 removed, no job lost; after every restart HDFS fsck HEALTHY and checksums unchanged; at the end every
@@ -54,13 +54,13 @@ def test_short_seeded_campaign(lab, tmp_path):
     # got one burst, late, and never grew beyond its first share.
     seed = int(os.environ.get("FAWKES_CAMPAIGN_SEED") or time.time()) % 100000
     print(f"fault campaign seed {seed} (FAWKES_CAMPAIGN_SEED={seed} repeats it), job stream seed 3", flush=True)
-    # 6 kills, a seeded share of 0.2 of them at random times.  The kills could end before the stream reached a
+    # 4 kills, one of them (a share of 0.25) at a seeded random time, three at named points.  The kills could end before the stream reached a
     # cluster (c got no job in the clean-clone CIs of 6a936b7 and 7730e92): the bursts now go to one cluster
     # after the other, and Campaign.finish sends a cluster still without one its burst after the last kill,
     # so every cluster has had jobs and a chance to grow (8 kills and a late burst took 559 s in the CI of
     # efe1a98, beside the rest of the suite)
-    plan = schedule(6, seed=seed, random_share=0.2)
-    assert plan == schedule(6, seed=seed, random_share=0.2)
+    plan = schedule(4, seed=seed, random_share=0.25)
+    assert plan == schedule(4, seed=seed, random_share=0.25) and [p for p, _ in plan].count(RANDOM) == 1
     lines: list[str] = [f"seed {seed}"]
     camp = Campaign(inventory, lab.node_dir, (str(d.spark_home), str(d.hdfs_home)), tmp_path, seed=seed,
                     point_timeout=60, lines=200, log=lines.append, stream_seed=3)
@@ -77,7 +77,7 @@ def test_short_seeded_campaign(lab, tmp_path):
     print("\n".join(lines))
     assert not camp.violations, camp.violations
     named = [r for r in rows if r["point"] not in (RANDOM, "final")]
-    assert sum(r["killed_at_point"] for r in named) >= 3, "named points must be reached"
+    assert sum(r["killed_at_point"] for r in named) >= 2, "named points must be reached"
     assert len(camp.jobs) >= 4 and all(exact.values()) and len(exact) == len(camp.jobs)
     assert camp.hdfs_checks >= 5
     assert camp.checksums and camp.checksums_compared > 0  # files compared again after restarts, not an empty check

@@ -276,6 +276,20 @@ def test_batched_reads_give_what_the_per_cluster_reads_gave(store: Store):
     assert pool == {"free": store.free_hosts(), "usable": store.capacity(), "min_cores": 2}
 
 
+def test_waiting_or_free_is_a_queued_request_or_a_free_host(store: Store):
+    """Control.between reads no snapshot without either: the one read must say so exactly."""
+    world(store)  # q queued, n2..n8 free
+    assert store.waiting_or_free()
+    for i in range(2, 9):  # every usable host held: only the request is left
+        store.allocate_node("a", f"n{i}", Role.TR)
+    assert not store.free_hosts() and store.waiting_or_free()
+    store.transition_cluster("q", ClusterState.RELEASED, "withdrawn")
+    assert not store.waiting_or_free()
+    n = store.list_nodes("a")[-1]
+    store.transition_node(n.id, NodeState.RELEASED, "freed")
+    assert store.free_hosts() == [n.host] and store.waiting_or_free()
+
+
 def test_insert_many_and_among_on_both_backends(store: Store):
     rows = [{"time": float(i), "level": "info", "kind": "k", "cluster": None if i % 2 else "a", "node": None,
              "message": f"m{i}"} for i in range(5)]

@@ -78,7 +78,10 @@ class Control:
 
     def between(self) -> tuple[Between | None, list[str]]:
         """Admission on arrivals and releases, then growth into freed hosts, between ticks:
-        (what was decided, None if there was nothing to decide; problems applying it)."""
+        (what was decided, None if there was nothing to decide; problems applying it).  Without a queued
+        request or a free host there is nothing to decide: one small read, no snapshot."""
+        if not self.store.waiting_or_free():
+            return None, []
         snap = self.snapshot()
         if not snap.queue and not snap.free_hosts:
             return None, []

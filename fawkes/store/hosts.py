@@ -19,7 +19,7 @@ from fawkes.errors import FawkesError
 from fawkes.inventory.schema import SAFE_NAME
 from fawkes.store import validate
 from fawkes.store.base import StoreBase
-from fawkes.store.lifecycle import HostState
+from fawkes.store.lifecycle import ClusterState, HostState
 from fawkes.store.schema import Framework, Host, MRCluster, Node
 
 
@@ -155,6 +155,16 @@ class HostsMixin(StoreBase):
                                   .order_by(Host.position, Host.name)).scalars())
             n, least = s.execute(select(func.count(), func.min(Host.cores)).where(col(Host.state).in_(usable))).one()
         return {"free": free, "usable": n, "min_cores": least}
+
+    def waiting_or_free(self) -> bool:
+        """Whether any cluster request is queued or any host is free, in one read: between ticks there is
+        nothing to admit or refill otherwise (:meth:`Control.between` reads no snapshot then)."""
+        with self.session() as s:
+            free = s.execute(select(Host.name).where(Host.state == HostState.FREE).limit(1)).first()
+            if free is not None:
+                return True
+            return s.execute(select(MRCluster.id).where(MRCluster.state == ClusterState.REQUESTED)
+                             .limit(1)).first() is not None
 
     def host_racks(self) -> dict[str, str]:
         """``{host: rack}`` of the hosts in the pool (not retired) that have a rack label (placement,
