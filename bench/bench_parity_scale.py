@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             and 0 <= a.failures_per_hour <= 10):
         ap.error("need 1 <= clusters, 4 x clusters <= hosts <= 100000, 0 < minutes <= 1440, "
                  "0 <= failures-per-hour <= 10")
+    from fawkes.mechanism import Settings
     from fawkes.presets import read_preset
     from fawkes.sim.costs import cost_model
     from fawkes.sim.engine import Simulator
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     preset = read_preset(a.policy)
     if preset.settings is None:
         ap.error(f"--policy {a.policy}: a FAWKES policy or preset, not a chapter-2 runner")
-    settings = replace(preset.settings, period_s=120.0)
+    settings = Settings(**{**preset.settings.model_dump(), "period_s": 120.0})
     d = Path(tempfile.mkdtemp(prefix="fawkes-parity-scale-"))
     sc = write_scenario(d, hosts=a.hosts, clusters=a.clusters, min_core=4, minutes=a.minutes, speedup=1, seed=1)
     wl = load_trace(sc.trace, capacity=a.hosts, min_core=4, period_s=settings.period_s, clusters_file=sc.clusters,

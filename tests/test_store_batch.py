@@ -302,3 +302,39 @@ def test_insert_many_and_among_on_both_backends(store: Store):
             among(Event.__table__.c.message, ["m1", "m3", "zz"], store.engine.dialect.name))).all()
     assert sorted((r.message, r.cluster) for r in got) == [("m1", None), ("m3", None)]
     assert [e.cluster for e in store.events(limit=5)] == ["a", None, "a", None, "a"]
+
+
+def test_record_samples_is_record_sample_note_job_tasks_and_update_node_per_cluster(twins):
+    """The sampler's one transaction a step writes what its per-cluster writes wrote; a cluster released
+    meanwhile is skipped (one problem line), the others written; a bad count refuses its own write only."""
+    from fawkes.store.samples import SampleWrite
+
+    a, b = twins  # each already the world()
+    for st in (a, b):
+        st.clock.advance(5)
+    job = {st: st.submit_job("a", ["wordcount", "in", "out"]).id for st in (a, b)}
+    node = {st: st.list_nodes("a")[0].id for st in (a, b)}
+    m = {"a": ClusterMetrics(time=a.clock.t, pending_tasks=3, running_tasks=2, output_bytes=1.5),
+         "b": ClusterMetrics(time=a.clock.t, unfinished_jobs=1, loading=True)}
+    # one at a time (the old way) on a, in one batch on b
+    a.record_sample("a", m["a"])
+    a.note_job_tasks({job[a]: 7})
+    a.update_node(node[a], stored_bytes=1234)
+    a.record_sample("b", m["b"])
+    with pytest.raises(FawkesError, match="already released"):
+        a.record_sample("gone", m["b"])
+    problems = b.record_samples([SampleWrite("a", m["a"], {job[b]: 7}, {node[b]: 1234}), SampleWrite("b", m["b"]),
+                                 SampleWrite("gone", m["b"])])
+    assert problems == ["cluster gone: already released"]
+    for c in ("a", "b"):
+        assert a.samples(c) == b.samples(c) == [m[c]]
+    assert a.get_job(job[a]).tasks_seen == b.get_job(job[b]).tasks_seen == 7
+    assert a.get_node(node[a]).stored_bytes == b.get_node(node[b]).stored_bytes == 1234
+    b.record_samples([SampleWrite("a", m["a"], {job[b]: 4})])  # never lowered
+    assert b.get_job(job[b]).tasks_seen == 7
+    for bad in ({job[b]: -1}, {job[b]: 1.5}, {job[b]: True}):
+        with pytest.raises(FawkesError, match="tasks_seen"):
+            SampleWrite("a", m["a"], bad)
+    with pytest.raises(FawkesError, match="stored_bytes"):
+        SampleWrite("a", m["a"], {}, {node[b]: -5})
+    assert b.record_samples([]) == []

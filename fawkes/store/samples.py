@@ -9,18 +9,34 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import delete, func
+from sqlalchemy import delete, func, update
 from sqlmodel import Session, col, select
 
 from fawkes.errors import FawkesError
 from fawkes.mechanism.model import ClusterMetrics
 from fawkes.store import validate
 from fawkes.store.base import StoreBase, gc_paused
-from fawkes.store.db import fetch_tuples
-from fawkes.store.schema import ControllerMemory, DecisionRecord, MRCluster, Sample, SamplerMemory
+from fawkes.store.db import fetch_tuples, insert_many
+from fawkes.store.schema import ControllerMemory, DecisionRecord, Job, MRCluster, Node, Sample, SamplerMemory
 
 _METRIC_FIELDS = tuple(f.name for f in dataclasses.fields(ClusterMetrics))
 assert _METRIC_FIELDS[-1] == "loading"  # the only boolean: samples_of_live_clusters converts it
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleWrite:
+    """What the sampler writes for one cluster in one step (:meth:`SamplesMixin.record_samples`)."""
+
+    cluster: str
+    metrics: ClusterMetrics
+    tasks_seen: Mapping[int, int] = dataclasses.field(default_factory=dict)  # job id -> tasks its driver listed
+    stored_by_node: Mapping[int, int] = dataclasses.field(default_factory=dict)  # node id -> bytes it stores
+
+    def __post_init__(self) -> None:  # a bad count refuses this cluster's write, not the step's
+        for n in self.tasks_seen.values():
+            validate.positive_int("tasks_seen", n, minimum=0)
+        for b in self.stored_by_node.values():
+            validate.positive_int("stored_bytes", b, minimum=0)
 
 
 class SamplesMixin(StoreBase):
@@ -31,6 +47,35 @@ class SamplesMixin(StoreBase):
         with self.session(write=True) as s:
             c = self._cluster(s, cluster, live=True)
             s.add(Sample(cluster_id=c.id, **dataclasses.asdict(metrics)))
+
+    def record_samples(self, batch: Iterable[SampleWrite]) -> list[str]:
+        """One sampler step's writes, in one transaction: each live cluster's sample, its running jobs'
+        task counts (raised, never lowered: :meth:`note_job_tasks`) and its nodes' stored bytes (node id ->
+        bytes).  A cluster no longer live (released meanwhile) is skipped: returned as a problem, one line
+        each, the others written (as :meth:`record_sample` for each would have done)."""
+        batch = list(batch)
+        if not batch:
+            return []
+        names = {w.cluster for w in batch}
+        problems = []
+        with self.session(write=True) as s:
+            ids = dict(s.execute(select(MRCluster.live_name, MRCluster.id)
+                                 .where(col(MRCluster.live_name).in_(sorted(names)))).all())
+            rows, seen, stored = [], {}, {}
+            for w in batch:
+                if w.cluster not in ids:
+                    problems.append(f"cluster {w.cluster}: already released")
+                    continue
+                rows.append({"cluster_id": ids[w.cluster], **dataclasses.asdict(w.metrics)})
+                seen.update(w.tasks_seen)
+                stored.update(w.stored_by_node)
+            insert_many(s.connection(), Sample.__table__, rows)
+            for job_id, n in seen.items():
+                s.execute(update(Job).where(Job.id == job_id, func.coalesce(Job.tasks_seen, -1) < n)
+                          .values(tasks_seen=n))
+            for node_id, b in stored.items():
+                s.execute(update(Node).where(Node.id == node_id).values(stored_bytes=b))
+        return problems
 
     def samples(self, cluster: str, *, since: float | None = None, until: float | None = None) -> list[ClusterMetrics]:
         """Samples of ``cluster`` with ``since < time <= until``, in time order."""
