@@ -18,7 +18,6 @@ them as if learned.  The finished jobs' rows carry the tasks they completed (the
 
 from __future__ import annotations
 
-import copy
 import json
 from functools import cache
 from pathlib import Path
@@ -38,8 +37,19 @@ class Unencodable(AssertionError):
 
 
 @cache
+def _fixture_text(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+@cache
 def _fixture(name: str):
-    return json.loads((FIXTURES / name).read_text())
+    """The fixture, parsed once: read it, never change it (:func:`_fresh` for a copy to change)."""
+    return json.loads(_fixture_text(name))
+
+
+def _fresh(name: str):
+    """A copy of the fixture to change (parsing the kept text is faster than a deep copy)."""
+    return json.loads(_fixture_text(name))
 
 
 def _whole(x: float, what: str) -> int:
@@ -51,7 +61,7 @@ def _whole(x: float, what: str) -> int:
 def documents(o: Observed) -> dict:
     """The daemons' documents and the job table of ``o``: ``master``, ``stages`` (app id -> document),
     ``fsnamesystem`` (JSON text, as the daemons send them) and ``jobs`` / ``finished`` (rows)."""
-    master = copy.deepcopy(_fixture("master_running.json"))
+    master = _fresh("master_running.json")
     cores, used = _whole(o.configured_slots, "configured slots"), _whole(o.busy_slots, "busy slots")
     worker, app = master["workers"][0], master["activeapps"][0]
     master["workers"] = [{**worker, "cores": cores, "coresused": used, "coresfree": cores - used}] if cores else []
@@ -80,7 +90,7 @@ def documents(o: Observed) -> dict:
                           f"which there are {o.completed_jobs}")
     finished = [SimpleNamespace(id=-k - 1, argv=["finished"], tasks_seen=done_before if k == 0 else 0, state="succeeded")
                 for k in range(o.completed_jobs)]
-    nn = copy.deepcopy(_fixture("nn_fsnamesystemstate.json"))
+    nn = _fresh("nn_fsnamesystemstate.json")
     bean = next(b for b in nn["beans"] if b["name"].endswith("name=FSNamesystemState"))
     stored = INPUT_BYTES + round(o.output_bytes)
     bean.update(CapacityUsed=stored, CapacityTotal=round(o.storage_capacity),

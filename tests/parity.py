@@ -23,6 +23,7 @@ from fawkes.mechanism import ClusterState, Settings
 from fawkes.mechanism.discrimination import held_integral
 from fawkes.sim.record import Recorder
 from fawkes.store import NodeState, Store
+from fawkes.store.samples import SampleWrite
 from tests.daemon_documents import DaemonSampler
 
 
@@ -113,10 +114,16 @@ def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capaci
     facts: dict[int, tuple[int, int]] = {}
     daemons = DaemonSampler(settings)
     steps = 0
+    pending: list[SampleWrite] = []  # samples since the last other event: written at once, as the sampler does
     for i, ev in enumerate(rec.events):
         clock.t = ev.time
         where = f"event {i} ({ev.kind} at t={ev.time:g}{' ' + ev.cluster if ev.cluster else ''})"
         try:
+            if pending and ev.kind != "sample":
+                problems = store.record_samples(pending)
+                pending.clear()
+                if problems:
+                    raise Mismatch(f"samples: {problems}")
             if ev.kind in ("static", "request"):
                 daemons.baseline.pop(ev.cluster, None)  # a new cluster of that name: its own baseline
             if ev.kind == "static":
@@ -143,7 +150,7 @@ def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capaci
                 if ev.observed is not None and kind_of(ev.cluster) == "spark-hdfs":  # through the daemons
                     m = whole_bytes(daemons.sample(ev.cluster, ev.observed, ev.time), ev.data)
                     same(m, ev.data, "sample from the daemons' documents")
-                store.record_sample(ev.cluster, m)
+                pending.append(SampleWrite(ev.cluster, m))
             else:
                 snap, result, memory = ev.data
                 _node_facts(store, snap, facts)
@@ -166,6 +173,8 @@ def replay(rec: Recorder, store: Store, clock: Clock, settings: Settings, capaci
                 steps += 1
         except Mismatch as exc:
             raise Mismatch(f"{where}: {exc}") from None
+    if pending:
+        store.record_samples(pending)
     return steps
 
 
@@ -221,10 +230,12 @@ def _fail(store: Store, host: str) -> None:
 
 
 def _start_requested(store: Store) -> None:
-    for n in store.list_nodes():
-        if n.state == NodeState.REQUESTED:
-            store.transition_node(n.id, NodeState.PROVISIONING, "replay")
-            store.transition_node(n.id, NodeState.RUNNING, "replay")
+    ids = [n.id for n in store.list_nodes() if n.state == NodeState.REQUESTED]
+    if ids:  # the same rows as a transition_node per step (tests/test_store_batch.py), in one transaction
+        moves = [(i, NodeState.PROVISIONING, "replay") for i in ids] + [(i, NodeState.RUNNING, "replay") for i in ids]
+        refused = [e for e in store.transition_nodes(moves, batch=len(moves)) if e is not None]
+        if refused:
+            raise Mismatch(f"starting requested nodes: {refused[0]}")
 
 
 def _signals(store: Store, snap) -> Signals:

@@ -56,7 +56,8 @@ class Api:
 
     def call(self, method: str, path: str, body=None, *, token: str | None = None, raw: bytes | None = None,
              headers: dict | None = None) -> tuple[int, dict, dict]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        # the side run gets only the CPU the lab runs leave: 30 s ran out once under a load of 29
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=90)
         hdrs = {"Authorization": f"Bearer {token}"} if token else {}
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
         if data is not None:
