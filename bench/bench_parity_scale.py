@@ -4,8 +4,10 @@
     python bench/bench_parity_scale.py [--hosts 10000] [--clusters 1000] [--minutes 60] [--policy td-tc]
                                        [--failures-per-hour 0.05] [--state URL] [--out FILE]
 
-The trace is the one bench/bench_service_scale.py plays to its simulated fleet (fawkes/simfleet/scenario.py,
-seed 1: 30 jobs an hour per cluster, three times that on c0, 4 core nodes each), uncompressed (T = 120 s).
+The trace comes from the generator bench/bench_service_scale.py plays to its simulated fleet
+(fawkes/simfleet/scenario.py, seed 1, 4 core nodes a cluster) at the generator's default rate of 30 jobs an hour
+per cluster (three times that on c0; the soak runs 2 an hour), uncompressed (T = 120 s); the run goes on until
+the trace's jobs have ended.
 The simulator runs it with a recorder (invariants checked); tests/parity.py then replays every recorded
 observation into a real store (a new SQLite file, or ``--state``) and, at every tick and every step between
 ticks, compares the snapshot the store gives, the decision, the plans and the memory with the simulator's,
@@ -18,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -107,11 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS of this process: {peak_mb:.0f} MB", flush=True)
     if a.out:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                text=True).stdout.strip()
-        doc = {"command": " ".join(["python3", "bench/bench_parity_scale.py", *(argv or sys.argv[1:])]),
-               "commit": commit, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "load_at_end": list(os.getloadavg()), "hosts": a.hosts, "clusters": a.clusters,
+        from bench.results_meta import meta
+
+        doc = {**meta(), "hosts": a.hosts, "clusters": a.clusters,
                "trace_minutes": a.minutes, "jobs": len(wl.jobs), "host_failures": len(failures),
                "policy": a.policy, "period_s": settings.period_s, "events": len(rec.events),
                "steps_recorded": rec.steps, "steps_compared": steps, "same": ok, "first_difference": mismatch,
