@@ -10,9 +10,9 @@ each and a stream of real Spark word counts sent in bursts to one cluster after 
 that the clusters grow and shrink (DP) all the time.  Then, ``--kills`` times:
 
 * start the coordinator with ``FAWKES_FAULT_POINT=NAME`` (the test hook of ``fawkes/faults.py``:
-  it SIGKILLs itself when it reaches that step of a reconfiguration or dispatch), or, for a
-  seeded fraction ``--random`` of the kills, unarmed and SIGKILLed from outside after a seeded
-  random delay; a named point not reached within ``--point-timeout`` is killed from outside too
+  it SIGKILLs itself when it reaches that step of a reconfiguration or dispatch), or, for
+  ``--random`` of the kills (rounded: an exact count at seeded positions), unarmed and SIGKILLed
+  from outside after a seeded random delay; a named point not reached within ``--point-timeout`` is killed from outside too
   (counted as "not reached");
 * with the coordinator dead, check: no host held by two clusters (store, and the daemons that
   really run on each host); no host leaked (allocated but held by no live node, or running
