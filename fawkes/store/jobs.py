@@ -7,11 +7,11 @@ a cancel of a started job is a request the coordinator carries out.  See
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import func, update
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from fawkes.errors import FawkesError
 from fawkes.mechanism.model import ClusterState
@@ -150,11 +150,10 @@ class JobsMixin(StoreBase):
         """Raise jobs' ``tasks_seen`` to the counts their drivers reported (never lowers it)."""
         if not seen:
             return
+        for n in seen.values():
+            validate.positive_int("tasks_seen", n, minimum=0)
         with self.session(write=True) as s:
-            for job_id, n in seen.items():
-                validate.positive_int("tasks_seen", n, minimum=0)
-                s.execute(update(Job).where(Job.id == job_id, func.coalesce(Job.tasks_seen, -1) < n)
-                          .values(tasks_seen=n))
+            raise_tasks_seen(s, seen)
 
     def cancel_jobs(self, job_ids: Iterable[int]) -> list[tuple[Job, str]]:
         """Cancel jobs, all or none (one transaction): returns ``(job, outcome)`` per id.
@@ -212,3 +211,10 @@ class JobsMixin(StoreBase):
                           .join(Job, (Job.cluster_id == MRCluster.id) & (Job.state == JobState.QUEUED), isouter=True)
                           .where(col(MRCluster.live_name).is_not(None)).group_by(MRCluster.name)).all()
             return {name: n for name, n in rows}
+
+
+def raise_tasks_seen(s: Session, seen: Mapping[int, int]) -> None:
+    """In the caller's transaction: each job's ``tasks_seen`` raised to its (validated) count, never lowered
+    (:meth:`JobsMixin.note_job_tasks`, :meth:`~fawkes.store.samples.SamplesMixin.record_samples`)."""
+    for job_id, n in seen.items():
+        s.execute(update(Job).where(Job.id == job_id, func.coalesce(Job.tasks_seen, -1) < n).values(tasks_seen=n))

@@ -17,7 +17,8 @@ from fawkes.mechanism.model import ClusterMetrics
 from fawkes.store import validate
 from fawkes.store.base import StoreBase, gc_paused
 from fawkes.store.db import fetch_tuples, insert_many
-from fawkes.store.schema import ControllerMemory, DecisionRecord, Job, MRCluster, Node, Sample, SamplerMemory
+from fawkes.store.jobs import raise_tasks_seen
+from fawkes.store.schema import ControllerMemory, DecisionRecord, MRCluster, Node, Sample, SamplerMemory
 
 _METRIC_FIELDS = tuple(f.name for f in dataclasses.fields(ClusterMetrics))
 assert _METRIC_FIELDS[-1] == "loading"  # the only boolean: samples_of_live_clusters converts it
@@ -70,9 +71,7 @@ class SamplesMixin(StoreBase):
                 seen.update(w.tasks_seen)
                 stored.update(w.stored_by_node)
             insert_many(s.connection(), Sample.__table__, rows)
-            for job_id, n in seen.items():
-                s.execute(update(Job).where(Job.id == job_id, func.coalesce(Job.tasks_seen, -1) < n)
-                          .values(tasks_seen=n))
+            raise_tasks_seen(s, seen)
             for node_id, b in stored.items():
                 s.execute(update(Node).where(Node.id == node_id).values(stored_bytes=b))
         return problems
