@@ -476,3 +476,27 @@ def test_drift_checks_wait_for_a_free_worker_and_a_queued_one_gives_way_to_a_gro
     r.step()
     settle(r)
     assert {c[1][0] for c in driver.ops("reconfigure")} >= {"h2", "h3"}
+
+
+def test_a_node_cancelled_while_its_grow_starts_is_left_out_of_the_grow(world):
+    """A tick's plan may choose a node still REQUESTED to go: it is cancelled (RELEASED), and a grow
+    already reading it starts the others (before: a refused DRAINING, the node started anyway)."""
+    from fawkes.coordinator.intent import apply
+    from fawkes.mechanism import Plan, Shrink, ShrinkMode
+
+    store, clock, driver, reconciler = world
+    active_cluster(store)
+    a, b = store.allocate_node("a", "h2", Role.TR), store.allocate_node("a", "h3", Role.TR)
+    r = reconciler()
+    advance = r._advance
+
+    def racing(node_id, to, detail):
+        if node_id == a.id and to is NodeState.PROVISIONING:  # while the grow starts h2, the plan cancels h3
+            assert apply(store, Plan(shrinks=(Shrink("a", "h3", Role.TR, ShrinkMode.FP),)), why="tick 2") == []
+        advance(node_id, to, detail)
+
+    r._advance = racing
+    r._grow("a", [a.id, b.id])
+    assert [c[1] for c in driver.ops("add_nodes")] == [("h2",)]
+    assert node(store, "h2").state == NodeState.RUNNING and node(store, "h3").state == NodeState.RELEASED
+    assert store.node_history(b.id)[-1].detail == "cancelled before it started (tick 2)"

@@ -231,20 +231,23 @@ def test_apply_reports_each_refused_step_and_applies_the_rest(store: Store):
     world(store)
     store.transition_node(1, NodeState.PROVISIONING)
     store.transition_node(1, NodeState.RUNNING)
+    lost = store.allocate_node("a", "n4", Role.TR).id
+    store.transition_node(lost, NodeState.FAILED)
     plan = Plan(grows=(Grow("a", "n2", Role.TR), Grow("a", "n9", Role.TR), Grow("b", "n3", Role.TC)),
                 shrinks=(Shrink("a", "n0", Role.CORE, ShrinkMode.FP), Shrink("a", "n7", Role.TR, ShrinkMode.FP),
-                         Shrink("b", "n1", Role.CORE, ShrinkMode.DP)))
+                         Shrink("a", "n4", Role.TR, ShrinkMode.FP), Shrink("b", "n1", Role.CORE, ShrinkMode.DP)))
     problems = apply(store, plan, why="tick 7")
     assert problems == [
         "shrink a/n7: node not found",
-        "shrink b/n1: node 2 (n1): transition requested -> draining not allowed "
-        "(from requested: failed, provisioning, released)",
+        f"shrink a/n4: node {lost} (n4): transition failed -> draining not allowed (from failed: released)",
         "grow a/n9: host n9: not free (failed)"]
-    assert sorted(n.host for n in store.list_nodes("a")) == ["n0", "n2"]
-    assert [n.host for n in store.list_nodes("b")] == ["n1", "n3"]
+    assert sorted(n.host for n in store.list_nodes("a")) == ["n0", "n2", "n4"]
+    assert [n.host for n in store.list_nodes("b")] == ["n3"]  # n1 was still requested: cancelled, not drained
+    assert store.get_node(2).state == NodeState.RELEASED
+    assert store.node_history(2)[-1].detail == "cancelled before it started (tick 7)"
     assert store.get_node(1).state == NodeState.DRAINING
     assert store.node_history(1)[-1].detail == "FP (tick 7)"
-    n3 = store.list_nodes("b")[1]
+    n3 = store.list_nodes("b")[0]
     assert store.node_history(n3.id)[0].detail == "transient-core for b (tick 7)"
     assert [(e.kind, e.level, e.message) for e in store.events(limit=3)] == [
         ("plan", "warning", p) for p in problems]
@@ -271,7 +274,7 @@ def test_batched_reads_give_what_the_per_cluster_reads_gave(store: Store):
     assert (row.host_state, row.host_cores) == (HostState.ALLOCATED, 2)
     assert store.samples_of_live_clusters(since=t0, until=t0 + 9, clusters=["b"]).keys() == {"b"}
     assert store.samples_of_live_clusters(since=t0, until=t0 + 9, clusters=[]) == {}
-    assert store.live_node_ids(["a", "b", "gone"]) == {("a", "n0"): 1, ("b", "n1"): 2}
+    assert store.live_node_ids(["a", "b", "gone"]) == {("a", "n0"): (1, "requested"), ("b", "n1"): (2, "requested")}
     pool = store.pool_summary()
     assert pool == {"free": store.free_hosts(), "usable": store.capacity(), "min_cores": 2}
 

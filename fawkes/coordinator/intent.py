@@ -74,11 +74,15 @@ def apply(store: Store, plan: Plan, *, admitted: Iterable[str] = (), deactivate:
         shrunk: list[str | None] = [None] * len(plan.shrinks)
         moves, where = [], []
         for k, s in enumerate(plan.shrinks):
-            node_id = node_ids.get((s.cluster, s.node))
-            if node_id is None:
+            found = node_ids.get((s.cluster, s.node))
+            if found is None:
                 shrunk[k] = f"shrink {s.cluster}/{s.node}: node not found"
                 continue
-            moves.append((node_id, NodeState.DRAINING, f"{s.mode.value} ({why or 'plan'})"))
+            node_id, state = found
+            if state == NodeState.REQUESTED:  # chosen to go before anything ran on its host: cancelled
+                moves.append((node_id, NodeState.RELEASED, f"cancelled before it started ({why or 'plan'})"))
+            else:
+                moves.append((node_id, NodeState.DRAINING, f"{s.mode.value} ({why or 'plan'})"))
             where.append(k)
         for k, err in zip(where, store.transition_nodes(moves)):
             if err is not None:

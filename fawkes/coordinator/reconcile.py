@@ -348,8 +348,17 @@ class Reconciler:
         since = [n.state_since for n in nodes if n.state == NodeState.PROVISIONING]
         left = self.timeouts.provisioning - (self.clock() - min(since)) if since else self.timeouts.provisioning
         timeout = max(1.0, min(self.timeouts.op, left))
+        kept = []
         for n in nodes:
-            self._advance(n.id, NodeState.PROVISIONING, "starting daemons")
+            try:
+                self._advance(n.id, NodeState.PROVISIONING, "starting daemons")
+                kept.append(n)
+            except FawkesError:  # a tick cancelled it meanwhile (REQUESTED -> RELEASED): not this grow's
+                if self.store.get_node(n.id).state != NodeState.RELEASED:
+                    raise
+        nodes = kept
+        if not nodes:
+            return
         faults.point("node-provisioning")
         spec, driver = self.fleet.spec(name)
         added = [spec.node(n.host) for n in nodes]

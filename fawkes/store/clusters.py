@@ -572,15 +572,16 @@ class ClustersMixin(StoreBase):
             s.flush()
             return n
 
-    def live_node_ids(self, clusters: Iterable[str]) -> dict[tuple[str, str], int]:
-        """``(cluster, host) -> node id`` of the nodes holding a host in the live ``clusters``
+    def live_node_ids(self, clusters: Iterable[str]) -> dict[tuple[str, str], tuple[int, str]]:
+        """``(cluster, host) -> (node id, state)`` of the nodes holding a host in the live ``clusters``
         (one query; what a plan's shrinks name)."""
         names = set(clusters)
         if not names:
             return {}
         with self.session() as s:
-            return {(c, h): i for c, h, i in s.execute(
-                select(MRCluster.live_name, Node.host, Node.id).join(MRCluster, Node.cluster_id == MRCluster.id)
+            return {(c, h): (i, st) for c, h, i, st in s.execute(
+                select(MRCluster.live_name, Node.host, Node.id, Node.state)
+                .join(MRCluster, Node.cluster_id == MRCluster.id)
                 .where(self._in(MRCluster.live_name, names), col(Node.holds_host).is_not(None)))}
 
     def node_history(self, node_id: int) -> list[NodeTransition]:
