@@ -56,7 +56,7 @@ class Daemons:
     decom_at: float | None = None  # a decommission (DP) finishes then
 
 
-@dataclass
+@dataclass(slots=True)  # one per job launched, kept as long as its job directory (the soak: tens of thousands)
 class LaunchedJob:
     """One job a simulated driver runs: launched by the dispatcher's argv, its tasks progressing with
     the host's cores (the store's row of the same job is :class:`fawkes.store.schema.Job`)."""
