@@ -255,3 +255,39 @@ def test_the_real_coordinator_on_100_simulated_hosts(tmp_path):
     assert state_doc is not None and {c["name"] for c in state_doc["clusters"]} >= {"c0", "c1", "c2", "c3", "c4"}
     assert metrics is not None and re.search(r"^fawkes_ticks_total [1-9]", metrics, re.M), (metrics or "")[-500:]
     print(f"simulated fleet run: {wall:.1f} s of wall time")  # a figure, not a check: speed lives in bench/
+
+
+def test_core_nodes_invariant_flags_a_removal_while_active_not_a_requeued_deployment(tmp_path):
+    """A deployment that lost a core node releases the others and queues the cluster again (before it was
+    ever active): not a violation; the clean-clone CI of a374cf1 flagged it when a seeded daemon start
+    failure fell on a core node under load.  A core node drained while its cluster is active is one."""
+    from fawkes.mechanism import ClusterState, Role
+    from fawkes.simfleet import invariants
+    from fawkes.store import Store
+    from fawkes.store.lifecycle import NodeState
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    store.register_framework("sim", "simulated", shared_dir="/simulated")
+    store.sync_hosts([{"name": f"h{i}", "address": f"10.0.0.{i}", "cores": 1, "memory_mb": 1024} for i in range(4)])
+    store.request_cluster("c", framework="sim", min_core=2)
+    store.transition_cluster("c", ClusterState.DEPLOYING)
+    first = [store.allocate_node("c", h, Role.CORE) for h in ("h0", "h1")]
+    store.transition_node(first[0].id, NodeState.PROVISIONING)
+    store.transition_node(first[0].id, NodeState.FAILED, "start failed")
+    store.transition_node(first[1].id, NodeState.PROVISIONING)
+    store.transition_node(first[1].id, NodeState.DRAINING, "deployment lost a core node")
+    for n in first:
+        store.transition_node(n.id, NodeState.RELEASED, "deployment lost a core node")
+    store.transition_cluster("c", ClusterState.REQUESTED, "queued again")
+    store.transition_cluster("c", ClusterState.DEPLOYING)
+    again = [store.allocate_node("c", h, Role.CORE) for h in ("h2", "h3")]
+    for n in again:
+        store.transition_node(n.id, NodeState.PROVISIONING)
+        store.transition_node(n.id, NodeState.RUNNING)
+    store.transition_cluster("c", ClusterState.ACTIVE)
+    assert invariants.core_nodes(store, {}) == []
+    store.transition_node(again[0].id, NodeState.DRAINING, "a bug")
+    assert invariants.core_nodes(store, {}) == ["core node h2 of c draining while the cluster was active"]
+    store.transition_cluster("c", ClusterState.SAVING)
+    store.transition_node(again[1].id, NodeState.DRAINING, "teardown")  # after SAVING: the release's
+    assert len(invariants.core_nodes(store, {})) == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from fawkes.mechanism import Role
+from fawkes.mechanism import ClusterState, Role
 from fawkes.store.lifecycle import JobState, NodeState
 
 
@@ -34,14 +34,29 @@ def ownership(store, report: dict) -> list[str]:
 
 
 def core_nodes(store, report: dict) -> list[str]:
+    """No core node drained or released while its cluster was ACTIVE (from each time it became active to
+    its next transition: a deployment that lost a core node releases the others and queues the cluster
+    again, a legitimate release before it was ever active)."""
+    from sqlmodel import select
+
+    from fawkes.store.schema import ClusterTransition
+
     bad = []
+    cores = defaultdict(list)  # cluster row id -> its core nodes (a name requested again is another row)
+    for n in store.list_nodes(live=False):
+        if Role(n.role) is Role.CORE:
+            cores[n.cluster_id].append(n)
     for c in store.list_clusters():
-        until = c.saving_at if c.saving_at is not None else float("inf")
-        for n in store.list_nodes(c.name, live=False):
-            if Role(n.role) is not Role.CORE:
-                continue
+        with store.session() as s:
+            history = list(s.exec(select(ClusterTransition).where(ClusterTransition.cluster_id == c.id)
+                                  .order_by(ClusterTransition.id)))
+        active = [(t.time, nxt.time if nxt is not None else float("inf"))
+                  for t, nxt in zip(history, history[1:] + [None]) if t.to_state == ClusterState.ACTIVE]
+        if not active:
+            continue
+        for n in cores[c.id]:
             for t in store.node_history(n.id):
-                if t.to_state in (NodeState.DRAINING, NodeState.RELEASED) and t.time < until:
+                if t.to_state in (NodeState.DRAINING, NodeState.RELEASED) and any(a <= t.time < b for a, b in active):
                     bad.append(f"core node {n.host} of {c.name} {t.to_state} while the cluster was active")
     bad += [f"core daemons of {r['cluster']} stopped on {r['host']} ({r['how']})" for r in report.get("removed", ())
             if r["role"] == Role.CORE.value and r["how"] != "teardown"]
