@@ -259,9 +259,13 @@ def test_page_in_headless_chromium_shows_the_store_and_follows_it(browser, tmp_p
 
         assert wait_until("etl drawn", lambda: cells("etl"), 30) == \
             {"core": "2", "transient": "1", "transient-core": "1", "state": "active"}
-        assert cells("bi")["state"] == "requested (#1 in queue)"
-        nodes = browser.find_elements(By.CSS_SELECTOR, '#clusters tr[data-cluster="etl"] .node')
-        assert sorted(n.text for n in nodes) == ["h1 core", "h2 core", "h3 TR", "h4 TC (draining)"]
+        # the page redraws its rows every refresh: a row found just before a redraw is stale when read (the
+        # CI of 3007b7b), so each read is retried until it holds or times out
+        assert wait_until("bi drawn", lambda: cells("bi")["state"] == "requested (#1 in queue)", 30)
+        etl_nodes = lambda: sorted(n.text for n in browser.find_elements(  # noqa: E731
+            By.CSS_SELECTOR, '#clusters tr[data-cluster="etl"] .node'))
+        assert wait_until("etl's nodes drawn",
+                          lambda: etl_nodes() == ["h1 core", "h2 core", "h3 TR", "h4 TC (draining)"], 30)
         for chart in ("allocation", "weights", "discrimination"):
             paths = browser.find_elements(By.CSS_SELECTOR, f"#chart-{chart} path[data-cluster]")
             assert "etl" in {p.get_attribute("data-cluster") for p in paths}, chart
