@@ -17,7 +17,7 @@ from fawkes.errors import FawkesError
 from fawkes.mechanism import ClusterState, Decision, Plan, Settings, Snapshot
 from fawkes.mechanism.memory import Memory
 from fawkes.store import Store
-from fawkes.store.lifecycle import NodeState
+from fawkes.store.lifecycle import NodeState, leaving
 
 
 def record_decision(store: Store, d: Decision, snap: Snapshot, settings: Settings, memory: Memory) -> int:
@@ -79,10 +79,9 @@ def apply(store: Store, plan: Plan, *, admitted: Iterable[str] = (), deactivate:
                 shrunk[k] = f"shrink {s.cluster}/{s.node}: node not found"
                 continue
             node_id, state = found
-            if state == NodeState.REQUESTED:  # chosen to go before anything ran on its host: cancelled
-                moves.append((node_id, NodeState.RELEASED, f"cancelled before it started ({why or 'plan'})"))
-            else:
-                moves.append((node_id, NodeState.DRAINING, f"{s.mode.value} ({why or 'plan'})"))
+            to = leaving(state)
+            moves.append((node_id, to, f"{s.mode.value} ({why or 'plan'})" if to is NodeState.DRAINING
+                          else f"cancelled before it started ({why or 'plan'})"))
             where.append(k)
         for k, err in zip(where, store.transition_nodes(moves)):
             if err is not None:

@@ -66,7 +66,7 @@ from fawkes.frameworks.base import (SHRINK_MODES, DecommissionInterrupted, Decom
 from fawkes.mechanism import ClusterState, Role, ShrinkMode
 from fawkes.store import Store
 from fawkes.ssh.cgroups import Footprint
-from fawkes.store.lifecycle import NodeState
+from fawkes.store.lifecycle import NodeState, leaving
 
 log = logging.getLogger("fawkes.reconcile")
 
@@ -530,8 +530,8 @@ class Reconciler:
         n = self.store.get_node(node_id)
         if n.state == to:
             return
-        if to is NodeState.DRAINING and n.state == NodeState.REQUESTED:
-            to = NodeState.RELEASED  # nothing ran on it yet
+        if to is NodeState.DRAINING:
+            to = leaving(n.state)
         self.store.transition_node(node_id, to, detail)
 
     def _guard(self, key, fn, *args) -> None:

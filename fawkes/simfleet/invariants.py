@@ -37,19 +37,13 @@ def core_nodes(store, report: dict) -> list[str]:
     """No core node drained or released while its cluster was ACTIVE (from each time it became active to
     its next transition: a deployment that lost a core node releases the others and queues the cluster
     again, a legitimate release before it was ever active)."""
-    from sqlmodel import select
-
-    from fawkes.store.schema import ClusterTransition
-
     bad = []
     cores = defaultdict(list)  # cluster row id -> its core nodes (a name requested again is another row)
     for n in store.list_nodes(live=False):
         if Role(n.role) is Role.CORE:
             cores[n.cluster_id].append(n)
     for c in store.list_clusters():
-        with store.session() as s:
-            history = list(s.exec(select(ClusterTransition).where(ClusterTransition.cluster_id == c.id)
-                                  .order_by(ClusterTransition.id)))
+        history = store.cluster_history(cluster_id=c.id)
         active = [(t.time, nxt.time if nxt is not None else float("inf"))
                   for t, nxt in zip(history, history[1:] + [None]) if t.to_state == ClusterState.ACTIVE]
         if not active:

@@ -233,10 +233,13 @@ class ClustersMixin(StoreBase):
                 c = new or c
             return c
 
-    def cluster_history(self, name: str) -> list[ClusterTransition]:
+    def cluster_history(self, name: str | None = None, *, cluster_id: int | None = None) -> list[ClusterTransition]:
+        """The transitions of the cluster ``name`` (the live one, else the latest released), or of the
+        cluster row ``cluster_id`` (one incarnation of a name that was requested again)."""
         with self.session() as s:
-            c = self._cluster(s, name)
-            return list(s.exec(select(ClusterTransition).where(ClusterTransition.cluster_id == c.id)
+            if cluster_id is None:
+                cluster_id = self._cluster(s, name).id
+            return list(s.exec(select(ClusterTransition).where(ClusterTransition.cluster_id == cluster_id)
                                .order_by(ClusterTransition.id)))
 
     # ------------------------------------------------------------------ nodes

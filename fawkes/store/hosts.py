@@ -265,6 +265,7 @@ class HostsMixin(StoreBase):
             NODE_TRANSITIONS,
             NodeState,
             check,
+            leaving,
         )
         from fawkes.store.schema import NodeTransition
 
@@ -289,13 +290,13 @@ class HostsMixin(StoreBase):
                 s.refresh(h)
                 return h, None, None
             c = s.get(MRCluster, n.cluster_id)
-            leaving = c.state == "saving"  # its teardown releases every node: the host only stays failed after
-            if n.role == "core" and not leaving:
+            saving = c.state == "saving"  # its teardown releases every node: the host only stays failed after
+            if n.role == "core" and not saving:
                 raise FawkesError(f"host {name}: holds core node {n.id} of cluster {c.name} ({c.state}); a core node "
                                   "is never drained (release the cluster to free it)")
             old = NodeState(n.state)
-            to = {NodeState.RUNNING: NodeState.DRAINING, NodeState.PROVISIONING: NodeState.DRAINING,
-                  NodeState.REQUESTED: NodeState.RELEASED}.get(old) if not leaving else None
+            to = leaving(old) if old in (NodeState.RUNNING, NodeState.PROVISIONING, NodeState.REQUESTED) \
+                and not saving else None
             # the host first: failed while held, so a release below (or the reconciler's later) leaves it failed
             self._cas(s, update(Host).where(Host.name == name, Host.state == HostState.ALLOCATED)
                       .values(state=HostState.FAILED), f"host {name}")

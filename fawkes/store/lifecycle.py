@@ -119,6 +119,12 @@ JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     J.CANCELLED: frozenset(),
 }
 
+def leaving(state: str) -> NodeState:
+    """Where a node chosen to go moves from ``state``: RELEASED (cancelled) while nothing ran on its host
+    yet (REQUESTED), else DRAINING (its daemons stopped, for DP once its data is safe elsewhere)."""
+    return N.RELEASED if state == N.REQUESTED else N.DRAINING
+
+
 #: seconds a node may stay in a state before the reconciler treats it as stuck
 NODE_TIMEOUTS: dict[NodeState, float | None] = {
     N.REQUESTED: 120.0,
