@@ -56,14 +56,13 @@ def test_a_borrowed_worker_is_stopped_by_the_watchdog_when_the_lenders_load_retu
         # 1. b's job has pending tasks, a is idle: b borrows h1
         # a loan stopped before the test's own load is the watchdog's right answer to a host at its quota (in the
         # clean-clone CI of 077e089, beside the rest of the suite, h1 read 1.00 three times just after the loan,
-        # while the borrowed worker and its executor started): the host is lent again after a short cooldown,
-        # and the test follows the loan that holds
+        # while the borrowed worker and its executor started; in that of 4b87b61, 0.92, 1.00, 1.00 in the 3 s
+        # before the loop started): the host is lent again after a short cooldown, and the test follows a loan
+        # whose stop its own load caused, at most 3 loans
         lender = Lender(store, coord.fleet, coord.control, run.cfg.opportunistic, coord.settings, clock=coord.clock,
                         cooldown_s=15)
         coord.lender = lender
-        job = store.submit_job("b", [str(BURN), f"file://{data}", "{output}", "60", "0.5"]).id
-        drive(lambda: "h1" in lender.sessions and store.get_job(job).state == "running", 240, "b lent h1")
-        session = lender.sessions["h1"]
+        job = store.submit_job("b", [str(BURN), f"file://{data}", "{output}", "120", "0.5"]).id
         spec, driver = coord.fleet.spec("b")
 
         def workers() -> int:
@@ -72,40 +71,50 @@ def test_a_borrowed_worker_is_stopped_by_the_watchdog_when_the_lenders_load_retu
             except FawkesError:
                 return 0
 
-        drive(lambda: workers() == 2, 60, "the borrowed worker registered with b's master")
-        assert {n.host for n in store.list_nodes("b")} == {"h2"}  # lent, not allocated
-        lent = time.monotonic() - t0
-
-        # 2. h1's load returns: a CPU-bound loop in h1's quota group
         ex = coord.fleet.ex
-        earlier = lender.preemptions  # loans stopped before the load (above)
-        try:
-            issued_at = time.time()  # the loop starts between this and loaded_at (the SSH round trip)
-            start = ex.run(["h1"], Script("sh -c 'while :; do :; done' > /dev/null 2>&1 & echo $! > {p}", p=LOOP),
-                           timeout=20)["h1"]
-            assert start.ok, start.error
-            loaded_at = time.time()
-            drive(lambda: "h1" not in lender.sessions, 60, "the watchdog's stop of b's worker on h1")
-        finally:
-            ex.run(["h1"], Script("if [ -f {p} ]; then kill $(cat {p}); rm -f {p}; fi", p=LOOP), timeout=20)
-        events = list(session.events)
-        stop = next(e for e in events if e["event"] == "stopped")
-        assert stop["reason"] == "load", stop
-        checks = [e for e in events if e["event"] == "check" and e["time"] <= stop["time"]]
-        # the streak that fired: its first check saw the load, which began within the period before it
-        first = checks[-3]["time"] - 1.0
-        assert stop["time"] - first <= 5.0, (checks[-4:], stop)
-        # and the loop's start is that load: the streak that fired began after the loop started (a check before
-        # it may see a spike of the lab's own daemons: one check with streak 1 in the clean-clone CI of efe1a98,
-        # which did not fire). How soon the loop's CPU shows in h1's quota group is the machine's: 3-6 s on a
-        # quiet one, 10+ s beside the rest of the suite (the clean-clone CI of 7730e92)
-        # (the loop starts while the SSH command runs: after issued_at, before loaded_at, which came 1.6 s after
-        # the streak's first check under the suite in the clean-clone CI of a42acb5)
-        assert issued_at <= first + 1.0 and stop["time"] - loaded_at <= 60.0, (issued_at, loaded_at, checks[-4:], stop)
+        early = []  # loans whose stop the host's own use fired before the test's load: (issued_at, checks)
+        for _attempt in range(3):
+            drive(lambda: "h1" in lender.sessions and store.get_job(job).state == "running", 240, "b lent h1")
+            session = lender.sessions["h1"]
+            drive(lambda: workers() == 2, 60, "the borrowed worker registered with b's master")
+            assert {n.host for n in store.list_nodes("b")} == {"h2"}  # lent, not allocated
+            lent = time.monotonic() - t0
+
+            # 2. h1's load returns: a CPU-bound loop in h1's quota group
+            earlier = lender.preemptions  # loans stopped before the load (above)
+            try:
+                issued_at = time.time()  # the loop starts between this and loaded_at (the SSH round trip)
+                start = ex.run(["h1"], Script("sh -c 'while :; do :; done' > /dev/null 2>&1 & echo $! > {p}",
+                                              p=LOOP), timeout=20)["h1"]
+                assert start.ok, start.error
+                loaded_at = time.time()
+                drive(lambda: "h1" not in lender.sessions, 60, "the watchdog's stop of b's worker on h1")
+            finally:
+                ex.run(["h1"], Script("if [ -f {p} ]; then kill $(cat {p}); rm -f {p}; fi", p=LOOP), timeout=20)
+            events = list(session.events)
+            stop = next(e for e in events if e["event"] == "stopped")
+            assert stop["reason"] == "load", stop
+            checks = [e for e in events if e["event"] == "check" and e["time"] <= stop["time"]]
+            # the streak that fired: its first check saw the load, which began within the period before it
+            first = checks[-3]["time"] - 1.0
+            assert stop["time"] - first <= 5.0, (checks[-4:], stop)
+            # the loop's start is that load when the streak that fired began after the loop started (a check
+            # before it may see a spike of the lab's own daemons: one check with streak 1 in the clean-clone CI of
+            # efe1a98, which did not fire; the loop starts while the SSH command runs: after issued_at, before
+            # loaded_at, which came 1.6 s after the streak's first check under the suite in the clean-clone CI of
+            # a42acb5)
+            if issued_at <= first + 1.0:
+                break
+            early.append((issued_at, checks[-4:]))
+        else:
+            raise AssertionError(f"every loan was stopped by h1's own use before the test's load: {early}")
+        # How soon the loop's CPU shows in h1's quota group is the machine's: 3-6 s on a quiet one, 10+ s beside
+        # the rest of the suite (the clean-clone CI of 7730e92)
+        assert stop["time"] - loaded_at <= 60.0, (issued_at, loaded_at, checks[-4:], stop)
         assert lender.preemptions == earlier + 1
         assert any(e.kind == "ubis" and "h1" in e.message for e in store.events(limit=40))
         stopped = time.monotonic() - t0
         store.cancel_jobs([job])
         print(f"\nUBIS short lab: deployed {deployed:.0f} s, lent {lent:.0f} s, the watchdog stopped b's worker "
               f"{stop['time'] - first:.1f} s after the load's first check, {stop['time'] - loaded_at:.1f} s after the "
-          f"loop started ({stopped:.0f} s)")
+          f"loop started ({stopped:.0f} s; {len(early)} loan(s) stopped by h1's own use before the loop)")
