@@ -118,3 +118,58 @@ def test_bad_documents_are_one_line_errors():
         M.parse_namenode_info(load("nn_fsnamesystemstate.json"))
     with pytest.raises(FawkesError, match="host stats"):
         M.parse_host_stats("nothing")
+
+
+def test_a_drivers_application_id_is_asked_once_and_asked_again_for_a_new_driver():
+    """A sample asks a running driver only ``/stages`` once its application id is known; a driver that no
+    longer serves that id (the job ended, another driver took the port) is asked for its ids again."""
+    import http.server
+    import threading
+
+    from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
+
+    stages = load("driver_stages_running.json").encode()
+    state = {"app": "app-1", "asked": []}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            state["asked"].append(self.path)
+            if self.path == "/api/v1/applications":
+                body = json.dumps([{"id": state["app"], "name": "wc"}] if state["app"] else []).encode()
+            elif self.path == f"/api/v1/applications/{state['app']}/stages":
+                body = stages
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        drv = SparkHdfsDriver(None)
+        want = M.parse_stages(stages)
+        assert drv._driver_stages(base) == {"app-1": want}
+        assert drv._driver_stages(base) == {"app-1": want}
+        assert state["asked"] == ["/api/v1/applications", "/api/v1/applications/app-1/stages",
+                                  "/api/v1/applications/app-1/stages"]
+        state["app"], state["asked"] = "app-2", []  # another driver on the same port
+        assert drv._driver_stages(base) == {"app-2": want}
+        assert state["asked"] == ["/api/v1/applications/app-1/stages", "/api/v1/applications",
+                                  "/api/v1/applications/app-2/stages"]
+        # a driver with no application yet: nothing kept, so it is asked for its ids again next time
+        state["app"], state["asked"] = None, []
+        assert drv._driver_stages(base) == {} and drv._driver_stages(base) == {}
+        assert state["asked"] == ["/api/v1/applications/app-2/stages", "/api/v1/applications", "/api/v1/applications"]
+        with pytest.raises(FawkesError):  # no driver there
+            drv._driver_stages(base + "/nothing")
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -178,9 +178,7 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
             if base in quiet and answered >= len(jobs):
                 continue  # every running job's driver found: the block's higher job ports are not asked
             try:
-                for app in self._http_json(base.rstrip("/") + "/api/v1/applications"):
-                    by_app[app["id"]] = M.parse_stages(
-                        self._http_json(f"{base.rstrip('/')}/api/v1/applications/{app['id']}/stages"))
+                by_app.update(self._driver_stages(base.rstrip("/")))
                 answered += 1
             except (FawkesError, KeyError, TypeError) as exc:
                 if base not in quiet:
@@ -191,6 +189,30 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
         hosts = self.host_stats(cluster, errors) if host_stats else {}
         return M.spark_hdfs_sample(time.time(), master, hdfs, dn, by_app,
                                    node_of={n.address: n.name for n in cluster.nodes}, hosts=hosts, errors=errors)
+
+    #: a driver's REST API (base URL) -> the ids of the applications it serves, asked once (:meth:`_driver_stages`)
+    _APP_IDS_KEPT = 256
+
+    def _driver_stages(self, base: str) -> dict[str, M.TaskCounts]:
+        """The task counts of each application the driver REST API at ``base`` serves.  A driver serves one
+        application for its whole life, so its id is asked once (``/api/v1/applications``) and kept: a sample
+        then asks only ``/stages``.  A kept id the API no longer knows (the job ended and another driver took
+        the port) is forgotten and the ids asked again."""
+        known = self.__dict__.setdefault("_app_ids", {})
+        ids = known.get(base)
+        if ids is not None:
+            try:
+                return {a: M.parse_stages(self._http_json(f"{base}/api/v1/applications/{a}/stages")) for a in ids}
+            except FawkesError:
+                known.pop(base, None)
+        ids = tuple(str(app["id"]) for app in self._http_json(base + "/api/v1/applications"))
+        out = {a: M.parse_stages(self._http_json(f"{base}/api/v1/applications/{a}/stages")) for a in ids}
+        if ids:
+            known.pop(base, None)
+            known[base] = ids
+            while len(known) > self._APP_IDS_KEPT:  # per-job ports: forget the oldest
+                known.pop(next(iter(known)))
+        return out
 
     # ================================================================== for drivers (spark-submit)
     def submit_conf(self, cluster: ClusterSpec) -> dict[str, str]:
