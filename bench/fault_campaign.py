@@ -66,7 +66,7 @@ from fawkes.store.lifecycle import JobState, NodeState  # noqa: E402
 
 APP = REPO / "fawkes" / "apps" / "wordcount.py"
 CLUSTERS = ("a", "b", "c")
-IDLE_RELEASED, IDLE_TIMEOUT_S = "c", 20  # the cluster the coordinator releases itself at the end
+IDLE_TIMEOUT_S = 20  # the last cluster is released by the coordinator itself, idle this long, at the end
 LAB_OPTIONS = {**LAB_SIZES, "heartbeat_s": "1", "recheck_ms": "10000", "decommission_interval_s": "1",
                "replication": "2", "executor_memory": "512m"}
 PRESET = ("policy: TD\ngrow_type: transient-core\nperiod_s: 10\nsample_period_s: 2\ntau: 0.5\n"
@@ -171,8 +171,13 @@ class Campaign:
 
     def __init__(self, inventory: Path, node_dir: Path, framework: tuple[str, str], work: Path, *,
                  seed: int = 1, point_timeout: float = 150.0, lines: int = 400, log=print, lab=None,
-                 state_url: str | None = None, pg=None, host_grace: float = 30.0, stream_seed: int | None = None):
+                 state_url: str | None = None, pg=None, host_grace: float = 30.0, stream_seed: int | None = None,
+                 clusters: tuple[str, ...] = CLUSTERS):
         self.inventory_path, self.node_dir, self.work = inventory, node_dir, work
+        if len(clusters) < 2 or len(set(clusters)) != len(clusters):
+            raise ValueError(f"clusters: at least 2 distinct names, got {clusters!r}")
+        # the MR-clusters (1 core node each); the last is the one the coordinator releases itself at the end
+        self.clusters, self.idle_released_cluster = tuple(clusters), clusters[-1]
         self.spark_home, self.hdfs_jars = framework
         self.seed, self.point_timeout, self.lines, self.log = seed, point_timeout, lines, log
         self.lab, self.pg, self.host_grace = lab, pg, host_grace  # lab: for host faults; pg: a PgServer
@@ -183,7 +188,7 @@ class Campaign:
         stream_seed = seed if stream_seed is None else stream_seed
         self.url = state_url or f"sqlite:///{work / 'state.db'}"
         self.coord = CoordinatorProc(work / "coordinator.json", work / "coordinator.log")
-        self.texts = {c: words(lines, stream_seed * 10 + i) for i, c in enumerate(CLUSTERS)}
+        self.texts = {c: words(lines, stream_seed * 10 + i) for i, c in enumerate(self.clusters)}
         self.rows: dict[str, Row] = collections.defaultdict(Row)
         self.violations: list[str] = []
         self.checksums: dict[tuple[str, str], str] = {}
@@ -211,13 +216,13 @@ class Campaign:
             "timeouts": {"drain": 60}}))
         self.store = Store(self.url)
         self.store.register_framework("lab", "spark-hdfs", spark_home=self.spark_home, hdfs_jars=self.hdfs_jars)
-        for c in CLUSTERS:
+        for c in self.clusters:
             src = self.work / f"{c}.txt"
             src.write_text(self.texts[c])
             self.store.request_cluster(c, framework="lab", min_core=1, input_path=str(src))
         self.fleet = Fleet(self.store, load_inventory(self.inventory_path), cluster_options=LAB_OPTIONS)
         self.coord.start()
-        self.wait("3 active clusters", lambda: all(self.store.get_cluster(c).state == "active" for c in CLUSTERS),
+        self.wait(f"{len(self.clusters)} active clusters", lambda: all(self.store.get_cluster(c).state == "active" for c in self.clusters),
                   timeout)
         self.check_hdfs("setup")
         self.coord.kill9()  # the campaign's first kill, at a quiet moment
@@ -252,8 +257,8 @@ class Campaign:
             # one cluster after the other from a seeded first one: every cluster has a burst within the
             # first three, whatever the kills leave time for
             if self.burst == 0:
-                self.first = self.stream_rng.randrange(len(CLUSTERS))
-            c = CLUSTERS[(self.first + self.burst) % len(CLUSTERS)]
+                self.first = self.stream_rng.randrange(len(self.clusters))
+            c = self.clusters[(self.first + self.burst) % len(self.clusters)]
             self.burst += 1
         for _ in range(2):
             j = self.store.submit_job(c, [str(APP), "{input}", "{output}", "4", "0"], input_path="/input")
@@ -385,8 +390,8 @@ class Campaign:
             return bad
 
         self.hdfs_checks += 1
-        with concurrent.futures.ThreadPoolExecutor(len(CLUSTERS)) as pool:
-            futs = {c: pool.submit(one, c) for c in CLUSTERS}
+        with concurrent.futures.ThreadPoolExecutor(len(self.clusters)) as pool:
+            futs = {c: pool.submit(one, c) for c in self.clusters}
         for c, f in futs.items():
             try:
                 for msg in f.result():
@@ -613,7 +618,7 @@ class Campaign:
         # a cluster the stream has not reached before the kills ended gets its burst now (kills and
         # restarts take their own time, so how many bursts fit between them is the machine's): every
         # cluster has run jobs, and so had its chance to grow, by the end of every campaign
-        for c in CLUSTERS:
+        for c in self.clusters:
             if c not in self.jobs.values():
                 self.log(f"  {c} had no burst during the kills: its burst now")
                 self.wait(f"a burst sent to {c}", lambda c=c: self.feed(to=c), timeout, poll=2.0)
@@ -626,7 +631,7 @@ class Campaign:
         exact = self.outputs_exact()
         self.moves = self.count_moves()
         apps = self.applications()  # each job is one Spark application on its cluster's master
-        for c in CLUSTERS:
+        for c in self.clusters:
             n = sum(1 for x in self.jobs.values() if x == c)
             if apps[c] > n:  # fewer: a restarted master (a drift re-render) forgets its completed apps
                 self.violation("final", f"{c}: {n} jobs, but {apps[c]} Spark applications on its master")
@@ -639,10 +644,10 @@ class Campaign:
         if self.coord.stop() != 0:
             self.violation("final", "coordinator stop before the release failed")
         cfg = json.loads(self.coord.config.read_text())
-        cfg["clusters"] = {IDLE_RELEASED: {"idle_timeout_s": IDLE_TIMEOUT_S}}
+        cfg["clusters"] = {self.idle_released_cluster: {"idle_timeout_s": IDLE_TIMEOUT_S}}
         self.coord.config.write_text(json.dumps(cfg))
-        for c in CLUSTERS:
-            if c != IDLE_RELEASED:
+        for c in self.clusters:
+            if c != self.idle_released_cluster:
                 self.store.request_release(c)
         self.coord.start("output-saved")
         t0 = time.monotonic()
@@ -655,13 +660,13 @@ class Campaign:
             self.rows["output-saved"].not_reached += 1
         self.coord.kill9()
         self.coord.start()
-        self.wait("released", lambda: all(self.store.get_cluster(c).state == "released" for c in CLUSTERS), 600,
+        self.wait("released", lambda: all(self.store.get_cluster(c).state == "released" for c in self.clusters), 600,
                   poll=2.0)
         self.check_saved()
         self.idle_released = any(t.to_state == "saving" and t.detail == "inactive for T_idle"
-                                 for t in self.store.cluster_history(IDLE_RELEASED))
+                                 for t in self.store.cluster_history(self.idle_released_cluster))
         if not self.idle_released:
-            self.violation("final", f"{IDLE_RELEASED}: released, but not by its idle timeout")
+            self.violation("final", f"{self.idle_released_cluster}: released, but not by its idle timeout")
         rc = self.coord.stop()
         left = {h: cs for h, cs in self.daemons().items() if cs}
         if rc != 0:
@@ -675,7 +680,7 @@ class Campaign:
         MANIFEST.sha256 passes, and every job's part files count exactly its cluster's words."""
         expected = {c: collections.Counter(t.split()) for c, t in self.texts.items()}
         self.saved_checked = 0
-        for c in CLUSTERS:
+        for c in self.clusters:
             raw = self.store.get_cluster(c).saved_output
             rec = json.loads(raw) if raw else {}
             if "path" not in rec:  # nothing to save is right only for a cluster that ran no job
@@ -697,7 +702,7 @@ class Campaign:
         nodes removed by DP and the most nodes running at once, over the whole campaign (the balancing
         the kills interrupted)."""
         out = {}
-        for c in CLUSTERS:
+        for c in self.clusters:
             held = peak = grown = dp = 0
             for e in self.store.events(cluster=c, limit=100_000):
                 if e.kind != "node":
@@ -734,8 +739,8 @@ class Campaign:
                     cur[w] += int(n)
             return got
 
-        with concurrent.futures.ThreadPoolExecutor(len(CLUSTERS)) as pool:
-            futs = {c: pool.submit(outputs, c) for c in CLUSTERS}
+        with concurrent.futures.ThreadPoolExecutor(len(self.clusters)) as pool:
+            futs = {c: pool.submit(outputs, c) for c in self.clusters}
         got: dict[int, collections.Counter] = {}
         for c, f in futs.items():
             try:
@@ -751,7 +756,7 @@ class Campaign:
 
     def applications(self) -> collections.Counter:
         apps: collections.Counter = collections.Counter()
-        for c in CLUSTERS:
+        for c in self.clusters:
             spec, driver = self.fleet.spec(c)
             st = driver.master_state(spec)
             apps[c] = len(st.active_apps) + len(st.completed_apps)
