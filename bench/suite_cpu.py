@@ -15,7 +15,9 @@ Why: a sampler of ``/proc`` misses processes shorter than its period (tool JVMs,
 suite's time on a 2-core machine follows its CPU (docs/testing.md).  Needs root (``acct(2)``); the
 kernel records a process when it exits, with its command name (16 bytes: every JVM is ``java``), its
 user and system time in 1/100 s (sampled at the clock tick: short processes count statistically) and
-its exit code.  Exit codes: COMMAND's, or 2 on bad arguments (one line, nothing started).
+its exit code.  Accounting is machine-wide and goes to one file at a time: a second run beside this one
+(or any other ``accton``) takes it over and, when it ends, turns it off for both.  Exit codes: COMMAND's,
+or 2 on bad arguments (one line, nothing started).
 """
 
 from __future__ import annotations
