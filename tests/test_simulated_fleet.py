@@ -166,6 +166,10 @@ def _shrunk_by_dp(store) -> bool:
                for n in store.list_nodes(live=False))
 
 
+# a compressed clock (30x) needs its CPU on time: in the run beside the lab (the lowest CPU weight) the
+# coordinator was starved for minutes and never reached its --for end (the clean-clone CI of 6258953:
+# still running 300 s after a 109-s run); with the serial tests it has the machine but for that run
+@pytest.mark.serial
 def test_the_real_coordinator_on_100_simulated_hosts(tmp_path):
     """10 minutes of a seeded trace (5 clusters, c0 three times as busy) at 30x: ~20 s, then until the
     checks' events have happened (a tick, a DP shrink, a failed host seen; at most 90 s more: under load
@@ -223,7 +227,12 @@ def test_the_real_coordinator_on_100_simulated_hosts(tmp_path):
                     break
                 fetched = time.monotonic()
             time.sleep(0.05)
-        assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+        try:
+            rc = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the coordinator still runs {time.monotonic() - t0:.0f} s after its start "
+                                 f"(--for {int(player.duration_s + 90)}): {log.read_text()[-3000:]}") from None
+        assert rc == 0, log.read_text()[-3000:]
     finally:
         if proc.poll() is None:
             proc.kill()
