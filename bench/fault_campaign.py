@@ -222,8 +222,8 @@ class Campaign:
             self.store.request_cluster(c, framework="lab", min_core=1, input_path=str(src))
         self.fleet = Fleet(self.store, load_inventory(self.inventory_path), cluster_options=LAB_OPTIONS)
         self.coord.start()
-        self.wait(f"{len(self.clusters)} active clusters", lambda: all(self.store.get_cluster(c).state == "active" for c in self.clusters),
-                  timeout)
+        self.wait(f"{len(self.clusters)} active clusters",
+                  lambda: all(self.store.get_cluster(c).state == "active" for c in self.clusters), timeout)
         self.check_hdfs("setup")
         self.coord.kill9()  # the campaign's first kill, at a quiet moment
         self.check_dead("setup")
