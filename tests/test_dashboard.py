@@ -241,6 +241,9 @@ def test_state_error_is_a_503_with_one_line(tmp_path):
         db.close()
 
 
+# the page redraws every 3 s: a browser starved at the lowest CPU weight beside the lab read a stale row for
+# 30 s (the clean-clone CI of 24f3833); with the serial tests it has the machine but for that run
+@pytest.mark.serial
 def test_page_in_headless_chromium_shows_the_store_and_follows_it(browser, tmp_path):
     """The page in a real browser: what the store holds, drawn; text stays text; a change in the
     store appears without a reload."""
