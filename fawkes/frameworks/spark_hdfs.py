@@ -190,7 +190,7 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
         return M.spark_hdfs_sample(time.time(), master, hdfs, dn, by_app,
                                    node_of={n.address: n.name for n in cluster.nodes}, hosts=hosts, errors=errors)
 
-    #: a driver's REST API (base URL) -> the ids of the applications it serves, asked once (:meth:`_driver_stages`)
+    #: how many drivers' application ids :meth:`_driver_stages` keeps (base URL -> ids; the oldest forgotten first)
     _APP_IDS_KEPT = 256
 
     def _driver_stages(self, base: str) -> dict[str, M.TaskCounts]:
@@ -198,15 +198,18 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
         application for its whole life, so its id is asked once (``/api/v1/applications``) and kept: a sample
         then asks only ``/stages``.  A kept id the API no longer knows (the job ended and another driver took
         the port) is forgotten and the ids asked again."""
+        def stages(ids) -> dict[str, M.TaskCounts]:
+            return {a: M.parse_stages(self._http_json(f"{base}/api/v1/applications/{a}/stages")) for a in ids}
+
         known = self.__dict__.setdefault("_app_ids", {})
         ids = known.get(base)
         if ids is not None:
             try:
-                return {a: M.parse_stages(self._http_json(f"{base}/api/v1/applications/{a}/stages")) for a in ids}
+                return stages(ids)
             except FawkesError:
                 known.pop(base, None)
         ids = tuple(str(app["id"]) for app in self._http_json(base + "/api/v1/applications"))
-        out = {a: M.parse_stages(self._http_json(f"{base}/api/v1/applications/{a}/stages")) for a in ids}
+        out = stages(ids)
         if ids:
             known.pop(base, None)
             known[base] = ids
