@@ -478,6 +478,25 @@ def test_drift_checks_wait_for_a_free_worker_and_a_queued_one_gives_way_to_a_gro
     assert {c[1][0] for c in driver.ops("reconfigure")} >= {"h2", "h3"}
 
 
+def test_a_drift_check_that_starts_after_a_node_was_allocated_touches_no_starting_node(world):
+    """A drift check submitted while the cluster was settled can begin after the plan allocated a node:
+    it must not write that node's files beside the grow (the clean-clone CI of adfa942: two writers of
+    one temp file on the lab, ``mv: cannot stat``).  It does nothing then and runs once settled, on
+    the RUNNING nodes only."""
+    store, clock, driver, reconciler = world
+    active_cluster(store, "a", ("h1", "h2"))
+    r = reconciler(drift_every_s=300)
+    n = store.allocate_node("a", "h3", Role.TR)  # allocated after the check was queued, before it began
+    r._reconfigure("a")
+    assert driver.ops("reconfigure") == []
+    r.step()  # the grow starts h3; the check waits for it (no reconfigure while a node is in flight)
+    settle(r)
+    assert store.get_node(n.id).state == NodeState.RUNNING and driver.ops("reconfigure") == []
+    r.step()  # settled: the check that was skipped runs now, not a drift period later
+    settle(r)
+    assert driver.ops("reconfigure") == [("reconfigure", ("h1", "h2", "h3"))]
+
+
 def test_a_node_cancelled_while_its_grow_starts_is_left_out_of_the_grow(world):
     """A tick's plan may choose a node still REQUESTED to go: it is cancelled (RELEASED), and a grow
     already reading it starts the others (before: a refused DRAINING, the node started anyway)."""

@@ -115,6 +115,9 @@ def test_reconciler_syncs_from_reality_before_acting(lab, tmp_path):
         r = reconciler()
         run_until("the cluster deployed", r, lambda: store.get_cluster(NAME).state == ClusterState.ACTIVE, 240)
         driver = fleet.driver("spark-hdfs")
+        # the coordinator stops here: its step that saw the cluster ACTIVE may have started a drift
+        # check, which must not run beside what the test does next in the crashed coordinator's place
+        assert r.shutdown(60) == [], "the first coordinator's operations did not end"
 
         # 1. PROVISIONING, daemons started and registered, then the coordinator died
         n = store.allocate_node(NAME, tc, Role.TC)
@@ -201,6 +204,7 @@ def test_reconciler_syncs_from_reality_before_acting(lab, tmp_path):
         # 3. DRAINING, DP finished and the node wiped, then the coordinator died
         m = store.allocate_node(NAME, tc2, Role.TC)
         run_until("the second TC node running", r, lambda: node_of(store, tc2).state == NodeState.RUNNING, 120)
+        assert r.shutdown(60) == [], "the coordinator's operations did not end"  # (a drift check, as in 1.)
         store.transition_node(m.id, NodeState.DRAINING, "shrink (test)")
         spec, _ = fleet.spec(NAME)
         driver.remove_nodes(spec, [tc2], timeout=120)  # decommissioned, stopped, wiped: not yet recorded

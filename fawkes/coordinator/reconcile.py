@@ -440,8 +440,13 @@ class Reconciler:
         """Drift: render the cluster's configs as the templates and settings say now and restart only
         the daemons whose files changed (the driver compares with the hash kept on each host).
         Runs for an idle active cluster at the first step after a start (a changed setting) and
-        every ``drift_every_s`` (a changed template)."""
-        spec, driver = self.fleet.spec(name)
+        every ``drift_every_s`` (a changed template).  Only RUNNING nodes are touched: a node allocated
+        after the check was queued is the grow's, which waits for this one (a drift check that writes a
+        starting node's files beside the grow would race it); the check then runs again once settled."""
+        if any(n.state != NodeState.RUNNING for n in self.store.list_nodes(name)):
+            self._drift_due[name] = 0.0
+            return
+        spec, driver = self.fleet.spec(name, states=frozenset({NodeState.RUNNING}))
         restarted = driver.reconfigure(spec)
         if restarted:
             what = "; ".join(f"{h}: {', '.join(ds)}" for h, ds in sorted(restarted.items()))

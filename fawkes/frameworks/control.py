@@ -227,7 +227,8 @@ class ControlScriptDriver(FrameworkDriver):
         return self._run(cmds, what, timeout)
 
     def write_files(self, files: Mapping[str, Sequence[tuple[str, str]]], what: str = "writing files") -> None:
-        """Write small text files on hosts (atomically: temp file + rename), hosts in parallel.
+        """Write small text files on hosts (atomically: a temp file of this command's own + rename), hosts
+        in parallel.
 
         The content travels inside one command per host, each file's text one quoted shell word,
         so no value ever reaches the shell unquoted.
@@ -244,8 +245,8 @@ class ControlScriptDriver(FrameworkDriver):
         for i, (path, content) in enumerate(items):
             vals[f"c{i}"] = content
             vals[f"p{i}"] = path
-            vals[f"t{i}"] = f"{path}.fawkes-tmp"
-            parts.append(f"printf %s {{c{i}}} > {{t{i}}} && mv -f {{t{i}}} {{p{i}}}")
+            vals[f"t{i}"] = f"{path}.fawkes-tmp"  # + the shell's pid: two writers never share a temp file
+            parts.append(f"printf %s {{c{i}}} > {{t{i}}}.$$ && mv -f {{t{i}}}.$$ {{p{i}}}")
         return Script(" && ".join(parts), **vals)
 
     @staticmethod
