@@ -3,6 +3,7 @@
 
     sudo python3 bench/suite_cpu.py [--acct FILE] [--top N] -- COMMAND [ARG...]
     python3 bench/suite_cpu.py --read FILE [--top N]
+    python3 bench/suite_cpu.py --tests FILE [--top N]
 
 With a command: turns the kernel's process accounting (``acct(2)``, BSD v3 records) on into FILE (default: a
 new file under /tmp), runs COMMAND, turns it off, and prints the wall time, the machine's busy CPU time over
@@ -10,6 +11,8 @@ the run (``/proc/stat``: user + nice + system + irq + softirq + steal) and the C
 exited meanwhile, by command name: total, count, and how it splits by the processes' own CPU (so that 500
 JVM starts of 1 s show apart from one daemon of 500 s).  With ``--read``: the same table from a FILE kept
 earlier.  Every process on the machine is counted, not only COMMAND's: run it with nothing else beside.
+With ``--tests``: the CPU per test module and the costliest tests from a file the test suite wrote with
+``FAWKES_TEST_CPU=FILE`` (tests/conftest.py: each test's pytest process and the children it waited for).
 
 Why: a sampler of ``/proc`` misses processes shorter than its period (tool JVMs, ssh, shells), and the
 suite's time on a 2-core machine follows its CPU (docs/testing.md).  Needs root (``acct(2)``); the
@@ -95,10 +98,52 @@ def busy() -> float:
     return (v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)) / os.sysconf("SC_CLK_TCK")
 
 
+def read_tests(path: str) -> list[dict]:
+    """The lines of a ``FAWKES_TEST_CPU`` file: ``{"test", "self_s", "children_s", "wall_s"}`` each."""
+    import json
+
+    if not os.path.isfile(path):
+        raise BadInput(f"--tests {path}: not a regular file")
+    out = []
+    with open(path, errors="replace") as f:
+        for i, line in enumerate(f, 1):
+            try:
+                d = json.loads(line)
+                row = {"test": str(d["test"]), **{k: float(d[k]) for k in ("self_s", "children_s", "wall_s")}}
+            except (ValueError, KeyError, TypeError):
+                raise BadInput(f"--tests {path}: line {i}: not a test's CPU record") from None
+            if not all(0 <= row[k] < 1e7 for k in ("self_s", "children_s", "wall_s")):
+                raise BadInput(f"--tests {path}: line {i}: a time out of range")
+            out.append(row)
+    return out
+
+
+def tests_table(rows: list[dict], top: int) -> list[str]:
+    """CPU seconds per test module (pytest's own + its waited children) and the ``top`` costliest tests."""
+    mods: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0.0, 0])
+    for r in rows:
+        m = mods[r["test"].split("::")[0]]
+        m[0] += r["self_s"]
+        m[1] += r["children_s"]
+        m[2] += r["wall_s"]
+        m[3] += 1
+    total = sum(m[0] + m[1] for m in mods.values())
+    lines = [f"{len(rows)} tests, {total:.0f} CPU s (pytest {sum(m[0] for m in mods.values()):.0f}, "
+             f"children {sum(m[1] for m in mods.values()):.0f}), wall {sum(m[2] for m in mods.values()):.0f} s",
+             f"{'CPU s':>8} {'pytest':>8} {'children':>8} {'wall s':>8} {'tests':>6}  module"]
+    for name, m in sorted(mods.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))[:top]:
+        lines.append(f"{m[0] + m[1]:8.1f} {m[0]:8.1f} {m[1]:8.1f} {m[2]:8.1f} {m[3]:6d}  {name}")
+    lines.append(f"\n{'CPU s':>8} {'wall s':>8}  test")
+    for r in sorted(rows, key=lambda r: -(r["self_s"] + r["children_s"]))[:top]:
+        lines.append(f"{r['self_s'] + r['children_s']:8.1f} {r['wall_s']:8.1f}  {r['test']}")
+    return lines
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="suite_cpu.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--acct", help="the accounting file to write (default: a new file under /tmp)")
     ap.add_argument("--read", metavar="FILE", help="summarise an accounting file kept earlier")
+    ap.add_argument("--tests", metavar="FILE", help="summarise a FAWKES_TEST_CPU file (CPU per test)")
     ap.add_argument("--top", type=int, default=25, help="commands listed (default 25)")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
@@ -106,8 +151,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         a.command = a.command[1:]
     if not 1 <= a.top <= 10_000:
         raise BadInput(f"--top: expected 1..10000, got {a.top}")
-    if bool(a.read) == bool(a.command):
-        raise BadInput("give either --read FILE or -- COMMAND")
+    if (a.read is not None) + (a.tests is not None) + bool(a.command) != 1:
+        raise BadInput("give one of --read FILE, --tests FILE or -- COMMAND")
     if a.command and os.geteuid() != 0:
         raise BadInput("process accounting needs root (acct(2)); --read works without")
     if a.acct is not None:
@@ -125,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         a = parse(sys.argv[1:] if argv is None else argv)
         if a.read:
             print("\n".join(table(read(a.read), a.top)))
+            return 0
+        if a.tests:
+            print("\n".join(tests_table(read_tests(a.tests), a.top)))
             return 0
     except BadInput as exc:
         print(f"suite_cpu.py: {exc}", file=sys.stderr)

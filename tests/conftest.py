@@ -64,6 +64,32 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.lab_fg)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``FAWKES_TEST_CPU=FILE``: one JSON line per test (setup, call and teardown) with the CPU
+    seconds of this pytest process and of the children it waited for meanwhile, and the wall time
+    (bench/suite_cpu.py sums them).  Processes it did not wait for (daemons on the lab hosts) are not
+    counted: for those, bench/suite_cpu.py's machine-wide accounting."""
+    out = os.environ.get("FAWKES_TEST_CPU")
+    if not out:
+        yield
+        return
+    import json
+    import resource
+    import time
+
+    def cpu() -> tuple[float, float]:
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+    (s0, c0), w0 = cpu(), time.monotonic()
+    yield
+    (s1, c1), w1 = cpu(), time.monotonic()
+    with open(out, "a") as f:
+        f.write(json.dumps({"test": item.nodeid, "self_s": round(s1 - s0, 2), "children_s": round(c1 - c0, 2),
+                            "wall_s": round(w1 - w0, 2)}) + "\n")
+
+
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory):
     """The shared lab.  Tests that crash a host must revive it before they end."""
