@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from fawkes.cli import main
-from fawkes.errors import ConfigError
+from fawkes.errors import ConfigError, FawkesError
 from fawkes.sim.runner import parse_policy, run_one
 from fawkes.traces.trace import load_trace
 from fawkes.sim.workloads import generate
@@ -322,3 +322,16 @@ def test_tick_log_mean_is_the_per_tick_mean():
     assert len(log) == len(flat) and len(log.runs) == 5
     assert log.g_mean_max() == (statistics.fmean(finite), max(finite))
     assert TickLog().g_mean_max() is None
+
+
+def test_key_value_items_keep_a_fields_own_words():
+    """``--cost penalty=off`` and ``--set placement=none`` are the fields' own choices, not a boolean or a
+    null (before: "Input should be 'load_aware', 'literal' or 'off', got False"); other fields' words and
+    numbers convert as before."""
+    from fawkes.sim.runner import _parse_sets, parse_cost
+
+    assert dict(parse_cost(["penalty=off", "lose_map_outputs=off", "cv=0.5", "map_slots=2"])) == {
+        "penalty": "off", "lose_map_outputs": False, "cv": 0.5, "map_slots": 2}
+    assert _parse_sets(["placement=none"]) == {"placement": "none"}
+    with pytest.raises(FawkesError, match="penalty"):
+        parse_cost(["penalty=maybe"])

@@ -98,20 +98,21 @@ def _parse_sets(sets: Sequence[str]) -> dict[str, Any]:
         k = k.strip()
         if k not in Settings.model_fields:
             raise FawkesError(f"--set: unknown setting {k!r}; known: {', '.join(sorted(Settings.model_fields))}")
-        out[k] = _coerce(v.strip())
+        out[k] = _coerce(v.strip(), Settings.model_fields[k].annotation)
     return out
 
 
 def parse_cost(items: Sequence[str]) -> tuple[tuple[str, Any], ...]:
     """``--cost KEY=VALUE`` items as validated cost-model overrides (see :func:`costs.cost_model`)."""
-    from fawkes.sim.costs import cost_model
+    from fawkes.sim.costs import CostModel, cost_model
 
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
             raise FawkesError(f"--cost expects KEY=VALUE, not {item!r}")
         k, v = item.split("=", 1)
-        out[k.strip()] = _coerce(v.strip())
+        field = CostModel.model_fields.get(k.strip())
+        out[k.strip()] = _coerce(v.strip(), field.annotation if field is not None else None)
     over = tuple(out.items())
     try:
         cost_model(over)
@@ -120,7 +121,13 @@ def parse_cost(items: Sequence[str]) -> tuple[tuple[str, Any], ...]:
     return over
 
 
-def _coerce(v: str) -> Any:
+def _coerce(v: str, annotation: Any = None) -> Any:
+    """A ``KEY=VALUE`` item's value: a field's own word as it is (``penalty=off``, ``placement=none``: the
+    field's Literal choices), else true/false/none and numbers converted."""
+    import typing
+
+    if typing.get_origin(annotation) is typing.Literal and v in typing.get_args(annotation):
+        return v
     low = v.lower()
     if low in ("true", "yes", "on"):
         return True
