@@ -2,7 +2,8 @@
 
 The fixtures in tests/fixtures/metrics were recorded by tests/test_spark_hdfs_lab.py with
 FAWKES_CAPTURE_DIR set, during its word count: 3 core workers running, then a TR node stopped
-(DEAD) and a TC node decommissioned (DECOMMISSIONED, DataNode "Decommission In Progress").
+(DEAD) and a TC node decommissioned (DECOMMISSIONED, DataNode "Decommission In Progress");
+driver_allexecutors.json (2026-11-28) after both left, the job still running.
 """
 
 from __future__ import annotations
@@ -173,3 +174,68 @@ def test_a_drivers_application_id_is_asked_once_and_asked_again_for_a_new_driver
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_where_a_jobs_tasks_ended_per_executor_host():
+    """The driver's /allexecutors after the grow and the shrink (tests/test_spark_hdfs_lab.py): the removed
+    TR and TC nodes' executors (isActive false) still count, their tasks killed by the removal among the
+    ended ones; the driver's own entry (its JVM's time, no task) is left out.  On the lab the core node
+    that also ran the Spark master and the NameNode took ~2 s per task, the others ~1.1 s."""
+    got = M.parse_executors(load("driver_allexecutors.json"))
+    assert got == {"10.201.0.11": (14, 28.801), "10.201.0.12": (26, 29.159), "10.201.0.13": (26, 28.575),
+                   "10.201.0.14": (3, 4.966), "10.201.0.15": (3, 7.274)}
+    assert "10.201.0.1" not in got  # the driver
+    # two executors of one application on one host are summed; malformed entries are skipped
+    doc = [{"id": "1", "hostPort": "10.0.0.1:1", "completedTasks": 2, "failedTasks": 0, "totalDuration": 3000},
+           {"id": "2", "hostPort": "10.0.0.1:2", "completedTasks": 1, "failedTasks": 1, "totalDuration": 500},
+           {"id": "3", "hostPort": "10.0.0.2:1", "completedTasks": "x", "totalDuration": 1},
+           {"id": "4", "hostPort": "10.0.0.3:1", "completedTasks": 1, "totalDuration": float("nan")},
+           {"id": "5", "hostPort": "", "completedTasks": 1, "totalDuration": 1}, "not an executor"]
+    assert M.parse_executors(json.dumps(doc)) == {"10.0.0.1": (4, 3.5)}
+    with pytest.raises(FawkesError, match="expected a list of executors"):
+        M.parse_executors("{}")
+
+
+def test_a_drivers_executors_are_asked_only_when_its_ended_tasks_moved():
+    """``/allexecutors`` is asked at the first sample of an application and again only when the same
+    sample's ``/stages`` count of ended tasks changed: about once per task, not once per sample; the
+    sample maps executor addresses to node names."""
+    import http.server
+    import threading
+
+    from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
+
+    execs = load("driver_allexecutors.json").encode()
+    asked = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            asked.append(self.path)
+            if self.path != "/api/v1/applications/app-1/allexecutors":
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(execs)))
+            self.end_headers()
+            self.wfile.write(execs)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        drv = SparkHdfsDriver(None)
+        want = M.parse_executors(execs)
+        for completed in (5, 5, 5, 6, 6):
+            assert drv._driver_task_time(base, "app-1", M.TaskCounts(completed=completed, failed=1)) == want
+        assert len(asked) == 2  # at 5 ended (+1 failed) and at 6
+        with pytest.raises(FawkesError):
+            drv._driver_task_time(base, "app-2", M.TaskCounts(completed=1))
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    s = M.spark_hdfs_sample(0.0, None, None, None, {}, node_of={"10.201.0.11": "h1", "10.201.0.12": "h2"},
+                            task_time={"app-1": want, "app-2": {"10.9.9.9": (1, 1.0)}})
+    assert s.task_time_by_job == {"app-1": {"h1": (14, 28.801), "h2": (26, 29.159)}}  # unknown addresses out

@@ -46,11 +46,12 @@ def _to_v9(url: str) -> None:
 
 
 def _v9_shape(c) -> None:
-    """Undo versions 15 (``sampler_memory``), 14 (``mr_clusters.port_slot``), 13 (three indexes), 12 (``mr_clusters.restore_from``),
+    """Undo versions 16 (``jobs.task_time``), 15 (``sampler_memory``), 14 (``mr_clusters.port_slot``), 13 (three indexes), 12 (``mr_clusters.restore_from``),
     11 (``api_tokens``, ``audit``,
     ``nodes.protected``) and 10 (``mr_clusters.saved_output``)."""
     for ix in ("ix_nodes_held", "ix_nodes_released_at", "ix_jobs_state_cluster"):
         c.execute(text(f"DROP INDEX {ix}"))
+    c.execute(text("ALTER TABLE jobs DROP COLUMN task_time"))
     c.execute(text("DROP TABLE sampler_memory"))
     c.execute(text("DROP INDEX ix_mr_clusters_port_slot"))
     c.execute(text("ALTER TABLE mr_clusters DROP COLUMN port_slot"))

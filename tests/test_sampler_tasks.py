@@ -113,3 +113,35 @@ def test_a_re_run_attempt_is_not_a_task_of_the_job(store):
     stages = parse_stages(json.dumps([_stage(0, "COMPLETE", 1, complete=1), _stage(1, "FAILED", 12, complete=12),
                                       {**_stage(1, "ACTIVE", 3, 2, 1), "attemptId": 1}]))
     assert job_tasks(store.get_job(j), stages, {}) == (0, 2, 13)  # 16 attempts, 13 tasks
+
+
+def test_where_a_jobs_tasks_ended_is_stored_by_master_and_other_nodes(store):
+    """The kind's per-node task times of a running job (Spark's /allexecutors) become the job's
+    ``task_time``: the master node's and the others' summed, the driver's latest totals replacing the
+    stored ones; a bad figure refuses that cluster's write in one line and writes nothing."""
+    import pytest
+
+    from fawkes.coordinator.sampler import task_time_by_role
+    from fawkes.errors import FawkesError
+    from fawkes.mechanism.model import ClusterMetrics
+    from fawkes.store.samples import SampleWrite
+
+    _cluster(store)
+    j = _run(store, ["burn.py"], "app-1")
+    queued = store.submit_job("etl", ["burn.py"])
+    running = [store.get_job(j)]
+    by_job = {"app-1": {"h1": (3, 15.0), "h2": (4, 12.0), "h3": (2, 6.5)}, "app-9": {"h1": (1, 1.0)}}
+    where = task_time_by_role("h1", running, by_job)
+    assert where == {j: {"master": (3, 15.0), "other": (6, 18.5)}}
+    assert task_time_by_role("h1", running, {}) == {} and task_time_by_role("h1", [queued], by_job) == {}
+    m = ClusterMetrics(time=1.0)
+    assert store.record_samples([SampleWrite("etl", m, task_time=where)]) == []
+    assert store.get_job(j).task_time == {"master": [3, 15.0], "other": [6, 18.5]}
+    later = task_time_by_role("h1", running, {"app-1": {"h1": (5, 26.0), "h2": (4, 12.0)}})
+    store.record_samples([SampleWrite("etl", ClusterMetrics(time=2.0), task_time=later)])
+    assert store.get_job(j).task_time == {"master": [5, 26.0], "other": [4, 12.0]}
+    for bad in ({j: {"master": (1, float("nan")), "other": (0, 0.0)}}, {j: {"master": (-1, 1.0)}},
+                {j: {"master": (1, float("inf"))}}, {j: {"core": (1, 1.0)}}, {j: {"master": (1, None)}}):
+        with pytest.raises(FawkesError, match="task_time"):
+            SampleWrite("etl", m, task_time=bad)
+    assert store.get_job(j).task_time == {"master": [5, 26.0], "other": [4, 12.0]}

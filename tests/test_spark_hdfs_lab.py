@@ -172,6 +172,12 @@ def test_mr_cluster_grow_shrink_under_a_running_job(lab, tmp_path):
                                 for e in get_json(f"{driver_a}/api/v1/applications/{app_id}/executors")}
         wait_for("executors on the new TR and TC nodes", lambda: {tr.address, tc.address} <= executors_on(), 180)
         assert drv.add_nodes(a, [tr, tc], timeout=60).cluster == a  # idempotent
+        # where the job's tasks ended, per node (the twin's master factor: the driver's /allexecutors)
+        ended_on = lambda: {n: v for n, v in drv.metrics(a, driver_urls=[driver_a]).task_time_by_job.get(
+            app_id, {}).items() if v[0] > 0}
+        where = wait_for("tasks ended on the grown TR and TC nodes", lambda: (
+            w if {tr.name, tc.name, a.master.name} <= set(w := ended_on()) else None), 180, poll=1.0)
+        assert set(where) <= {n.name for n in a.nodes} and all(secs > 0 for _, secs in where.values()), where
         # the TC DataNode joined after the load: it holds none of the input
         tc_dn = drv.datanodes(a).live[tc.address]
         assert tc_dn.admin_state == "In Service"
@@ -216,6 +222,7 @@ def test_mr_cluster_grow_shrink_under_a_running_job(lab, tmp_path):
         info = drv.datanodes(a)
         assert tc.address not in info.live or info.live[tc.address].admin_state == "Decommissioned"
         assert drv.remove_nodes(a, [tc.name]).hosts == ()  # idempotent: already gone
+        capture("driver_allexecutors.json", f"{driver_a}/api/v1/applications/{app_id}/allexecutors")
 
         # ---- the job finishes with the right answer
         assert job_a.wait(timeout=300) == 0, (tmp_path / "job_a.log").read_text()[-3000:]

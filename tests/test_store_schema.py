@@ -106,6 +106,7 @@ def _downgrade_to_v1(store: Store) -> None:
         c.execute(text("DROP INDEX ix_samples_time"))
         c.execute(text("ALTER TABLE jobs DROP COLUMN cancel_requested_at"))
         c.execute(text("ALTER TABLE jobs DROP COLUMN tasks_seen"))
+        c.execute(text("ALTER TABLE jobs DROP COLUMN task_time"))  # v16
         c.execute(text("DROP TABLE controller_memory"))
         c.execute(text("DROP TABLE sampler_memory"))  # v15
         c.execute(text("DROP TABLE coordinator_lease"))
@@ -165,7 +166,7 @@ def test_version_1_database_is_migrated_to_current_keeping_its_data(store_url):
 
     migrated = Store(store_url, migrate=True)  # an explicit migration ('fawkes migrate')
     try:
-        assert migrated.schema_version == SCHEMA_VERSION == 15 == _version(migrated)
+        assert migrated.schema_version == SCHEMA_VERSION == 16 == _version(migrated)
         assert [(j.id, j.argv, j.state, j.app_id, j.cancel_requested_at) for j in migrated.list_jobs()] == [
             (queued, ["wc", "1"], "queued", None, None), (running, ["wc", "2"], "running", "app-1", None)]
         assert [m.pending_tasks for m in migrated.samples("a")] == [3]

@@ -339,3 +339,61 @@ def test_the_simulators_sampler_starts_from_tasks_known(tmp_path):
     assert {c.name: c.tasks_known for c in wl.clusters} == {"a": 15, "b": 0}
     sim = engine.Simulator(wl, runner.settings_for(wl, runner.parse_policy("TD", wl.name)), refs=[100.0, 100.0], seed=1)
     assert sim.clusters["a"].learned == 15 and sim.clusters["b"].learned == 0
+
+
+def test_master_factor_from_where_jobs_tasks_ran(tmp_path):
+    """Jobs that say where their tasks ended (``jobs.task_time``, from Spark's /allexecutors): the cost
+    file's ``master_task_factor`` is the median over jobs with tasks on both sides of the ratio of their
+    mean task times, and a row's ``map_s`` becomes a task's time on another node, so that the replay (the
+    master's tasks f times as long) keeps the job's mean at its share of tasks on the master."""
+    url = _state(tmp_path / "s.db")
+    before = Store(url)
+    plain = export(before)
+    before.close()
+    assert "master_task_factor" not in plain.costs  # no job says where its tasks ran: the thesis' model
+    store = Store(url)
+    with store.session(write=True) as s:
+        # etl's jobs: 1.5x, 1.2x and (too few tasks on the master to count) 9x; bi's: all on the master
+        for jid, tt in ((1, {"master": [4, 30.0], "other": [8, 40.0]}), (2, {"master": [3, 18.0], "other": [6, 30.0]}),
+                        (3, {"master": [1, 45.0], "other": [10, 50.0]}), (4, {"master": [13, 91.0], "other": [0, 0.0]})):
+            s.get(Job, jid).task_time = tt
+    ex = export(store)
+    store.close()
+    assert ex.costs["master_task_factor"] == pytest.approx(1.35)  # median of 1.5 and 1.2
+    assert ex.measured["master_task_factor"] == "2 jobs"
+    f = 1.35
+    for row, old, q in zip(ex.rows, plain.rows, (4 / 12, 3 / 9, 1 / 11, 1.0)):
+        assert row.map_s == pytest.approx(old.map_s / (q * f + 1 - q), abs=0.002)
+    assert "master_task_factor: 1.35  # median over jobs" in ex.cost_text()
+
+
+def test_master_factor_in_the_replay_slows_the_masters_tasks_only(tmp_path):
+    """The simulator runs a task on a cluster's master node (its first core node) ``master_task_factor``
+    times as long, and no other node's: one job of 8 tasks of 10 s, cv 0, one slot per node; on the master
+    alone it takes f x 80 s; with a second core node only the master's tasks slow."""
+    from fawkes.sim.costs import PER_CLUSTER, CostModel
+
+    assert CostModel().master_task_factor == 1.0 and "master_task_factor" in PER_CLUSTER
+    trace = tmp_path / "t.csv"
+    trace.write_text("submit_s,cluster,app,input_bytes,maps,reduces,ref_runtime_s,map_s\n"
+                     "0,a,wordcount,0,8,0,80,10\n")
+
+    def response(factor: float, nodes: int) -> float:
+        r = run_cli("simulate", "--trace", str(trace), "--cost", "cv=0", "--cost", "map_slots=1",
+                    "--cost", "job_overhead_s=0", "--cost", f"master_task_factor={factor}",
+                    "--cost", "penalty=off", "--cost", "tr_ready_s=0", "--cost", "tc_ready_s=0",
+                    "--capacity", str(nodes), "--min-core", str(nodes), "--period", "5", "--policy", "None",
+                    "--json", "-q", "--workers", "1")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["cluster_mean_slowdown"]["a"] * 80
+
+    assert response(1, 1) == pytest.approx(80, abs=1)
+    assert response(2, 1) == pytest.approx(160, abs=1)  # every task on the master
+    # two core nodes: the second's tasks are not slowed (10 s each against the master's 20 s: it runs 5 or 6
+    # of the 8 where each ran 4)
+    assert response(1, 2) == pytest.approx(40, abs=1)
+    assert 50 <= response(2, 2) <= 61
+    for bad in ("0", "-1", "nan", "inf", "1e30"):
+        r = run_cli("simulate", "--trace", str(trace), "--cost", f"master_task_factor={bad}", "--capacity", "1",
+                    "--min-core", "1", "--policy", "None", "-q")
+        assert r.returncode == 2 and "master_task_factor" in r.stderr and len(r.stderr.strip().splitlines()) == 1

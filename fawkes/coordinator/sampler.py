@@ -240,7 +240,8 @@ class Sampler:
             self.note_progress(name, now, jobs, fs.tasks_by_job)
         stored = {n.id: int(fs.stored_by_node[n.host]) for n in nodes
                   if n.host in fs.stored_by_node and fs.stored_by_node[n.host] != n.stored_bytes}
-        return SampleWrite(name, m, seen, stored)
+        where = task_time_by_role(spec.master.name, running, fs.task_time_by_job) if fs.task_time_by_job else {}
+        return SampleWrite(name, m, seen, stored, where)
 
     def check_hosts(self) -> None:
         """SSH liveness of every allocated host; failed after ``grace_s`` without an answer."""
@@ -312,6 +313,25 @@ def cluster_metrics(now: float, settings: Settings, fs, running: Sequence, jobs:
         node_cpu=node_cpu,
     )
     return m, seen
+
+
+def task_time_by_role(master: str, running: Sequence, by_job) -> dict[int, dict[str, tuple[int, float]]]:
+    """Per running job whose kind reports where its tasks ran (``by_job``: the kind's job id -> node name ->
+    (tasks, seconds)), the tasks that ended on the cluster's master node (``master``: it also runs the
+    cluster's masters and the jobs' drivers) and on the others, with their seconds: ``{job id: {"master":
+    (n, s), "other": (n, s)}}`` (what the twin's export reads: ``fawkes.traces.from_state``)."""
+    out = {}
+    for j in running:
+        where = by_job.get(j.app_id) if j.app_id else None
+        if not where:
+            continue
+        sums = {"master": [0, 0.0], "other": [0, 0.0]}
+        for node, (n, secs) in where.items():
+            acc = sums["master" if node == master else "other"]
+            acc[0] += n
+            acc[1] += secs
+        out[j.id] = {k: (n, secs) for k, (n, secs) in sums.items()}
+    return out
 
 
 def cluster_wide_job(fs, running) -> int | None:

@@ -5,6 +5,8 @@ Sources (see docs/metrics.md for which policy each value feeds):
 * Spark master ``GET http://<master>:8080/json/``: workers (ALIVE / DECOMMISSIONED / DEAD),
   cores, cores used, active applications (WAITING / RUNNING), completed applications.
 * Spark driver ``GET http://<driver>:4040/api/v1/applications/<id>/stages``: task counts per stage.
+* Spark driver ``GET .../api/v1/applications/<id>/allexecutors``: per executor (removed ones too), the
+  tasks that ended on it and their summed duration (the twin's task time per node).
 * NameNode JMX ``GET http://<nn>:50070/jmx?qry=Hadoop:service=NameNode,name=FSNamesystemState``
   (capacity, used, live / dead / decommissioning DataNodes) and ``...,name=NameNodeInfo``
   (``LiveNodes``: used bytes and adminState per DataNode; ``DeadNodes``: whether decommissioned).
@@ -134,6 +136,30 @@ def parse_stages(doc: str | bytes | list) -> TaskCounts:
             n_pending += status == "PENDING"
     return TaskCounts(total, running, pending, completed, failed, n_active, n_pending,
                       sum(n for _, n in first.values()))
+
+
+def parse_executors(doc: str | bytes | list) -> dict[str, tuple[int, float]]:
+    """Driver monitoring REST ``/api/v1/applications/<id>/allexecutors``: per host address, the tasks that
+    ended on the application's executors there (``completedTasks`` + ``failedTasks``) and their summed
+    duration in seconds (``totalDuration``, ms); the driver's own entry and malformed ones left out."""
+    execs = _load(doc)
+    if not isinstance(execs, list):
+        raise FawkesError("Spark executors JSON: expected a list of executors")
+    out: dict[str, tuple[int, float]] = {}
+    for e in execs:
+        if not isinstance(e, Mapping) or e.get("id") == "driver":
+            continue
+        try:
+            host = str(e.get("hostPort", "")).rsplit(":", 1)[0]
+            n = int(e.get("completedTasks", 0)) + int(e.get("failedTasks", 0))
+            secs = float(e.get("totalDuration", 0)) / 1000.0
+        except (TypeError, ValueError):
+            continue
+        if not host or n < 0 or not 0.0 <= secs < 1e9:  # (NaN fails the comparison)
+            continue
+        had_n, had_s = out.get(host, (0, 0.0))
+        out[host] = (had_n + n, had_s + secs)
+    return out
 
 
 # --------------------------------------------------------------------------- NameNode JMX
@@ -277,12 +303,16 @@ class SparkHdfsSample(FrameworkSample):
 def spark_hdfs_sample(time: float, master: SparkMasterState | None, hdfs: HdfsState | None,
                       datanodes: NameNodeInfo | None, by_app: Mapping[str, TaskCounts], *,
                       node_of: Mapping[str, str] | None = None, hosts: Mapping[str, HostStats] | None = None,
+                      task_time: Mapping[str, Mapping[str, tuple[int, float]]] | None = None,
                       errors: Iterable[str] = ()) -> SparkHdfsSample:
     """The neutral sample from the parsed documents: slots are the ALIVE workers' cores, stored bytes
     the NameNode's DFS used (None when it did not answer), per node the DataNode's used bytes
-    (``node_of``: DataNode address -> node name; addresses not in it are left out)."""
+    (``node_of``: DataNode address -> node name; addresses not in it are left out); ``task_time``: per
+    application, :func:`parse_executors`' figures by address (mapped to node names the same way)."""
     node_of = node_of or {}
     stored = {node_of[a]: d.used for a, d in (datanodes.live.items() if datanodes else ()) if a in node_of}
+    per_node = {app: {node_of[a]: v for a, v in by_addr.items() if a in node_of}
+                for app, by_addr in (task_time or {}).items()}
     return SparkHdfsSample(
         time=time, tasks=sum_tasks(by_app.values()), tasks_by_job=dict(by_app),
         slots=float(master.cores) if master else 0.0, busy_slots=float(master.cores_used) if master else 0.0,
@@ -290,5 +320,6 @@ def spark_hdfs_sample(time: float, master: SparkMasterState | None, hdfs: HdfsSt
         completed_jobs=len(master.completed_apps) if master else 0,
         stored_bytes=float(hdfs.capacity_used) if hdfs else None,
         storage_capacity=float(hdfs.capacity_total) if hdfs else 0.0,
-        stored_by_node=stored, hosts=dict(hosts or {}), errors=tuple(errors),
+        stored_by_node=stored, task_time_by_job={a: t for a, t in per_node.items() if t},
+        hosts=dict(hosts or {}), errors=tuple(errors),
         master=master, hdfs=hdfs, datanodes=datanodes)

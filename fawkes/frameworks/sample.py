@@ -60,7 +60,9 @@ class FrameworkSample:
     when it did not answer; ``written_bytes``: bytes the cluster's jobs wrote since it was deployed,
     for a kind that counts them (None: the sampler takes stored bytes above the level right after the
     input load, the DU baseline kept in the state).  ``stored_by_node``: bytes per node name (DP's
-    victim order)."""
+    victim order).  ``task_time_by_job``: per job (as ``tasks_by_job``), per node name, the tasks of it
+    that ended there and their seconds, over the job's life (the twin's task time on the master node
+    against the others; empty: the kind does not measure it)."""
 
     time: float
     tasks: TaskCounts = TaskCounts()
@@ -73,5 +75,6 @@ class FrameworkSample:
     storage_capacity: float = 0.0  # DU denominator
     written_bytes: float | None = None
     stored_by_node: Mapping[str, int] = field(default_factory=dict)
+    task_time_by_job: Mapping[str, Mapping[str, tuple[int, float]]] = field(default_factory=dict)
     hosts: dict[str, HostStats] = field(default_factory=dict)
     errors: tuple[str, ...] = ()

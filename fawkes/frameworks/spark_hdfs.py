@@ -173,22 +173,31 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
         ports = (block if jobs else ()) if block is not None else [ui_port(j) for j in jobs]
         urls = [f"http://{cluster.master.address}:{p}" for p in ports]
         quiet = set(urls) if block is not None else set()  # a free job port of the block is no error
+        task_time: dict[str, dict[str, tuple[int, float]]] = {}
         answered = 0
         for base in urls + list(driver_urls):
             if base in quiet and answered >= len(jobs):
                 continue  # every running job's driver found: the block's higher job ports are not asked
             try:
-                by_app.update(self._driver_stages(base.rstrip("/")))
+                got = self._driver_stages(base.rstrip("/"))
+                by_app.update(got)
                 answered += 1
             except (FawkesError, KeyError, TypeError) as exc:
                 if base not in quiet:
                     errors.append(str(exc))
+                continue
+            for app, counts in got.items():
+                try:
+                    task_time[app] = self._driver_task_time(base.rstrip("/"), app, counts)
+                except FawkesError:  # (the twin's figure only: the sample stands without it)
+                    pass
         if block is not None and jobs and not by_app:
             errors.append(f"cluster {cluster.name}: no job driver UI answered on ports "
                           f"{block.start}-{block.stop - 1} of {cluster.master.address}")
         hosts = self.host_stats(cluster, errors) if host_stats else {}
         return M.spark_hdfs_sample(time.time(), master, hdfs, dn, by_app,
-                                   node_of={n.address: n.name for n in cluster.nodes}, hosts=hosts, errors=errors)
+                                   node_of={n.address: n.name for n in cluster.nodes}, hosts=hosts,
+                                   task_time=task_time, errors=errors)
 
     #: how many drivers' application ids :meth:`_driver_stages` keeps (base URL -> ids; the oldest forgotten first)
     _APP_IDS_KEPT = 256
@@ -216,6 +225,22 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
             while len(known) > self._APP_IDS_KEPT:  # per-job ports: forget the oldest
                 known.pop(next(iter(known)))
         return out
+
+    def _driver_task_time(self, base: str, app: str, counts: M.TaskCounts) -> dict[str, tuple[int, float]]:
+        """Per executor address, the tasks of ``app`` that ended there and their seconds
+        (:func:`~fawkes.frameworks.metrics.parse_executors`).  Asked again only when the driver's count
+        of ended tasks (``counts``, from the same sample's ``/stages``) moved: about once per task, not
+        once per sample."""
+        kept = self.__dict__.setdefault("_task_time", {})
+        ended = counts.completed + counts.failed
+        if app in kept and kept[app][0] == ended:
+            return kept[app][1]
+        got = M.parse_executors(self._http_json(f"{base}/api/v1/applications/{app}/allexecutors"))
+        kept.pop(app, None)
+        kept[app] = (ended, got)
+        while len(kept) > self._APP_IDS_KEPT:  # the oldest applications forgotten first
+            kept.pop(next(iter(kept)))
+        return got
 
     # ================================================================== for drivers (spark-submit)
     def submit_conf(self, cluster: ClusterSpec) -> dict[str, str]:

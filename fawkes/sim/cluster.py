@@ -144,6 +144,7 @@ class SimCluster:
         self.red_heap: list = []
         self.free_map = self.free_red = 0
         self.n_core = self.busy_tr = self.busy_tc = 0
+        self.master: SimNode | None = None  # the first core node: its tasks take cost.master_task_factor as long
         self.n_ready_tr = self.n_ready_tc = self.n_ready_core = 0
         self.n_dn = 0  # DataNodes (core + TC) not draining
         self.n_draining = 0
@@ -185,6 +186,8 @@ class SimCluster:
         self.nodes[host] = node
         if role is Role.CORE:
             self.n_core += 1
+            if self.master is None:
+                self.master = node
         if role is not Role.TR:
             self.n_dn += 1
         self.version += 1
@@ -432,6 +435,8 @@ class SimCluster:
         self.running_tasks += 1
         self.version += 1
         d = job.map_d[idx] if is_map else job.red_d[idx]
+        if node is self.master:
+            d *= self.cost.master_task_factor
         if job.spec.beta_in or job.spec.beta_out:
             mode = self.cost.penalty
             if mode == "load_aware":

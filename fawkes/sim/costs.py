@@ -106,6 +106,7 @@ class ClusterCosts(BaseModel):
     tc_ready_s: float | None = _seconds()
     fp_stop_s: float | None = _seconds()
     dp_fixed_s: float | None = _seconds()
+    master_task_factor: float | None = Field(None, gt=0, le=100, allow_inf_nan=False)
 
 
 #: the fields a cluster may set for itself: what a framework kind's daemons and jobs take to start and stop
@@ -138,6 +139,10 @@ class CostModel(BaseModel):
     w_dst_Bps: float = Field(100 * MB, gt=0, description="DP: re-replication write rate per receiving DataNode")
     dp_fixed_s: float = Field(0.0, ge=0, description="DP: seconds every decommission takes beyond re-replication "
                               "(refresh, heartbeats, daemon stop; measured live by `fawkes trace from-state`)")
+    master_task_factor: float = Field(1.0, gt=0, le=100, allow_inf_nan=False, description=(
+        "a task on a cluster's master node (its first core node, which also runs the masters and the jobs' "
+        "drivers) takes this times as long as on another node (1 in the thesis' model; measured live by "
+        "`fawkes trace from-state`)"))
     max_running_jobs: int = Field(0, ge=0, description="jobs of one MR-cluster between dispatch and end at once "
                                   "(0: no limit, Hadoop-1 FIFO; the live dispatcher: 1); see SimCluster.submit")
     job_startup_s: float = Field(0.0, ge=0, description="dispatch to first task (driver and executors start); "

@@ -157,10 +157,16 @@ def _v14_to_v15(conn: Connection) -> None:
                       "windows JSON NOT NULL)"))
 
 
+def _v15_to_v16(conn: Connection) -> None:
+    """Version 16: ``jobs.task_time``, the tasks a job ran on its cluster's master node and on the others
+    and their seconds (issue 25: the twin's task time per node)."""
+    conn.execute(text("ALTER TABLE jobs ADD COLUMN task_time JSON"))
+
+
 #: version 1 is the first schema; append upgrades here (index 0: 1 -> 2, ...)
 MIGRATIONS: list[Migration] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6, _v6_to_v7, _v7_to_v8,
                                _v8_to_v9, _v9_to_v10, _v10_to_v11, _v11_to_v12,
-                               _v12_to_v13, _v13_to_v14, _v14_to_v15]
+                               _v12_to_v13, _v13_to_v14, _v14_to_v15, _v15_to_v16]
 CURRENT = 1 + len(MIGRATIONS)
 
 _PG_LOCK_KEY = 0x46415753  # "FAWS": advisory lock id for schema changes

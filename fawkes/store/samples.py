@@ -18,7 +18,7 @@ from fawkes.store import validate
 from fawkes.store.base import StoreBase, gc_paused
 from fawkes.store.db import fetch_tuples, insert_many
 from fawkes.store.jobs import raise_tasks_seen
-from fawkes.store.schema import ControllerMemory, DecisionRecord, MRCluster, Node, Sample, SamplerMemory
+from fawkes.store.schema import ControllerMemory, DecisionRecord, Job, MRCluster, Node, Sample, SamplerMemory
 
 _METRIC_FIELDS = tuple(f.name for f in dataclasses.fields(ClusterMetrics))
 assert _METRIC_FIELDS[-1] == "loading"  # the only boolean: samples_of_live_clusters converts it
@@ -32,12 +32,22 @@ class SampleWrite:
     metrics: ClusterMetrics
     tasks_seen: Mapping[int, int] = dataclasses.field(default_factory=dict)  # job id -> tasks its driver listed
     stored_by_node: Mapping[int, int] = dataclasses.field(default_factory=dict)  # node id -> bytes it stores
+    #: job id -> ``{"master": (tasks, seconds), "other": (tasks, seconds)}``: where its ended tasks ran
+    task_time: Mapping[int, Mapping[str, tuple[int, float]]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:  # a bad count refuses this cluster's write, not the step's
         for n in self.tasks_seen.values():
             validate.positive_int("tasks_seen", n, minimum=0)
         for b in self.stored_by_node.values():
             validate.positive_int("stored_bytes", b, minimum=0)
+        for where in self.task_time.values():
+            if set(where) - {"master", "other"}:
+                raise FawkesError(f"task_time: expected master and other, got {sorted(where)}")
+            for n, secs in where.values():
+                validate.positive_int("task_time tasks", n, minimum=0)
+                if secs is None:
+                    raise FawkesError("task_time seconds: must be a number >= 0 and finite, got None")
+                validate.optional_number("task_time seconds", secs, finite=True)
 
 
 class SamplesMixin(StoreBase):
@@ -62,7 +72,7 @@ class SamplesMixin(StoreBase):
         with self.session(write=True) as s:
             ids = dict(s.execute(select(MRCluster.live_name, MRCluster.id)
                                  .where(col(MRCluster.live_name).in_(sorted(names)))).all())
-            rows, seen, stored = [], {}, {}
+            rows, seen, stored, task_time = [], {}, {}, {}
             for w in batch:
                 if w.cluster not in ids:
                     problems.append(f"cluster {w.cluster}: already released")
@@ -70,8 +80,12 @@ class SamplesMixin(StoreBase):
                 rows.append({"cluster_id": ids[w.cluster], **dataclasses.asdict(w.metrics)})
                 seen.update(w.tasks_seen)
                 stored.update(w.stored_by_node)
+                task_time.update(w.task_time)
             insert_many(s.connection(), Sample.__table__, rows)
             raise_tasks_seen(s, seen)
+            for job_id, where in task_time.items():  # the driver's running totals: the latest replaces
+                s.execute(update(Job).where(Job.id == job_id).values(
+                    task_time={k: [int(n), round(float(secs), 3)] for k, (n, secs) in sorted(where.items())}))
             for node_id, b in stored.items():
                 s.execute(update(Node).where(Node.id == node_id).values(stored_bytes=b))
         return problems

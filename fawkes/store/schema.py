@@ -153,6 +153,9 @@ class Job(SQLModel, table=True):
     detail: str = ""
     cancel_requested_at: float | None = None  # user cancel of a started job, carried out by the coordinator (v2)
     tasks_seen: int | None = None  # most tasks its driver reported (pending + running + completed) (v4)
+    #: (v16) the tasks that ended on the cluster's master node and on the others, and their seconds:
+    #: ``{"master": [n, s], "other": [n, s]}`` as its driver last reported them (the twin's master factor)
+    task_time: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
 
 
 class Sample(SQLModel, table=True):

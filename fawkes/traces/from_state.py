@@ -15,6 +15,14 @@ What the store holds and how it becomes the twin's input (docs/live.md):
   the driver between stages) is serial: its wall time joins the row's ``startup_s``, its slot
   seconds leave ``map_s`` (on more nodes it would take as long; spread as map work, the replay
   of a grown cluster ran 10-15 % fast).
+* **the master node's tasks** (``master_task_factor``): a cluster's master node (its first core node)
+  runs the masters and the jobs' drivers beside its executor, in the same CPU; its tasks ran 1.2-1.5x as
+  long as a grown node's on the lab (docs/live.md).  Where the kind says where each job's tasks ended
+  (``jobs.task_time``: tasks and seconds on the master and on the others; Spark's driver
+  ``/allexecutors``), the factor is the median over jobs with tasks on both sides of the ratio of their
+  mean task times, and a row's ``map_s`` becomes a task's time on another node: the job's mean over its
+  share ``q`` of tasks on the master, ``map_s = mean / (q f + 1 - q)``; the replay runs the master's
+  tasks ``f`` times as long.  A pool of several kinds: per kind (1 for a kind that does not say).
 * **per-job start-up and overhead**: dispatch to the first sample seeing a running task (driver
   and executors start) -> the row's ``startup_s`` (the job's own: on a shared machine it varied
   from 66 to 201 s within one run, and a cluster with one job took the median's error whole) and,
@@ -69,7 +77,12 @@ MEASURED = {
     "tc_ready_s": "median requested -> running of TC nodes, + executor start",
     "fp_stop_s": "median draining -> released of TR nodes (FP)",
     "dp_fixed_s": "median draining -> released of TC nodes (DP)",
+    "master_task_factor": "median over jobs of a task's seconds on the master node / on the others (jobs.task_time)",
 }
+
+#: a job's task time per node counts toward the master factor when both its master node and the others
+#: ended at least this many of its tasks
+MIN_TASKS_PER_SIDE = 2
 
 
 @dataclass
@@ -273,6 +286,9 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
             executors.setdefault(kind[j.cluster_id], []).append(jt.first_busy - sample_period / 2 - j.started_at)
     ex_s = _median(_flat(executors)) or 0.0
     ex_kind = {k: _median(xs) or 0.0 for k, xs in executors.items()}
+    factor_of = {k: _median(xs) for k, xs in _master_factors(jobs, kind).items()}
+    pool_factor = _median([f for xs in _master_factors(jobs, kind).values() for f in xs])
+    n_factor = {k: len(xs) for k, xs in _master_factors(jobs, kind).items()}
     times = {n.id: _node_times(n, trans.get(n.id, []), clusters) for n in nodes}
     usable = _usable_slots(nodes, times, {h.name: h.cores for h in hosts},
                            lambda cid: ex_kind.get(kind.get(cid, ""), ex_s))
@@ -294,10 +310,16 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
         # output counts twice) where its stored count (tasks_seen) takes each task once; the slot time
         # is the attempts', so a task's time is per attempt
         tasks = min(jt.tasks, j.tasks_seen) if j.tasks_seen else jt.tasks
+        # with a master factor f (its kind's), the row's task time is a task's on a node other than the
+        # master: the replay runs the master's tasks f times as long, so the job's mean, with its own share
+        # q of tasks on the master, is kept: mean = t (q f + 1 - q)
+        f = factor_of.get(kind[j.cluster_id])
+        q = _master_share(j.task_time)
+        scale = 1.0 if f is None or q is None else q * f + 1.0 - q
         rows.append(TraceRow(submit_s=j.submitted_at - lo, cluster=c.name, app="wordcount",
                              input_bytes=float(j.input_bytes or 0), maps=tasks, reduces=0,
                              ref_runtime_s=j.ref_runtime if j.ref_runtime and j.ref_runtime > 0 else None,
-                             map_s=round(jt.slot_s / jt.tasks, 3), reduce_s=None, job=str(j.id),
+                             map_s=round(jt.slot_s / jt.tasks / scale, 3), reduce_s=None, job=str(j.id),
                              startup_s=round(startup, 2)))
     if no_tasks:
         skipped["without task samples"] = no_tasks
@@ -324,6 +346,9 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
     pool = _lifecycle(_flat(startups), _flat(overheads), _by_role(ready), _by_role(stop), ex_s, len(_flat(executors)))
     costs.update(pool[0])
     measured.update(pool[1])
+    if pool_factor is not None:
+        costs["master_task_factor"] = round(pool_factor, 3)
+        measured["master_task_factor"] = f"{sum(n_factor.values())} jobs"
     used = {j.cluster_id for j in jobs}
     minima = {clusters[i].name: clusters[i].min_core for i in used}
     kinds = {clusters[i].name: kind[i] for i in sorted(used)}
@@ -336,6 +361,11 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
         for k in dict.fromkeys(kinds.values()):
             kc, km = _lifecycle(startups.get(k, []), overheads.get(k, []), _by_role(ready, k), _by_role(stop, k),
                                 ex_kind.get(k, ex_s), len(executors.get(k, [])))
+            if factor_of.get(k) is not None:
+                kc["master_task_factor"] = round(factor_of[k], 3)
+                km["master_task_factor"] = f"{n_factor[k]} jobs"
+            elif pool_factor is not None:  # a kind that does not say where its tasks ran: the thesis' model,
+                kc["master_task_factor"] = 1.0  # not the pool's factor (another kind's)
             for name in (n for n, nk in kinds.items() if nk == k and n in exported):
                 cluster_costs[name] = {"kind": k, **kc}
                 cluster_measured[name] = {f: f"{how} of kind {k}" for f, how in km.items()}
@@ -354,6 +384,30 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
                   tasks_known={clusters[i].name: known[i] for i in used if known.get(i)}, kinds=kinds,
                   cluster_costs=cluster_costs, cluster_measured=cluster_measured, serial_s=serial,
                   serial_idle_s=serial_idle)
+
+
+def _master_factors(jobs: list, kind: dict[int, str]) -> dict[str, list[float]]:
+    """Per kind, each job's mean task seconds on its cluster's master node over those on the other nodes
+    (``jobs.task_time``), for the jobs with at least :data:`MIN_TASKS_PER_SIDE` tasks ended on each side."""
+    out: dict[str, list[float]] = {}
+    for j in jobs:
+        tt = j.task_time or {}
+        try:
+            (nm, sm), (no, so) = tt["master"], tt["other"]
+        except (KeyError, TypeError, ValueError):
+            continue
+        if nm >= MIN_TASKS_PER_SIDE and no >= MIN_TASKS_PER_SIDE and sm > 0 and so > 0:
+            out.setdefault(kind[j.cluster_id], []).append((sm / nm) / (so / no))
+    return out
+
+
+def _master_share(task_time) -> float | None:
+    """Of a job's ended tasks, the share that ran on the master node (None: not reported)."""
+    try:
+        nm, no = task_time["master"][0], task_time["other"][0]
+    except (KeyError, TypeError, IndexError):
+        return None
+    return nm / (nm + no) if nm + no > 0 else None
 
 
 def _flat(by_kind: dict[str, list[float]]) -> list[float]:
