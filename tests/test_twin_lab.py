@@ -48,6 +48,12 @@ def test_replay_of_a_live_session_lands_in_the_band(tmp_path):
     assert len(trace.read_text().splitlines()) == 1 + len(PLAN.stream), trace.read_text()
     measured = yaml.safe_load(costs.read_text())
     assert measured["map_slots"] == 1 and measured["tc_ready_s"] > 0, measured
+    from fawkes.store import Store
+
+    with Store(s.url) as st:  # where each job's tasks ended, from its driver (jobs.task_time)
+        where = {j.id: j.task_time for j in st.list_jobs()}
+    assert len(where) == len(PLAN.stream) and all(w and w["master"][0] > 0 for w in where.values()), where
+    print("task_time", where, "master_task_factor", measured.get("master_task_factor"))
     preset = tmp_path / "TD.yaml"
     preset.write_text(yaml.safe_dump(preset_for("TD", PLAN)))
     r = run_cli("simulate", "--trace", str(trace), "--cost-file", str(costs), "--clusters", str(clusters),

@@ -141,8 +141,8 @@ class CostModel(BaseModel):
                               "(refresh, heartbeats, daemon stop; measured live by `fawkes trace from-state`)")
     master_task_factor: float = Field(1.0, gt=0, le=100, allow_inf_nan=False, description=(
         "a task on a cluster's master node (its first core node, which also runs the masters and the jobs' "
-        "drivers) takes this times as long as on another node (1 in the thesis' model; measured live by "
-        "`fawkes trace from-state`)"))
+        "drivers) takes this times as long as on another node (below 1 where grown nodes' cold executors "
+        "are the slower; 1 in the thesis' model; measured live by `fawkes trace from-state`)"))
     max_running_jobs: int = Field(0, ge=0, description="jobs of one MR-cluster between dispatch and end at once "
                                   "(0: no limit, Hadoop-1 FIFO; the live dispatcher: 1); see SimCluster.submit")
     job_startup_s: float = Field(0.0, ge=0, description="dispatch to first task (driver and executors start); "

@@ -16,8 +16,9 @@ What the store holds and how it becomes the twin's input (docs/live.md):
   seconds leave ``map_s`` (on more nodes it would take as long; spread as map work, the replay
   of a grown cluster ran 10-15 % fast).
 * **the master node's tasks** (``master_task_factor``): a cluster's master node (its first core node)
-  runs the masters and the jobs' drivers beside its executor, in the same CPU; its tasks ran 1.2-1.5x as
-  long as a grown node's on the lab (docs/live.md).  Where the kind says where each job's tasks ended
+  runs the masters and the jobs' drivers beside its executor, in the same CPU, while a node grown under
+  a job starts a cold executor for it (the job's first tasks there start its workers): a task's time
+  differs between the two, either way round depending on the job.  Where the kind says where each job's tasks ended
   (``jobs.task_time``: tasks and seconds on the master and on the others; Spark's driver
   ``/allexecutors``), the factor is the median over jobs with tasks on both sides of the ratio of their
   mean task times, and a row's ``map_s`` becomes a task's time on another node: the job's mean over its
