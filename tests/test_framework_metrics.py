@@ -8,6 +8,7 @@ driver_allexecutors.json (2026-11-28) after both left, the job still running.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -121,25 +122,20 @@ def test_bad_documents_are_one_line_errors():
         M.parse_host_stats("nothing")
 
 
-def test_a_drivers_application_id_is_asked_once_and_asked_again_for_a_new_driver():
-    """A sample asks a running driver only ``/stages`` once its application id is known; a driver that no
-    longer serves that id (the job ended, another driver took the port) is asked for its ids again."""
+@contextlib.contextmanager
+def driver_api(answer):
+    """A stand-in driver REST API on 127.0.0.1: ``answer(path)`` gives a GET's body (bytes) or None (404);
+    yields the base URL and the list of paths asked, in order."""
     import http.server
     import threading
 
-    from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
-
-    stages = load("driver_stages_running.json").encode()
-    state = {"app": "app-1", "asked": []}
+    asked: list[str] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's name
-            state["asked"].append(self.path)
-            if self.path == "/api/v1/applications":
-                body = json.dumps([{"id": state["app"], "name": "wc"}] if state["app"] else []).encode()
-            elif self.path == f"/api/v1/applications/{state['app']}/stages":
-                body = stages
-            else:
+            asked.append(self.path)
+            body = answer(self.path)
+            if body is None:
                 self.send_error(404)
                 return
             self.send_response(200)
@@ -153,27 +149,45 @@ def test_a_drivers_application_id_is_asked_once_and_asked_again_for_a_new_driver
 
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{srv.server_address[1]}"
     try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}", asked
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_drivers_application_id_is_asked_once_and_asked_again_for_a_new_driver():
+    """A sample asks a running driver only ``/stages`` once its application id is known; a driver that no
+    longer serves that id (the job ended, another driver took the port) is asked for its ids again."""
+    from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
+
+    stages = load("driver_stages_running.json").encode()
+    state = {"app": "app-1"}
+
+    def answer(path: str) -> bytes | None:
+        if path == "/api/v1/applications":
+            return json.dumps([{"id": state["app"], "name": "wc"}] if state["app"] else []).encode()
+        return stages if path == f"/api/v1/applications/{state['app']}/stages" else None
+
+    with driver_api(answer) as (base, asked):
         drv = SparkHdfsDriver(None)
         want = M.parse_stages(stages)
         assert drv._driver_stages(base) == {"app-1": want}
         assert drv._driver_stages(base) == {"app-1": want}
-        assert state["asked"] == ["/api/v1/applications", "/api/v1/applications/app-1/stages",
-                                  "/api/v1/applications/app-1/stages"]
-        state["app"], state["asked"] = "app-2", []  # another driver on the same port
+        assert asked == ["/api/v1/applications", "/api/v1/applications/app-1/stages",
+                         "/api/v1/applications/app-1/stages"]
+        state["app"] = "app-2"  # another driver on the same port
+        asked.clear()
         assert drv._driver_stages(base) == {"app-2": want}
-        assert state["asked"] == ["/api/v1/applications/app-1/stages", "/api/v1/applications",
-                                  "/api/v1/applications/app-2/stages"]
+        assert asked == ["/api/v1/applications/app-1/stages", "/api/v1/applications",
+                         "/api/v1/applications/app-2/stages"]
         # a driver with no application yet: nothing kept, so it is asked for its ids again next time
-        state["app"], state["asked"] = None, []
+        state["app"] = None
+        asked.clear()
         assert drv._driver_stages(base) == {} and drv._driver_stages(base) == {}
-        assert state["asked"] == ["/api/v1/applications/app-2/stages", "/api/v1/applications", "/api/v1/applications"]
+        assert asked == ["/api/v1/applications/app-2/stages", "/api/v1/applications", "/api/v1/applications"]
         with pytest.raises(FawkesError):  # no driver there
             drv._driver_stages(base + "/nothing")
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 def test_where_a_jobs_tasks_ended_per_executor_host():
@@ -200,42 +214,17 @@ def test_a_drivers_executors_are_asked_only_when_its_ended_tasks_moved():
     """``/allexecutors`` is asked at the first sample of an application and again only when the same
     sample's ``/stages`` count of ended tasks changed: about once per task, not once per sample; the
     sample maps executor addresses to node names."""
-    import http.server
-    import threading
-
     from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
 
     execs = load("driver_allexecutors.json").encode()
-    asked = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
-            asked.append(self.path)
-            if self.path != "/api/v1/applications/app-1/allexecutors":
-                self.send_error(404)
-                return
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(execs)))
-            self.end_headers()
-            self.wfile.write(execs)
-
-        def log_message(self, *a):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{srv.server_address[1]}"
-    try:
+    want = M.parse_executors(execs)
+    with driver_api(lambda path: execs if path == "/api/v1/applications/app-1/allexecutors" else None) as (base, asked):
         drv = SparkHdfsDriver(None)
-        want = M.parse_executors(execs)
         for completed in (5, 5, 5, 6, 6):
             assert drv._driver_task_time(base, "app-1", M.TaskCounts(completed=completed, failed=1)) == want
         assert len(asked) == 2  # at 5 ended (+1 failed) and at 6
         with pytest.raises(FawkesError):
             drv._driver_task_time(base, "app-2", M.TaskCounts(completed=1))
-    finally:
-        srv.shutdown()
-        srv.server_close()
     s = M.spark_hdfs_sample(0.0, None, None, None, {}, node_of={"10.201.0.11": "h1", "10.201.0.12": "h2"},
                             task_time={"app-1": want, "app-2": {"10.9.9.9": (1, 1.0)}})
     assert s.task_time_by_job == {"app-1": {"h1": (14, 28.801), "h2": (26, 29.159)}}  # unknown addresses out
