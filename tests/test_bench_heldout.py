@@ -48,3 +48,19 @@ def test_compare_gives_errors_and_the_sign_per_loaded_cluster():
     predicted["None"]["cluster_mean_slowdown"][b] = 1.0
     predicted["policy"]["cluster_mean_slowdown"][b] = 0.9
     assert compare(predicted, measured, policy_run, plan)["target_met"]
+
+
+def test_the_ablation_refuses_what_is_not_a_finished_run_in_one_line(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tool = [sys.executable, str(Path(__file__).resolve().parent.parent / "bench" / "twin_heldout_ablation.py")]
+    res = tmp_path / "result.json"
+    r = subprocess.run([*tool, "--dir", str(tmp_path), "--result", str(res)], capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stderr.strip()) == (2, f"twin_heldout_ablation.py: {tmp_path / 'fawkes.db'}: not a regular file")
+    (tmp_path / "fawkes.db").write_bytes(b"")
+    res.write_text('{"seed": 1}')  # a run that never got to its None run
+    r = subprocess.run([*tool, "--dir", str(tmp_path), "--result", str(res)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.startswith(f"twin_heldout_ablation.py: {res}: not a finished held-out run")
+    assert len(r.stderr.strip().splitlines()) == 1
