@@ -8,7 +8,8 @@
 exported and replayed under None twice, with the simulation seeds the benchmark used (1-5): as the
 benchmark did (each job's ``task_time`` read: ``master_task_factor`` measured, ``map_s`` a task's time
 on a node other than the master), which must give the prediction the benchmark wrote down before its
-None run (checked), and with every job's ``task_time`` taken out of a copy of the state (the twin
+None run (checked: within 0.1 %; the state also holds the None run's first samples now, inside the export's
+margins around the window), and with every job's ``task_time`` taken out of a copy of the state (the twin
 before ``master_task_factor``).  Both are printed and written (``--out``) against the measured None run.
 Nothing is tuned here: both models are fixed, the measurement is the benchmark's.
 """
@@ -76,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         with_f = predict_none(tmp / "with.db", plan, since, until, tmp / "w")
         costs = (tmp / "w" / "stream-costs.yaml").read_text()
         without = predict_none(tmp / "without.db", plan, since, until, tmp / "wo")
-    same = all(abs(with_f[c] - recorded[c]) < 1e-9 for c in recorded)
+    # the state now also holds what came after the prediction (the None run's first samples and decisions
+    # fall inside the export's margins around the window): the replay may move in the 5th digit
+    diff = max(abs(with_f[c] / recorded[c] - 1) for c in recorded)
+    same = diff <= 1e-3
     factor = next((ln.split(":")[1].split("#")[0].strip() for ln in costs.splitlines()
                    if ln.startswith("master_task_factor:")), None)
     rows = []
@@ -84,10 +88,11 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"cluster": c, "measured": measured[c], "with_factor": with_f[c], "without_factor": without[c],
                      "error_with": with_f[c] / measured[c] - 1, "error_without": without[c] / measured[c] - 1})
     doc = {**meta(), "seed": seed, "result": str(a.result), "master_task_factor": factor,
-           "reproduces_recorded_prediction": same, "rows": rows,
+           "reproduces_recorded_prediction": same, "max_rel_diff_from_recorded": diff, "rows": rows,
            "median_abs_error_with": statistics.median(abs(r["error_with"]) for r in rows),
            "median_abs_error_without": statistics.median(abs(r["error_without"]) for r in rows)}
-    print(f"seed {seed}: master_task_factor {factor}; the benchmark's prediction reproduced: {same}")
+    print(f"seed {seed}: master_task_factor {factor}; the benchmark's prediction reproduced: {same} "
+          f"(largest difference {100 * diff:.4f} %)")
     print(f"{'cluster':<8} {'measured':>9} {'with f':>8} {'error':>7} {'without':>8} {'error':>7}")
     for r in rows:
         print(f"{r['cluster']:<8} {r['measured']:>9.2f} {r['with_factor']:>8.2f} {100 * r['error_with']:>+6.0f}% "
