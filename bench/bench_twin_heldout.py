@@ -17,7 +17,10 @@ so that one reference runtime R holds for every job).  Then, on one lab (fawkes.
    same stream runs live under None (and ``--also``);
 4. the same stream live under None (and ``--also``), in that order;
 5. per cluster, predicted against measured (error = predicted / measured - 1), and for each cluster
-   with a burst, whether the twin got the sign of policy-vs-None right.
+   with a burst, whether the twin got the sign of policy-vs-None right;
+6. how fast the machine ran the same work in each run (:func:`master_task_s`: the masters' task seconds by
+   the executors, each run's over the policy run's; above 1: slower): a None run the machine ran 25 % slower (seen on seed
+   881537) is a miss no twin of the policy run can avoid.
 
 The twin's code is the checkout's (the results record its commit; run it from a frozen checkout, e.g. a
 ``git worktree add --detach``, so nothing changes between prediction and measurement).  Target over 5
@@ -100,6 +103,28 @@ def compare(predicted: dict[str, dict], measured: dict[str, dict], policy_run: d
             and all(s["right"] for s in signs)}
 
 
+def master_task_s(url: str, runs: dict[str, dict]) -> dict:
+    """How fast the machine ran the same work in each live run: per run (label -> :func:`summary`), the mean
+    over its jobs of their mean task seconds on their cluster's master node, by the executors (``jobs.task_time``),
+    and each run's over the first's.  The twin replays the first run: a later run the machine ran slower (its
+    share of its own host varies) is one the twin cannot predict; this says by how much (measurement only,
+    nothing in the twin reads it)."""
+    import statistics
+
+    from fawkes.store import Store
+
+    with Store(url) as st:
+        tt = {j.id: j.task_time for j in st.list_jobs()}
+    out: dict = {}
+    for label, run in runs.items():
+        per = [w["master"][1] / w["master"][0] for w in (tt.get(j["id"]) for j in run["jobs"])
+               if w and w.get("master") and w["master"][0] > 0]
+        out[label] = round(statistics.mean(per), 3) if per else None
+    first = next(iter(out.values()), None)
+    out["ratio"] = {k: round(v / first, 3) for k, v in out.items() if v and first and k != "ratio"}
+    return out
+
+
 def summary(o) -> dict:
     return {"slowdowns": o.slowdowns(), "mean": o.mean_slowdown(), "reconf": o.reconfigurations,
             "makespan": o.makespan_s, "start": o.start, "end": o.end, "jobs": o.jobs}
@@ -164,6 +189,7 @@ def main(argv=None) -> int:
             print(f"--- {p} ({time.time() - t0:.0f} s)\n{report(out)}", flush=True)
         doc["measured"] = measured
         doc["comparison"] = compare(predicted, measured, doc["policy_run"], plan)
+        doc["master_task_s"] = master_task_s(s.url, {a.policy: doc["policy_run"], **measured})
     finally:
         s.close()
         doc["load_at_end"] = meta()["load"]
@@ -176,6 +202,9 @@ def main(argv=None) -> int:
     for sg in cmp["signs"]:
         print(f"sign of {a.policy} - None on {sg['cluster']}: live {sg['live_policy_minus_none']:+.2f}, "
               f"twin {sg['twin_policy_minus_none']:+.2f}: {'right' if sg['right'] else 'WRONG'}")
+    print("the masters' mean task seconds by the executors, each run over the first (above 1: the machine ran the "
+          "same work slower): "
+          + ", ".join(f"{k} {v}" for k, v in doc["master_task_s"]["ratio"].items()))
     print(f"median |error| {100 * cmp['median_abs_error']:.1f} %, max {100 * cmp['max_abs_error']:.1f} % "
           f"(target: median <= 10 %, none > 20 %, every sign right): {'met' if cmp['target_met'] else 'NOT met'}")
     print(f"results: {result_path}; total {time.time() - t0:.0f} s")

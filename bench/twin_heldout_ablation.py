@@ -27,10 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 try:
-    from bench.bench_twin_heldout import heldout_plan
+    from bench.bench_twin_heldout import heldout_plan, master_task_s
     from bench.results_meta import meta
 except ImportError:  # run as a script: bench/ is on the path
-    from bench_twin_heldout import heldout_plan
+    from bench_twin_heldout import heldout_plan, master_task_s
     from results_meta import meta
 from fawkes.demo import replay_window
 
@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     # fall inside the export's margins around the window): the replay may move in the 5th digit
     diff = max(abs(with_f[c] / recorded[c] - 1) for c in recorded)
     same = diff <= 1e-3
+    speed = master_task_s(f"sqlite:///{db}", {"policy": res["policy_run"], "None": res["measured"]["None"]})
     factor = next((ln.split(":")[1].split("#")[0].strip() for ln in costs.splitlines()
                    if ln.startswith("master_task_factor:")), None)
     rows = []
@@ -88,11 +89,12 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"cluster": c, "measured": measured[c], "with_factor": with_f[c], "without_factor": without[c],
                      "error_with": with_f[c] / measured[c] - 1, "error_without": without[c] / measured[c] - 1})
     doc = {**meta(), "seed": seed, "result": str(a.result), "master_task_factor": factor,
-           "reproduces_recorded_prediction": same, "max_rel_diff_from_recorded": diff, "rows": rows,
+           "reproduces_recorded_prediction": same, "max_rel_diff_from_recorded": diff, "master_task_s": speed, "rows": rows,
            "median_abs_error_with": statistics.median(abs(r["error_with"]) for r in rows),
            "median_abs_error_without": statistics.median(abs(r["error_without"]) for r in rows)}
     print(f"seed {seed}: master_task_factor {factor}; the benchmark's prediction reproduced: {same} "
-          f"(largest difference {100 * diff:.4f} %)")
+          f"(largest difference {100 * diff:.4f} %); the masters' task seconds, None run over policy run: "
+          f"{speed['ratio'].get('None')}")
     print(f"{'cluster':<8} {'measured':>9} {'with f':>8} {'error':>7} {'without':>8} {'error':>7}")
     for r in rows:
         print(f"{r['cluster']:<8} {r['measured']:>9.2f} {r['with_factor']:>8.2f} {100 * r['error_with']:>+6.0f}% "

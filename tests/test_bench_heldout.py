@@ -64,3 +64,26 @@ def test_the_ablation_refuses_what_is_not_a_finished_run_in_one_line(tmp_path):
     r = subprocess.run([*tool, "--dir", str(tmp_path), "--result", str(res)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.startswith(f"twin_heldout_ablation.py: {res}: not a finished held-out run")
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_master_task_seconds_per_run_from_the_jobs_task_time(tmp_path):
+    from bench.bench_twin_heldout import master_task_s
+    from fawkes.mechanism import ClusterState
+    from fawkes.store import Store
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with Store(url) as st:
+        st.register_framework("spark", "spark")
+        st.request_cluster("etl", framework="spark", min_core=1)
+        st.transition_cluster("etl", ClusterState.DEPLOYING)
+        st.transition_cluster("etl", ClusterState.ACTIVE)
+        ids = [st.submit_job("etl", ["burn.py"]).id for _ in range(4)]
+        with st.session(write=True) as s:
+            from fawkes.store.schema import Job
+
+            for jid, tt in zip(ids, ({"master": [4, 40.0], "other": [4, 60.0]}, {"master": [2, 24.0], "other": [0, 0.0]},
+                                     {"master": [5, 75.0], "other": [0, 0.0]}, None)):
+                s.get(Job, jid).task_time = tt
+    runs = {"td": {"jobs": [{"id": ids[0]}, {"id": ids[1]}]}, "None": {"jobs": [{"id": ids[2]}, {"id": ids[3]}]}}
+    got = master_task_s(url, runs)
+    assert got == {"td": 11.0, "None": 15.0, "ratio": {"td": 1.0, "None": 1.364}}  # a job without it left out
