@@ -140,6 +140,8 @@ def main(argv=None) -> int:
     ap.add_argument("--subnet", default=None)
     ap.add_argument("--seeds", type=int, default=5, help="the twin's simulation seeds")
     ap.add_argument("--result", type=Path, default=None, help="the results JSON (default: DIR/result.json)")
+    ap.add_argument("--master-factor", action="store_true",
+                    help="the twin applies the measured master_task_factor (fawkes trace from-state --master-factor)")
     a = ap.parse_args(argv)
     seed = a.seed if a.seed is not None else int(time.time()) % 1_000_000
     if not 0 <= seed < 2**32:
@@ -157,7 +159,7 @@ def main(argv=None) -> int:
     result_path = a.result or workdir / "result.json"
     t0 = time.time()
     s = Session(workdir, plan, prefix=a.prefix, subnet=a.subnet)
-    doc: dict = {**meta(), "seed": seed, "policy": a.policy, "stream": plan.stream,
+    doc: dict = {**meta(), "seed": seed, "policy": a.policy, "master_factor": a.master_factor, "stream": plan.stream,
                  "job": {"partitions": plan.partitions, "core_s": plan.core_s},
                  "host_quota": {"cpus": plan.cpus, "memory": plan.memory, "hosts": plan.hosts}}
     try:
@@ -170,7 +172,7 @@ def main(argv=None) -> int:
         print(f"--- {a.policy} ({time.time() - t0:.0f} s)\n{report(run)}", flush=True)
         labels = {"policy": a.policy, "None": "None", **{p: p for p in also}}
         pred = replay_window(s.url, plan, run.start - 1, run.end, tuple(dict.fromkeys(labels.values())),
-                             workdir / "twin", seeds=tuple(range(1, a.seeds + 1)))
+                             workdir / "twin", seeds=tuple(range(1, a.seeds + 1)), master_factor=a.master_factor)
         predicted = {k: {"cluster_mean_slowdown": pred[v]["cluster_mean_slowdown"],
                          "mean_slowdown": pred[v]["mean_slowdown"]} for k, v in labels.items()}
         pfile = workdir / "prediction.json"

@@ -384,17 +384,18 @@ def run_stream(s: Session, policy: str, reference: float | dict[str, float], sho
 
 
 def replay_window(url: str, plan: DemoPlan, since: float, until: float, labels, workdir: Path,
-                  seeds: tuple[int, ...] = (1, 2, 3)) -> dict[str, dict]:
+                  seeds: tuple[int, ...] = (1, 2, 3), *, master_factor: bool = False) -> dict[str, dict]:
     """The twin of a live run: the jobs of the state at ``url`` submitted in ``[since, until]``,
     exported (``fawkes trace from-state``: ``stream.csv``, ``stream-costs.yaml``,
     ``stream-clusters.csv`` and ``presets/`` in ``workdir``) and replayed under each of ``labels``
-    (policy names or presets, at the plan's periods: :func:`preset_for`); replay rows by label."""
+    (policy names or presets, at the plan's periods: :func:`preset_for`); replay rows by label.
+    ``master_factor``: the export applies the measured ``master_task_factor`` (off by default)."""
     from fawkes.traces.from_state import export, replay
     from fawkes.traces.trace import write_trace
 
     store = Store(url)
     try:
-        ex = export(store, since=since, until=until)
+        ex = export(store, since=since, until=until, master_factor=master_factor)
     finally:
         store.close()
     workdir.mkdir(parents=True, exist_ok=True)

@@ -345,7 +345,8 @@ def test_master_factor_from_where_jobs_tasks_ran(tmp_path):
     """Jobs that say where their tasks ended (``jobs.task_time``, from Spark's /allexecutors): the cost
     file's ``master_task_factor`` is the median over jobs with tasks on both sides of the ratio of their
     mean task times, and a row's ``map_s`` becomes a task's time on another node, so that the replay (the
-    master's tasks f times as long) keeps the job's mean at its share of tasks on the master."""
+    master's tasks f times as long) keeps the job's mean at its share of tasks on the master; all of it only
+    with ``master_factor`` (``--master-factor``): by default measured and shown, the rows and costs as before."""
     url = _state(tmp_path / "s.db")
     before = Store(url)
     plain = export(before)
@@ -357,8 +358,12 @@ def test_master_factor_from_where_jobs_tasks_ran(tmp_path):
         for jid, tt in ((1, {"master": [4, 30.0], "other": [8, 40.0]}), (2, {"master": [3, 18.0], "other": [6, 30.0]}),
                         (3, {"master": [1, 45.0], "other": [10, 50.0]}), (4, {"master": [13, 91.0], "other": [0, 0.0]})):
             s.get(Job, jid).task_time = tt
-    ex = export(store)
+    off = export(store)  # measured and shown, not applied (the default since the held-out seeds of 2026-11-28)
+    ex = export(store, master_factor=True)
     store.close()
+    assert off.master_factor == (1.35, 2) and not off.master_factor_applied
+    assert "master_task_factor" not in off.costs and [r.map_s for r in off.rows] == [r.map_s for r in plain.rows]
+    assert "# master_task_factor: 1.35  measured over 2 jobs, not applied" in off.cost_text()
     assert ex.costs["master_task_factor"] == pytest.approx(1.35)  # median of 1.5 and 1.2
     assert ex.measured["master_task_factor"] == "2 jobs"
     f = 1.35
@@ -397,3 +402,19 @@ def test_master_factor_in_the_replay_slows_the_masters_tasks_only(tmp_path):
         r = run_cli("simulate", "--trace", str(trace), "--cost", f"master_task_factor={bad}", "--capacity", "1",
                     "--min-core", "1", "--policy", "None", "-q")
         assert r.returncode == 2 and "master_task_factor" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_from_state_shows_a_measured_master_factor_and_applies_it_on_request(tmp_path):
+    url = _state(tmp_path / "s.db")
+    store = Store(url)
+    with store.session(write=True) as s:
+        for jid, tt in ((1, {"master": [4, 30.0], "other": [8, 40.0]}), (2, {"master": [3, 18.0], "other": [6, 30.0]})):
+            s.get(Job, jid).task_time = tt
+    store.close()
+    for flag, in_costs in (([], False), (["--master-factor"], True)):
+        costs = tmp_path / f"c{len(flag)}.yaml"
+        r = run_cli("trace", "from-state", "--state", url, "-o", str(tmp_path / "t.csv"), "--costs", str(costs), *flag)
+        assert r.returncode == 0, r.stderr
+        assert ("master_task_factor=1.35" in r.stderr.split("measured: ")[1].splitlines()[0]) is in_costs
+        assert ("measured, not applied: master_task_factor=1.35 over 2 jobs" in r.stderr) is not in_costs
+        assert (costs.read_text().count("\nmaster_task_factor: 1.35") == 1) is in_costs

@@ -126,8 +126,11 @@ def from_spark(sources, output, app, quiet) -> None:
 @click.option("--since", default=None, metavar="WHEN", help="Jobs submitted at or after WHEN: an ISO date/time "
               "(UTC unless it says), seconds since the epoch, or a span back from now (7d, 12h, 30m).")
 @click.option("--until", default=None, metavar="WHEN", help="Jobs submitted at or before WHEN (same forms).")
+@click.option("--master-factor", is_flag=True, help="Apply the measured master_task_factor (a task on a cluster's "
+              "master node against its other nodes; jobs' task_time): the cost field, and each job's task seconds as "
+              "on a node other than the master. Off by default: measured and shown, not applied (docs/live.md).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary on stderr.")
-def from_state(state, output, costs_out, clusters_out, since, until, quiet) -> None:
+def from_state(state, output, costs_out, clusters_out, since, until, master_factor, quiet) -> None:
     """The coordinator's job history as a trace, and its measured node costs as a cost file.
 
     One row per job that succeeded: submission time, cluster, input bytes, the reference runtime
@@ -156,7 +159,7 @@ def from_state(state, output, costs_out, clusters_out, since, until, quiet) -> N
             raise FawkesError(f"{opt} {p}: the same file as {seen[key]}")
         seen[key] = opt
     with open_existing_store(state) as store:
-        ex = export(store, since=lo, until=hi)
+        ex = export(store, since=lo, until=hi, master_factor=master_factor)
     if not ex.rows:
         window = "" if lo is None and hi is None else " in the given window"
         raise FawkesError(f"no finished job with task samples{window} in the state")
@@ -187,6 +190,9 @@ def from_state(state, output, costs_out, clusters_out, since, until, quiet) -> N
                    + ", ".join(f"{c} {n}" for c, n in per.items()) + (f" -> {output}" if output else ""), err=True)
         if ex.costs:
             click.echo("measured: " + ", ".join(f"{k}={v}" for k, v in ex.costs.items()), err=True)
+        if ex.master_factor is not None and not ex.master_factor_applied:
+            click.echo(f"measured, not applied: master_task_factor={ex.master_factor[0]} over {ex.master_factor[1]} "
+                       "jobs (--master-factor applies it)", err=True)
         for c, fields in ex.cluster_costs.items():
             click.echo(f"measured for {c} (its kind's): " + ", ".join(f"{k}={v}" for k, v in fields.items()), err=True)
         for what, n in ex.skipped.items():

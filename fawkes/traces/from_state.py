@@ -24,6 +24,7 @@ What the store holds and how it becomes the twin's input (docs/live.md):
   mean task times, and a row's ``map_s`` becomes a task's time on another node: the job's mean over its
   share ``q`` of tasks on the master, ``map_s = mean / (q f + 1 - q)``; the replay runs the master's
   tasks ``f`` times as long.  A pool of several kinds: per kind (1 for a kind that does not say).
+  Applied only with ``export(master_factor=True)`` (``--master-factor``); by default measured and shown.
 * **per-job start-up and overhead**: dispatch to the first sample seeing a running task (driver
   and executors start) -> the row's ``startup_s`` (the job's own: on a shared machine it varied
   from 66 to 201 s within one run, and a cluster with one job took the median's error whole) and,
@@ -123,13 +124,21 @@ class Export:
     #: job id -> of its serial seconds, those in which no task ran (the rest ran one task: on one slot the
     #: replay takes as long either way; these add time the slot seconds never held)
     serial_idle_s: dict[str, float] = field(default_factory=dict)
+    #: the pool's measured ``master_task_factor`` and over how many jobs (None: no job had tasks on both sides)
+    master_factor: tuple[float, int] | None = None
+    master_factor_applied: bool = False  # in the costs and the rows' map_s (export(master_factor=True))
 
     def cost_text(self) -> str:
-        """The cost file (:func:`dump_costs`), per-cluster costs included."""
+        """The cost file (:func:`dump_costs`), per-cluster costs included; a factor measured but not applied
+        is a comment."""
         import io
 
         buf = io.StringIO()
         dump_costs(self.costs, self.measured, buf, self.cluster_costs, self.cluster_measured)
+        if self.master_factor is not None and not self.master_factor_applied:
+            f, n = self.master_factor
+            buf.write(f"# master_task_factor: {f}  measured over {n} jobs, not applied (fawkes trace from-state "
+                      "--master-factor applies it; docs/live.md)\n")
         return buf.getvalue()
 
     def clusters_csv(self) -> str:
@@ -232,8 +241,14 @@ def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def export(store: Store, *, since: float | None = None, until: float | None = None) -> Export:
-    """Read the store (read only) into trace rows, measured costs, minima and the loop's facts."""
+def export(store: Store, *, since: float | None = None, until: float | None = None,
+           master_factor: bool = False) -> Export:
+    """Read the store (read only) into trace rows, measured costs, minima and the loop's facts.
+
+    ``master_factor``: apply the measured ``master_task_factor`` (the cost field, and each row's ``map_s``
+    as a task's time on a node other than the master); off by default: it is measured and reported
+    (:attr:`Export.master_factor`, a comment in the cost file) but the rows and costs are as before it
+    (on the held-out seeds of 2026-11-28 it moved the twin's None away from the measurement: docs/live.md)."""
     with store.session() as s:
         clusters = {c.id: c for c in s.exec(select(MRCluster))}
         q = select(Job).where(Job.state == JobState.SUCCEEDED)
@@ -287,9 +302,11 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
             executors.setdefault(kind[j.cluster_id], []).append(jt.first_busy - sample_period / 2 - j.started_at)
     ex_s = _median(_flat(executors)) or 0.0
     ex_kind = {k: _median(xs) or 0.0 for k, xs in executors.items()}
-    factor_of = {k: _median(xs) for k, xs in _master_factors(jobs, kind).items()}
-    pool_factor = _median([f for xs in _master_factors(jobs, kind).values() for f in xs])
-    n_factor = {k: len(xs) for k, xs in _master_factors(jobs, kind).items()}
+    factors = _master_factors(jobs, kind)
+    n_factor = {k: len(xs) for k, xs in factors.items()}
+    measured_factor = _median([f for xs in factors.values() for f in xs])
+    factor_of = {k: _median(xs) for k, xs in factors.items()} if master_factor else {}
+    pool_factor = measured_factor if master_factor else None
     times = {n.id: _node_times(n, trans.get(n.id, []), clusters) for n in nodes}
     usable = _usable_slots(nodes, times, {h.name: h.cores for h in hosts},
                            lambda cid: ex_kind.get(kind.get(cid, ""), ex_s))
@@ -380,11 +397,12 @@ def export(store: Store, *, since: float | None = None, until: float | None = No
         minima = {n: m for n, m in minima.items() if n in exported}
         kinds = {n: k for n, k in kinds.items() if n in exported}
         skipped["clusters without task samples (their minimum taken from the capacity)"] = len(silent)
+    report_factor = None if measured_factor is None else (round(measured_factor, 3), sum(n_factor.values()))
     return Export(rows=rows, costs=costs, minima=minima, capacity=capacity, period_s=period, policies=policies,
                   sample_period_s=sample_period, skipped=skipped, measured=measured, origin=lo,
                   tasks_known={clusters[i].name: known[i] for i in used if known.get(i)}, kinds=kinds,
                   cluster_costs=cluster_costs, cluster_measured=cluster_measured, serial_s=serial,
-                  serial_idle_s=serial_idle)
+                  serial_idle_s=serial_idle, master_factor=report_factor, master_factor_applied=master_factor)
 
 
 def _master_factors(jobs: list, kind: dict[int, str]) -> dict[str, list[float]]:
