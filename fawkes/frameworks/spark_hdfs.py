@@ -178,8 +178,9 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
         for base in urls + list(driver_urls):
             if base in quiet and answered >= len(jobs):
                 continue  # every running job's driver found: the block's higher job ports are not asked
+            api = base.rstrip("/")
             try:
-                got = self._driver_stages(base.rstrip("/"))
+                got = self._driver_stages(api)
                 by_app.update(got)
                 answered += 1
             except (FawkesError, KeyError, TypeError) as exc:
@@ -188,7 +189,7 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
                 continue
             for app, counts in got.items():
                 try:
-                    task_time[app] = self._driver_task_time(base.rstrip("/"), app, counts)
+                    task_time[app] = self._driver_task_time(api, app, counts)
                 except FawkesError:  # (the twin's figure only: the sample stands without it)
                     pass
         if block is not None and jobs and not by_app:
@@ -220,11 +221,16 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
         ids = tuple(str(app["id"]) for app in self._http_json(base + "/api/v1/applications"))
         out = stages(ids)
         if ids:
-            known.pop(base, None)
-            known[base] = ids
-            while len(known) > self._APP_IDS_KEPT:  # per-job ports: forget the oldest
-                known.pop(next(iter(known)))
+            self._keep(known, base, ids)  # per-job ports: the oldest forgotten first
         return out
+
+    @classmethod
+    def _keep(cls, kept: dict, key, value) -> None:
+        """``kept[key] = value`` as its newest entry, the oldest forgotten beyond :data:`_APP_IDS_KEPT`."""
+        kept.pop(key, None)
+        kept[key] = value
+        while len(kept) > cls._APP_IDS_KEPT:
+            kept.pop(next(iter(kept)))
 
     def _driver_task_time(self, base: str, app: str, counts: M.TaskCounts) -> dict[str, tuple[int, float]]:
         """Per executor address, the tasks of ``app`` that ended there and their seconds
@@ -236,10 +242,7 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
         if app in kept and kept[app][0] == ended:
             return kept[app][1]
         got = M.parse_executors(self._http_json(f"{base}/api/v1/applications/{app}/allexecutors"))
-        kept.pop(app, None)
-        kept[app] = (ended, got)
-        while len(kept) > self._APP_IDS_KEPT:  # the oldest applications forgotten first
-            kept.pop(next(iter(kept)))
+        self._keep(kept, app, (ended, got))
         return got
 
     # ================================================================== for drivers (spark-submit)
