@@ -8,6 +8,7 @@ from bench.bench_twin_heldout import (
     CLUSTERS,
     CORE_S,
     PARTITIONS,
+    against,
     compare,
     heldout_plan,
     loaded,
@@ -23,6 +24,23 @@ def test_a_seed_draws_one_stream_with_two_bursts_and_a_single_job(seed):
     per = {c: sum(1 for _, x in plan.stream if x == c) for c in CLUSTERS}
     assert min(per.values()) == 1 and all(2 <= n <= 3 for n in sorted(per.values())[1:]), per
     assert len(loaded(plan)) == 2 and plan.partitions in PARTITIONS and plan.core_s in CORE_S
+
+
+def test_a_run_against_its_own_r_scales_each_clusters_slowdown():
+    # drift control: the None run's responses over the R measured right before it
+    run = {"jobs": [{"cluster": "etl", "response_s": 30.0}, {"cluster": "etl", "response_s": 50.0},
+                    {"cluster": "bi", "response_s": 24.0}], "slowdowns": {"etl": 1.6, "bi": 0.96}, "mean": 1.387}
+    got = against(run, 20.0)
+    assert got["slowdowns"] == {"etl": 2.0, "bi": 1.2} and abs(got["mean"] - 104 / 60) < 1e-12
+    assert run["slowdowns"] == {"etl": 1.6, "bi": 0.96}  # the run itself is not changed
+    plan = heldout_plan(3)
+    a, b = loaded(plan)
+    predicted = {k: {"cluster_mean_slowdown": {a: 1.0, b: 1.0}} for k in ("policy", "None")}
+    slow = {"jobs": [{"cluster": a, "response_s": 26.0}, {"cluster": b, "response_s": 26.0}]}
+    # a None run 30 % slower with an R 30 % longer: no error against its own R, -23 % against the first
+    assert compare(predicted, {"None": against(slow, 26.0)}, {"slowdowns": {a: 0.9, b: 0.9}}, plan)["max_abs_error"] < 1e-12
+    assert round(compare(predicted, {"None": against(slow, 20.0)}, {"slowdowns": {a: 0.9, b: 0.9}}, plan)
+                 ["max_abs_error"], 3) == 0.231
 
 
 def test_seeds_differ():
