@@ -38,6 +38,7 @@ import logging
 import math
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
 
 from fawkes.coordinator.dispatch import Dispatcher
@@ -96,14 +97,21 @@ class Sampler:
             specs = self.fleet.specs(todo, states={NodeState.RUNNING, NodeState.DRAINING}, nodes=nodes)
             unfinished = self.store.unfinished_jobs_by_cluster()
             tallies = self.finished.refresh(self.store, {c.name: c.id for c in clusters})
+            read = read_metrics({c.name: (*specs[c.name], [j.id for j in unfinished.get(c.name, [])
+                                                          if j.state == JobState.RUNNING])
+                                 for c in todo if not isinstance(specs[c.name], FawkesError)})
             writes = []
             for c in todo:
                 got = specs[c.name]
                 try:
                     if isinstance(got, FawkesError):
                         raise got
+                    fs = read[c.name]
+                    if isinstance(fs, FawkesError):
+                        raise fs
                     writes.append(self._sample(c, *got, nodes.get(c.name, []), unfinished.get(c.name, []),
-                                               tallies.get(c.name) or Tally(), loading=c.state == ClusterState.LOADING))
+                                               tallies.get(c.name) or Tally(), loading=c.state == ClusterState.LOADING,
+                                               fs=fs))
                 except FawkesError as exc:
                     log.warning("sampling %s: %s", c.name, exc)
             self._write(writes)
@@ -220,13 +228,15 @@ class Sampler:
         for p in problems:
             log.warning("sampling: %s", p)
 
-    def _sample(self, c, spec, driver, nodes, jobs, finished: Tally, *, loading: bool) -> SampleWrite:
+    def _sample(self, c, spec, driver, nodes, jobs, finished: Tally, *, loading: bool, fs=None) -> SampleWrite:
         """The sample of the live cluster row ``c`` from its spec, its nodes (the store's, holding a host),
-        its unfinished jobs and the tally of its finished ones: what to write (:meth:`_write`)."""
+        its unfinished jobs and the tally of its finished ones: what to write (:meth:`_write`).  ``fs``: its
+        daemons' sample, read already (:func:`read_metrics`); None: read here."""
         name = c.name
         self.web_ui[name] = driver.web_ui(spec)  # the dashboard's link to the kind's own page
         running = [j for j in jobs if j.state == JobState.RUNNING]  # their task counts, per job
-        fs = driver.metrics(spec, jobs=[j.id for j in running])
+        if fs is None:
+            fs = driver.metrics(spec, jobs=[j.id for j in running])
         now = self.clock()
         # DU: bytes written since the input load, stored above the baseline (kept in the state: a restart
         # weighs as before), unless the framework counts the bytes its jobs wrote itself
@@ -269,6 +279,35 @@ class Sampler:
             except FawkesError as exc:
                 log.info("skipped: %s", exc)
             self.unreachable_since.pop(host, None)
+
+
+#: how many clusters' daemons a sample step reads at once (each read waits on HTTP APIs of busy daemons:
+#: one after another, a step over N clusters took N times one cluster's requests)
+SAMPLE_WORKERS = 16
+
+
+def read_metrics(todo: Mapping[str, tuple]) -> dict[str, object]:
+    """``driver.metrics(spec, jobs=running)`` of every cluster of ``todo`` (name -> (spec, driver, running
+    job ids)), up to :data:`SAMPLE_WORKERS` at once for kinds whose reads wait on the network
+    (``metrics_wait``), the others in turn: name -> its sample, or the FawkesError its read raised (any
+    other exception is raised, as a read in turn raises it)."""
+    out: dict[str, object] = {}
+    waiting = [n for n, (_, drv, _) in todo.items() if getattr(drv, "metrics_wait", True)]
+
+    def one(name: str):
+        spec, drv, ids = todo[name]
+        try:
+            return drv.metrics(spec, jobs=ids)
+        except FawkesError as exc:
+            return exc
+
+    if len(waiting) > 1:
+        with ThreadPoolExecutor(min(SAMPLE_WORKERS, len(waiting)), thread_name_prefix="fawkes-sample") as pool:
+            out.update(zip(waiting, pool.map(one, waiting)))
+    for name in todo:
+        if name not in out:
+            out[name] = one(name)
+    return out
 
 
 def cluster_metrics(now: float, settings: Settings, fs, running: Sequence, jobs: Sequence,

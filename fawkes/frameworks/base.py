@@ -208,6 +208,9 @@ class FrameworkDriver(ABC):
     path_options: ClassVar[tuple[str, ...]] = ()
     #: those of :attr:`path_options` it cannot do without (``framework add`` names the first one missing)
     required_paths: ClassVar[tuple[str, ...]] = ()
+    #: whether :meth:`metrics` waits on the network (its daemons' HTTP APIs, SSH): the sampler then reads
+    #: several clusters at once (:data:`fawkes.coordinator.sampler.SAMPLE_WORKERS`); False: in-process
+    metrics_wait: ClassVar[bool] = True
     #: daemons per node role (the master node runs its master daemons in addition)
     role_daemons: ClassVar[Mapping[Role, tuple[str, ...]]]
     master_daemons: ClassVar[tuple[str, ...]]

@@ -30,6 +30,7 @@ _DATASET = re.compile(r"-(\d{1,16})B$")  # an input path ending in -<bytes>B: th
 
 class SimulatedDriver(FrameworkDriver):
     kind = "simulated"
+    metrics_wait = False  # the world is in this process: read cluster after cluster, no threads
     roles = (Role.CORE, Role.TC, Role.TR)
     removal_modes = frozenset({"fp", "dp", "graceful"})
     default_shrink_mode = "fp"

@@ -21,6 +21,7 @@ and lets the worker's executors drain (bounded) before it stops.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import PurePosixPath
@@ -224,13 +225,17 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
             self._keep(known, base, ids)  # per-job ports: the oldest forgotten first
         return out
 
+    #: the sampler reads several clusters of this kind at once, through one driver: the caches change under a lock
+    _KEEP_LOCK = threading.Lock()
+
     @classmethod
     def _keep(cls, kept: dict, key, value) -> None:
         """``kept[key] = value`` as its newest entry, the oldest forgotten beyond :data:`_APP_IDS_KEPT`."""
-        kept.pop(key, None)
-        kept[key] = value
-        while len(kept) > cls._APP_IDS_KEPT:
-            kept.pop(next(iter(kept)))
+        with cls._KEEP_LOCK:
+            kept.pop(key, None)
+            kept[key] = value
+            while len(kept) > cls._APP_IDS_KEPT:
+                kept.pop(next(iter(kept)))
 
     def _driver_task_time(self, base: str, app: str, counts: M.TaskCounts) -> dict[str, tuple[int, float]]:
         """Per executor address, the tasks of ``app`` that ended there and their seconds
