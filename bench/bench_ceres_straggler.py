@@ -39,8 +39,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 try:
+    from bench.bench_lab_policies import latin_order, paired_ratios
     from bench.results_meta import meta
 except ImportError:  # run as a script: bench/ is on the path
+    from bench_lab_policies import latin_order, paired_ratios
     from results_meta import meta
 
 from fawkes.demo import DemoPlan, Session, calibrate
@@ -49,9 +51,9 @@ from fawkes.errors import FawkesError
 ARMS = ("on", "off")
 
 
-def order(rep: int) -> tuple[str, str]:
-    """ABBA: on first in even repetitions, off first in odd ones."""
-    return ARMS if rep % 2 == 0 else ARMS[::-1]
+def order(rep: int) -> list[str]:
+    """ABBA: on first in even repetitions, off first in odd ones (the live benchmark's Latin square)."""
+    return latin_order(list(ARMS), rep)
 
 
 def preset(arm: str, factor: float, expand: int) -> dict:
@@ -63,14 +65,10 @@ def preset(arm: str, factor: float, expand: int) -> dict:
 
 
 def paired(on: list[float], off: list[float]) -> dict:
-    """Per repetition on / off, with the median, min, max and (3 or more) a 95 % t-interval of the mean."""
-    r = [a / b for a, b in zip(on, off)]
-    out = {"ratios": r, "median": statistics.median(r) if r else None, "min": min(r, default=None),
-           "max": max(r, default=None)}
-    if len(r) >= 3:
-        t = {3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306, 10: 2.262}.get(len(r), 2.0)
-        m, s = statistics.mean(r), statistics.stdev(r)
-        out["mean"], out["ci95"] = m, (m - t * s / len(r) ** 0.5, m + t * s / len(r) ** 0.5)
+    """Per repetition on / off (the live benchmark's paired ratios: mean, min, max, a 95 % t-interval of the
+    mean from 3 repetitions), with their median."""
+    out = paired_ratios(on, off)
+    out["median"] = statistics.median(out["ratios"]) if out["ratios"] else None
     return out
 
 

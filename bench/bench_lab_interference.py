@@ -34,8 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 try:
+    from bench.bench_lab_policies import latin_order
     from bench.results_meta import meta
 except ImportError:  # run as a script: bench/ is on the path
+    from bench_lab_policies import latin_order
     from results_meta import meta
 
 from fawkes.demo import DemoPlan, Session
@@ -48,9 +50,9 @@ BURN = ("import hashlib, time\nh = b'fawkes' * 10\nt = time.perf_counter()\nfor 
 ARMS = ("alone", "three")
 
 
-def order(rep: int) -> tuple[str, str]:
-    """ABBA: alone first in even repetitions, three first in odd ones."""
-    return ARMS if rep % 2 == 0 else ARMS[::-1]
+def order(rep: int) -> list[str]:
+    """ABBA: alone first in even repetitions, three first in odd ones (the live benchmark's Latin square)."""
+    return latin_order(list(ARMS), rep)
 
 
 def floor(ex, hosts: list[str], iterations: int, python: str) -> dict[str, float]:

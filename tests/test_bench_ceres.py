@@ -11,7 +11,7 @@ from fawkes.presets import load_preset
 
 
 def test_the_arms_alternate_abba():
-    assert [order(r) for r in range(4)] == [("on", "off"), ("off", "on")] * 2
+    assert [order(r) for r in range(4)] == [["on", "off"], ["off", "on"]] * 2
 
 
 def test_only_the_on_arm_has_c2_and_both_presets_load(tmp_path):

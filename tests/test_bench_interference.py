@@ -11,7 +11,7 @@ from bench.bench_lab_interference import BURN, main, order, ratio
 
 
 def test_the_arms_alternate_abba_and_the_ratio_is_of_means():
-    assert [order(r) for r in range(4)] == [("alone", "three"), ("three", "alone")] * 2
+    assert [order(r) for r in range(4)] == [["alone", "three"], ["three", "alone"]] * 2
     assert ratio([12.0, 14.0, 16.0], [10.0, 10.0]) == 1.4 and ratio([], [1.0]) is None
 
 
