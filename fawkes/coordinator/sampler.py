@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -294,6 +295,19 @@ class Sampler:
 SAMPLE_WORKERS = 16
 
 
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The process' sampling threads (started as needed, at most :data:`SAMPLE_WORKERS`, kept between steps)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(SAMPLE_WORKERS, thread_name_prefix="fawkes-sample")
+        return _POOL
+
+
 def read_metrics(todo: Mapping[str, tuple]) -> dict[str, object]:
     """``driver.metrics(spec, jobs=running)`` of every cluster of ``todo`` (name -> (spec, driver, running
     job ids)), up to :data:`SAMPLE_WORKERS` at once for kinds whose reads wait on the network
@@ -310,8 +324,7 @@ def read_metrics(todo: Mapping[str, tuple]) -> dict[str, object]:
             return exc
 
     if len(waiting) > 1:
-        with ThreadPoolExecutor(min(SAMPLE_WORKERS, len(waiting)), thread_name_prefix="fawkes-sample") as pool:
-            out.update(zip(waiting, pool.map(one, waiting)))
+        out.update(zip(waiting, _pool().map(one, waiting)))
     for name in todo:
         if name not in out:
             out[name] = one(name)
