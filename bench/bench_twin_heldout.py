@@ -134,7 +134,7 @@ def master_task_s(url: str, runs: dict[str, dict]) -> dict:
 
 def summary(o) -> dict:
     return {"slowdowns": o.slowdowns(), "mean": o.mean_slowdown(), "reconf": o.reconfigurations,
-            "makespan": o.makespan_s, "start": o.start, "end": o.end, "jobs": o.jobs}
+            "makespan": o.makespan_s, "start": o.start, "end": o.end, "jobs": o.jobs, "peak_nodes": o.peak_nodes()}
 
 
 def against(run: dict, r: float) -> dict:

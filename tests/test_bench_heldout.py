@@ -105,3 +105,25 @@ def test_master_task_seconds_per_run_from_the_jobs_task_time(tmp_path):
     runs = {"td": {"jobs": [{"id": ids[0]}, {"id": ids[1]}]}, "None": {"jobs": [{"id": ids[2]}, {"id": ids[3]}]}}
     got = master_task_s(url, runs)
     assert got == {"td": 11.0, "None": 15.0, "ratio": {"td": 1.0, "None": 1.364}}  # a job without it left out
+
+
+def test_the_single_job_clusters_speed_index_only_where_it_did_not_grow(tmp_path):
+    from bench.twin_heldout_speed_index import errors, peak_nodes, speed_index
+
+    doc = {"seed": 1, "policy": "td-damped", "stream": [[0, "etl"], [5, "etl"], [20, "ml"], [100, "bi"], [110, "bi"]],
+           "policy_run": {"jobs": [{"cluster": "ml", "response_s": 100.0}, {"cluster": "etl", "response_s": 90.0}]},
+           "measured": {"None": {"jobs": [{"cluster": "ml", "response_s": 115.0}],
+                                 "slowdowns": {"etl": 2.3, "bi": 2.0, "ml": 1.15}}},
+           "prediction": {"predicted": {"None": {"cluster_mean_slowdown": {"etl": 2.0, "bi": 2.0, "ml": 1.0}}}},
+           "comparison": {"rows": [{"label": "None", "cluster": "etl", "error": -0.13}]}}
+    log = tmp_path / "run.log"
+    log.write_text("--- td-damped (900 s)\npolicy td-damped: 5 jobs\ncluster  jobs  mean response s  slowdown peak nodes\n"
+                   "etl         2            318.2      1.17          4\nml          1            281.5      1.04          1\n"
+                   "bi          2            340.4      1.25          3\noverall     5                       1.19\n")
+    assert peak_nodes(doc, log) == {"etl": 4, "ml": 1, "bi": 3}
+    assert speed_index(doc, {"ml": 1}) == ("ml", 1.15) and speed_index(doc, {"ml": 2}) is None
+    e = errors(doc, peak_nodes(doc, log))
+    assert e["single"] == "ml" and set(e["clusters"]) == {"etl", "bi"}
+    assert round(e["clusters"]["etl"]["error"], 9) == 0.0 and e["clusters"]["etl"]["recorded_error"] == -0.13
+    doc["policy_run"]["peak_nodes"] = {"ml": 3}  # recorded in the results: wins over the log
+    assert errors(doc, peak_nodes(doc, log)) is None
