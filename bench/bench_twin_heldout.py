@@ -29,6 +29,11 @@ slows R too and cancels to first order.  Every job is still submitted with the f
 the same inputs in every run), and the comparison against the first R is kept (``comparison_first_r``).
 The verdict (``comparison``) is the one against each run's own R.
 
+**Speed probe** (exploratory since 2026-11-28 20:00 UTC; judges nothing yet): :class:`bench.speed_probe.SpeedProbe`
+measures the machine's SHA-256 steps per CPU-second every 2 s through the whole benchmark; each run's median
+(``speed_probe``), their ratio (``none_slower_by``) and the None run's first-R slowdowns divided by it
+(``comparison_probe``) are recorded and printed beside the verdict.
+
 The twin's code is the checkout's (the results record its commit; run it from a frozen checkout, e.g. a
 ``git worktree add --detach``, so nothing changes between prediction and measurement).  Target over 5
 fresh seeds (issue 25): median per-cluster error at most 10 %, none beyond 20 %, the sign right for
@@ -51,8 +56,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 try:
     from bench.results_meta import meta
+    from bench.speed_probe import SpeedProbe
 except ImportError:  # run as a script: bench/ is on the path
     from results_meta import meta
+    from speed_probe import SpeedProbe
 from fawkes.demo import DemoPlan, Session, calibrate, replay_window, report, run_stream
 
 CLUSTERS = ("etl", "bi", "ml")
@@ -175,6 +182,7 @@ def main(argv=None) -> int:
     workdir = a.dir or Path(tempfile.mkdtemp(prefix="fawkes-heldout-"))
     result_path = a.result or workdir / "result.json"
     t0 = time.time()
+    probe = SpeedProbe().__enter__()  # the machine's speed through every run (exploratory: judges nothing yet)
     s = Session(workdir, plan, prefix=a.prefix, subnet=a.subnet)
     doc: dict = {**meta(), "seed": seed, "policy": a.policy, "master_factor": a.master_factor, "stream": plan.stream,
                  "job": {"partitions": plan.partitions, "core_s": plan.core_s},
@@ -218,6 +226,17 @@ def main(argv=None) -> int:
         doc["master_task_s"] = master_task_s(s.url, {a.policy: doc["policy_run"], **measured})
     finally:
         s.close()
+        probe.__exit__()
+        runs = {a.policy: doc.get("policy_run"), **doc.get("measured", {})}
+        speeds = {k: probe.speed(v["start"], v["end"]) for k, v in runs.items() if v}
+        doc["speed_probe"] = {"steps_per_cpu_s": speeds, "samples": probe.samples}
+        if all(speeds.get(k) for k in (a.policy, "None")):
+            k = speeds[a.policy] / speeds["None"]  # above 1: the None run's machine the slower
+            doc["speed_probe"]["none_slower_by"] = k
+            if "measured" in doc and "None" in doc["measured"]:
+                doc["comparison_probe"] = compare(
+                    predicted, {"None": {**doc["measured"]["None"], "slowdowns": {
+                        c: v / k for c, v in doc["measured"]["None"]["slowdowns"].items()}}}, doc["policy_run"], plan)
         doc["load_at_end"] = meta()["load"]
         doc["wall_s"] = time.time() - t0
         result_path.write_text(json.dumps(doc, indent=2, default=str))
@@ -234,6 +253,12 @@ def main(argv=None) -> int:
     print("the masters' mean task seconds by the executors, each run over the first (above 1: the machine ran the "
           "same work slower): "
           + ", ".join(f"{k} {v}" for k, v in doc["master_task_s"]["ratio"].items()))
+    if "comparison_probe" in doc:
+        cp = doc["comparison_probe"]
+        print(f"exploratory: the speed probe ran the None run's machine {doc['speed_probe']['none_slower_by']:.3f}x "
+              f"slower; the None run's first-R slowdowns divided by it: "
+              + ", ".join(f"{r['cluster']} {r['measured']:.2f} ({100 * r['error']:+.0f} %)" for r in cp["rows"])
+              + f"; median |error| {100 * cp['median_abs_error']:.1f} %")
     print(f"median |error| {100 * cmp['median_abs_error']:.1f} %, max {100 * cmp['max_abs_error']:.1f} % "
           f"(target: median <= 10 %, none > 20 %, every sign right): {'met' if cmp['target_met'] else 'NOT met'}")
     print(f"results: {result_path}; total {time.time() - t0:.0f} s")

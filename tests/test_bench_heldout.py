@@ -127,3 +127,22 @@ def test_the_single_job_clusters_speed_index_only_where_it_did_not_grow(tmp_path
     assert round(e["clusters"]["etl"]["error"], 9) == 0.0 and e["clusters"]["etl"]["recorded_error"] == -0.13
     doc["policy_run"]["peak_nodes"] = {"ml": 3}  # recorded in the results: wins over the log
     assert errors(doc, peak_nodes(doc, log)) is None
+
+
+def test_the_speed_probe_measures_steps_per_cpu_second_and_stops():
+    import threading
+    import time
+
+    from bench.speed_probe import SpeedProbe
+
+    t0 = time.time()
+    with SpeedProbe(every_s=0.05, steps=2000) as probe:
+        deadline = time.monotonic() + 30
+        while len(probe.samples) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    n = len(probe.samples)
+    time.sleep(0.2)
+    assert len(probe.samples) == n >= 3, "the probe did not stop"
+    assert not any(t.name == "speed-probe" and t.is_alive() for t in threading.enumerate())
+    assert all(v > 1e4 for _, v in probe.samples)  # SHA-256 steps a CPU-second: millions on any machine
+    assert probe.speed(t0, time.time()) > 1e4 and probe.speed(0, 1) is None
