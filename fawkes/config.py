@@ -375,7 +375,9 @@ class CoordinatorConfig(BaseModel):
                                               "cluster's own under clusters:); with more than 1, size "
                                               "executor_memory so that many executors fit a worker")
     host_grace: float = Field(default=30.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
-                              description="seconds without an SSH answer before a host is failed")
+                              description="seconds without an SSH answer before a host is failed; the hosts are "
+                                          "checked (one SSH command each) every quarter of it, at most every 30 s, "
+                                          "so a host that stops answering is failed within about 1.5 host_grace")
     parallel_operations: int = Field(default=4, ge=1, le=256, strict=True,
                                      description="operations on hosts (deploy, grow, shrink, cleanup, recovery, "
                                                  "config drift) run at once, each for one cluster; raise it for a "
