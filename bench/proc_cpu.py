@@ -22,6 +22,12 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+try:
+    from bench.results_meta import meta
+except ImportError:  # run as a script: bench/ is on the path
+    from results_meta import meta
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -89,6 +95,7 @@ def main(argv=None) -> int:
     last: dict[tuple[str, float], tuple[str, int, float]] = {}  # -> (class, ticks, time last seen)
     seen_at: dict[tuple[str, float], float] = {}
     me = str(os.getpid())
+    head = meta()  # the command, the commit, the date and the load at the start
     t0 = time.monotonic()
     while not stop and (a.duration is None or time.monotonic() - t0 < a.duration):
         now = time.monotonic()
@@ -117,7 +124,7 @@ def main(argv=None) -> int:
     for cls, (cpu, n, alive) in rows[:a.top]:
         print(f"{cpu:8.1f} {n:6d} {alive:9.0f}  {cls}")
     if a.json:
-        a.json.write_text(json.dumps({"wall_s": wall, "interval_s": a.interval, "cpu_s": total,
+        a.json.write_text(json.dumps({**head, "load_at_end": meta()["load"], "wall_s": wall, "interval_s": a.interval, "cpu_s": total,
                                       "by_class": {c: {"cpu_s": v[0], "processes": v[1], "alive_s": v[2]}
                                                    for c, v in rows}}, indent=1))
     return 0
