@@ -40,8 +40,8 @@ import math
 import threading
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from fawkes.coordinator.dispatch import Dispatcher
 from fawkes.coordinator.finished import FinishedJobs, Tally
