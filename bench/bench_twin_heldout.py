@@ -37,7 +37,7 @@ measures the machine's SHA-256 steps per CPU-second every 2 s through the whole 
 The twin's code is the checkout's (the results record its commit; run it from a frozen checkout, e.g. a
 ``git worktree add --detach``, so nothing changes between prediction and measurement).  Target over 5
 fresh seeds (issue 25): median per-cluster error at most 10 %, none beyond 20 %, the sign right for
-every loaded cluster.  About 25 minutes per seed on this machine.  Not part of CI.
+every loaded cluster.  About 30-40 minutes per seed on this machine (R twice).  Not part of CI.
 """
 
 from __future__ import annotations
