@@ -2,7 +2,7 @@
 """CERES C-2 live (issue 28, item 3): a real Spark job straggles, the coordinator expands its cluster from
 idle capacity, and the job ends sooner than the same job without C-2.  Paired runs, counterbalanced.
 
-    sudo python3 bench/bench_ceres_straggler.py [--reps 3] [--work 3] [--factor 1.5] [--expand 1]
+    sudo python3 bench/bench_ceres_straggler.py [--reps 3] [--work 3] [--factor 1.5] [--expand 1] [--window S]
                                                 [--dir DIR] [--prefix fwcr] [--subnet 10.226.0] [--json FILE]
 
 One lab (fawkes.demo.Session: ``--hosts`` hosts of 0.33 CPU and 2 GiB), one MR-cluster of 1 core node; the
@@ -47,6 +47,7 @@ except ImportError:  # run as a script: bench/ is on the path
 
 from fawkes.demo import DemoPlan, Session, calibrate
 from fawkes.errors import FawkesError
+from fawkes.mechanism import Settings
 
 ARMS = ("on", "off")
 
@@ -56,11 +57,14 @@ def order(rep: int) -> list[str]:
     return latin_order(list(ARMS), rep)
 
 
-def preset(arm: str, factor: float, expand: int) -> dict:
-    """The policy of an arm: TD, growth by transient nodes; ``on`` adds C-2."""
+def preset(arm: str, factor: float, expand: int, window: float | None = None) -> dict:
+    """The policy of an arm: TD, growth by transient nodes; ``on`` adds C-2 (``window``: its speed window,
+    None = the default)."""
     p = {"policy": "TD", "grow_type": "transient"}
     if arm == "on":
         p.update(straggler_factor=factor, straggler_expand_nodes=expand)
+        if window is not None:
+            p["straggler_window_s"] = window
     return p
 
 
@@ -114,6 +118,8 @@ def main(argv=None) -> int:
     ap.add_argument("--work", type=int, default=3, help="the straggler's map tasks over the reference job's")
     ap.add_argument("--factor", type=float, default=1.5, help="straggler_factor of the on arm")
     ap.add_argument("--expand", type=int, default=1, help="straggler_expand_nodes of the on arm")
+    ap.add_argument("--window", type=float, default=None,
+                    help="straggler_window_s of the on arm (default: the setting's default; 0 = CERES' last pair)")
     ap.add_argument("--hosts", type=int, default=4)
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--core-s", type=float, default=1.5)
@@ -126,7 +132,8 @@ def main(argv=None) -> int:
         ("--reps", 1 <= a.reps <= 20, "1..20"), ("--work", 2 <= a.work <= 20, "2..20"),
         ("--factor", 1 < a.factor <= 100, "above 1, at most 100"), ("--expand", 1 <= a.expand <= 10, "1..10"),
         ("--hosts", 2 <= a.hosts <= 12, "2..12"), ("--partitions", 1 <= a.partitions <= 64, "1..64"),
-        ("--core-s", 0.1 <= a.core_s <= 10, "0.1..10")) if not ok]
+        ("--core-s", 0.1 <= a.core_s <= 10, "0.1..10"),
+        ("--window", a.window is None or 0 <= a.window <= 3600, "0..3600 seconds")) if not ok]
     if bad:
         print(f"error: {bad[0][0]}: expected {bad[0][1]}", file=sys.stderr)
         return 2
@@ -140,8 +147,9 @@ def main(argv=None) -> int:
     presets = {}
     for arm in ARMS:
         presets[arm] = workdir / f"c2-{arm}.yaml"
-        presets[arm].write_text(json.dumps(preset(arm, a.factor, a.expand)))
+        presets[arm].write_text(json.dumps(preset(arm, a.factor, a.expand, a.window)))
     doc: dict = {**meta(), "reps": a.reps, "work": a.work, "factor": a.factor, "expand": a.expand,
+                 "window_s": a.window if a.window is not None else Settings().straggler_window_s,
                  "job": {"partitions": a.partitions, "core_s": a.core_s},
                  "host_quota": {"cpus": plan.cpus, "memory": plan.memory, "hosts": plan.hosts}, "runs": []}
     try:

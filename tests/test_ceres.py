@@ -10,6 +10,7 @@ import sys
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings as hsettings, strategies as st
 
 from fawkes.mechanism import ClusterView, NodeView, Role, Settings, Snapshot, controller, decide
 from fawkes.mechanism import ceres
@@ -149,7 +150,7 @@ def test_eta_from_the_last_three_samples():
 
 
 def test_a_straggler_against_its_reference_runtime_or_its_peers():
-    s = Settings(straggler_factor=2.0)
+    s = Settings(straggler_factor=2.0, straggler_window_s=0)  # CERES' last pair
     # reference 40 s: elapsed 30 + ETA 60 = 90 > 2 x 40
     v = replace(cluster("S", 1), progress=(_prog("slow", [(10, 0.1), (20, 0.3), (30, 0.4)], expected=40.0),
                                            _prog("fine", [(10, 0.3), (20, 0.6), (30, 0.9)], expected=40.0)))
@@ -170,6 +171,57 @@ def test_a_straggler_against_its_reference_runtime_or_its_peers():
     stalled_peer = replace(peers, progress=peers.progress + (_prog("st", [(10, 0.2), (20, 0.2), (30, 0.2)]),))
     assert [e.job for e in ceres.stragglers([stalled_peer], s)["S"]] == ["slow"]
     assert ceres.stragglers([v], Settings()) == {}  # off by default
+
+
+def _one_slot_job(until: float, task_s: float = 9.5, tasks: int = 30, every: float = 2.0):
+    """A job's progress on a 1-slot node, a task done every ``task_s``, sampled every ``every`` s
+    (the live straggler bench's shape: bench/bench_ceres_straggler.py)."""
+    return [(t, min(tasks, int(t // task_s)) / tasks) for t in [every * k for k in range(int(until / every) + 1)]]
+
+
+def test_a_window_of_several_tasks_reads_a_steady_speed_where_the_last_pair_reads_none():
+    true = 1 / (30 * 9.5)
+    pts = _one_slot_job(200.0)
+    last_pair = [ceres.estimate(_prog("j", pts[:k]), 0.0) for k in range(3, len(pts))]
+    assert sum(math.isfinite(e.eta_s) for e in last_pair) / len(last_pair) < 0.3  # most pairs: no task done
+    windowed = [ceres.estimate(_prog("j", pts[:k]), 30.0) for k in range(3, len(pts))]
+    late = [e for e in windowed if e.at >= 40.0]
+    assert late and all(abs(e.speed_cur / true - 1) < 0.35 for e in late)
+    assert all(e.speed_prev is not None for e in windowed if e.at >= 62.0)
+    # 3x its reference (95 s): flagged from its first finished task, not when elapsed alone passes 1.5 x 95
+    s = Settings(straggler_factor=1.5)
+    flagged = [t for k in range(3, len(pts))
+               if ceres.stragglers([replace(cluster("S", 1), progress=(_prog("j", pts[:k], expected=95.0),))], s)
+               for t in [pts[k - 1][0]]]
+    assert flagged and flagged[0] <= 12.0
+    s0 = Settings(straggler_factor=1.5, straggler_window_s=0)
+    flagged0 = [pts[k - 1][0] for k in range(3, len(pts))
+                if ceres.stragglers([replace(cluster("S", 1), progress=(_prog("j", pts[:k], expected=95.0),))], s0)]
+    assert len(flagged0) < len(flagged) / 2  # the last pair: only the samples right after a task ends
+
+
+def test_keep_progress_keeps_three_samples_at_window_0_and_a_bounded_window_else():
+    kept: tuple = ()
+    for t, p in _one_slot_job(2000.0, tasks=300):
+        kept = ceres.keep_progress(kept, t, p, 0.0)
+    assert len(kept) == 3 and kept[-1][0] == 2000.0
+    kept = ()
+    for t, p in _one_slot_job(2000.0, tasks=300):
+        kept = ceres.keep_progress(kept, t, p, 30.0)
+    assert 30 <= len(kept) <= 33 and kept[-1][0] == 2000.0
+    assert ceres.keep_progress(kept, 2000.0, 0.9, 30.0) == kept  # not later than the last: dropped
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.01, 20.0), st.floats(0.0, 0.999)), min_size=1, max_size=80),
+       st.sampled_from([0.0, 5.0, 30.0, 1e6]))
+def test_the_samples_kept_estimate_as_the_whole_history_does(steps, window):
+    t, full, kept = 0.0, [], ()
+    for dt, p in steps:
+        t += dt
+        full.append((t, p))
+        kept = ceres.keep_progress(kept, t, p, window)
+        assert ceres.estimate(_prog("j", kept), window) == ceres.estimate(_prog("j", full), window)
 
 
 def _stragglers(free: int, **kw):
@@ -334,7 +386,9 @@ def test_the_simulator_carries_the_signals_into_the_snapshot():
     busy = [n.usage for n in b2.nodes if n.usage is not None and n.usage.cpu_max > 0]
     assert busy and max(u.cpu_max for u in busy) <= 0.35 + 1e-9  # B2's tasks use 35 % of a slot
     assert any(p.samples for c in snap.clusters for p in c.progress)
-    assert all(len(p.samples) <= 3 and all(0 <= f <= 1 for _, f in p.samples) for c in snap.clusters for p in c.progress)
+    span = 2 * s.straggler_window_s + s.sample_period_s  # C-2 keeps two windows (ceres.keep_progress)
+    assert all((len(p.samples) <= 3 or p.samples[-1][0] - p.samples[1][0] < span) and all(0 <= f <= 1 for _, f in p.samples)
+               for c in snap.clusters for p in c.progress)
 
 
 def test_simulate_lists_and_runs_the_checks_and_refuses_options():

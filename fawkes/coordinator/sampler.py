@@ -39,7 +39,6 @@ import logging
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -50,7 +49,7 @@ from fawkes.coordinator.usage import SAVE_EVERY_S, NodeWindows
 from fawkes.coordinator.view import Signals
 from fawkes.errors import FawkesError
 from fawkes.frameworks.sample import TaskCounts
-from fawkes.mechanism import ClusterMetrics, ClusterState, JobFacts, Settings, sample_cluster
+from fawkes.mechanism import ClusterMetrics, ClusterState, JobFacts, Settings, ceres, sample_cluster
 from fawkes.mechanism.model import JobProgress
 from fawkes.store import Store
 from fawkes.store.jobs import job_program, tasks_learned
@@ -84,7 +83,7 @@ class Sampler:
         self.windows_saved_at: float | None = None  # this clock's time of the last save
         self.host_cpu: Callable[[], Mapping[str, float]] | None = None  # U-7: the UBIS agent's readings
         self.track_progress = settings.straggler_factor is not None
-        self.progress: dict[str, dict[int, deque]] = {}  # cluster -> job id -> last three (time, fraction)
+        self.progress: dict[str, dict[int, tuple]] = {}  # cluster -> job id -> (time, fraction) samples kept
         self.job_info: dict[int, tuple[float | None, float | None]] = {}  # job id -> (reference runtime, start)
         self.web_ui: dict[str, str | None] = {}  # cluster -> its kind's web UI, as last sampled
         self.finished = FinishedJobs()  # each live cluster's finished jobs, read incrementally
@@ -195,8 +194,8 @@ class Sampler:
 
     def note_progress(self, name: str, now: float, jobs, tasks_by_job) -> None:
         """CERES C-2: per running job with stages listed by its driver, the fraction of its tasks
-        done (completed / (pending + running + completed), Spark's per-stage counts summed), the last
-        three samples kept; jobs no longer running are forgotten."""
+        done (completed / (pending + running + completed), Spark's per-stage counts summed), the samples
+        the estimate over ``straggler_window_s`` needs kept (:func:`~fawkes.mechanism.ceres.keep_progress`); jobs no longer running are forgotten."""
         mine = self.progress.setdefault(name, {})
         running = set()
         for j in jobs:
@@ -207,10 +206,8 @@ class Sampler:
             if counts is None or not counts.total:  # between two actions no stage is listed: no sample
                 continue
             seen = counts.pending + counts.running + counts.completed
-            q = mine.setdefault(j.id, deque(maxlen=3))
-            if q and q[-1][0] >= now:
-                continue
-            q.append((now, counts.completed / seen if seen else 0.0))
+            mine[j.id] = ceres.keep_progress(mine.get(j.id, ()), now, counts.completed / seen if seen else 0.0,
+                                             self.settings.straggler_window_s)
             self.job_info[j.id] = (j.ref_runtime, j.started_at)
         for jid in [k for k in mine if k not in running]:
             del mine[jid]

@@ -21,8 +21,8 @@ setting defaults to off, and a snapshot without the signals leaves every decisio
   An idle node is taken without killing a task: preemptions drop.  Nodes are whole here (fawkes
   lends hosts, not container limits), so only *idle* swollen nodes can be reclaimed; shrinking a
   busy swollen node's advertised capacity is not done.
-* **Straggler** (C-2, :func:`stragglers`): from a job's last three progress samples, the current
-  speed (last pair) gives ETA = (1 - progress) / speed; a job is a straggler when elapsed + ETA
+* **Straggler** (C-2, :func:`stragglers`): a job's speed over its last ``straggler_window_s`` of
+  progress samples (0: the last pair, as CERES) gives ETA = (1 - progress) / speed; a job is a straggler when elapsed + ETA
   exceeds ``straggler_factor`` times its reference runtime, or, without one, when its ETA exceeds
   ``straggler_factor`` times the median ETA of the other running jobs of its cluster.
 * **Expand** (C-2, :func:`expand`): a cluster with a straggler gets ``straggler_expand_nodes``
@@ -140,28 +140,66 @@ def reclaim_first(targets: Mapping[str, int], views: Sequence[ClusterView], pool
 
 @dataclass(frozen=True)
 class Estimate:
-    """A job's speeds over its last two sample pairs and its ETA (inf: no progress lately)."""
+    """A job's speed over its last window and the one before it, and its ETA (inf: no progress
+    in the last window)."""
 
     job: str
     progress: float
     at: float  # time of the last sample
     speed_cur: float
-    speed_prev: float
+    speed_prev: float | None  # None: the job is not two windows old
     eta_s: float
     elapsed_s: float | None = None
 
 
-def estimate(p: JobProgress) -> Estimate | None:
-    """ETA from the last three samples (CERES): ``speed_cur`` over the last pair, ``speed_prev``
-    over the pair before, ETA = (1 - progress) / speed_cur.  None with fewer than three samples,
-    times not increasing, or the job done."""
-    if len(p.samples) < 3:
+#: the most samples kept per job (a short sample period over a long window keeps at most this many)
+MAX_KEPT = 256
+
+
+def _anchor(s: Sequence[tuple[float, float]], k: int, window_s: float) -> int:
+    """The last sample before ``s[k]`` at least ``window_s`` older than it; the first when none is."""
+    for j in range(k - 1, -1, -1):
+        if s[j][0] <= s[k][0] - window_s:
+            return j
+    return 0
+
+
+def keep_progress(samples: Sequence[tuple[float, float]], at: float, done: float,
+                  window_s: float) -> tuple[tuple[float, float], ...]:
+    """A job's progress samples with ``(at, done)`` added: what :func:`estimate` still needs (the
+    last three, and the last two windows with the sample just before them).  A sample not later
+    than the last one kept is dropped.  The coordinator's sampler and the simulator's collector
+    both keep their samples with it, so the two estimate from the same memory."""
+    if samples and samples[-1][0] >= at:
+        return tuple(samples)
+    s = (*samples, (at, done))
+    i = _anchor(s, len(s) - 1, window_s)
+    first = _anchor(s, i, window_s) if i > 0 else 0  # the oldest sample estimate() reads
+    first = min(first, len(s) - 3) if len(s) >= 3 else 0
+    return s[max(first, len(s) - MAX_KEPT):]
+
+
+def estimate(p: JobProgress, window_s: float = 0.0) -> Estimate | None:
+    """ETA = (1 - progress) / ``speed_cur``, the speed over the last ``window_s`` (from the last sample
+    at least that old; from the first while the job is younger) and ``speed_prev`` over the window
+    before it.  ``window_s`` 0 is CERES' last three samples: the last pair, and the pair before.
+    Progress moves in whole tasks, so a window shorter than a few tasks reads no progress most of
+    the time (no ETA) and a burst the rest.  None with fewer than three samples, times not
+    increasing, or the job done."""
+    s = p.samples
+    if len(s) < 3:
         return None
-    (t1, p1), (t2, p2), (t3, p3) = p.samples[-3:]
-    if not (t1 < t2 < t3) or p3 >= 1.0:
+    t3, p3 = s[-1]
+    if p3 >= 1.0:
         return None
-    cur = max(0.0, (p3 - p2) / (t3 - t2))
-    prev = max(0.0, (p2 - p1) / (t2 - t1))
+    i = _anchor(s, len(s) - 1, window_s)
+    j = _anchor(s, i, window_s) if i > 0 else None
+    lo = i if j is None else j
+    if any(a[0] >= b[0] for a, b in zip(s[lo:], s[lo + 1:])):
+        return None
+    (ti, pi) = s[i]
+    cur = max(0.0, (p3 - pi) / (t3 - ti))
+    prev = None if j is None else max(0.0, (pi - s[j][1]) / (ti - s[j][0]))
     eta = (1.0 - p3) / cur if cur > 0 else math.inf
     elapsed = t3 - p.started_at if p.started_at is not None else None
     return Estimate(p.job, p3, t3, cur, prev, eta, elapsed)
@@ -173,7 +211,7 @@ def stragglers(views: Sequence[ClusterView], settings: Settings) -> dict[str, li
     With a reference runtime (and a start time) a job straggles when elapsed + ETA exceeds
     ``straggler_factor`` x the reference; without one, when its ETA exceeds ``straggler_factor`` x
     the median ETA of the other jobs of its cluster that have one (at least one other needed).
-    A job that made no progress over the last pair has no ETA: with a reference it straggles once
+    A job that made no progress over its last window has no ETA: with a reference it straggles once
     its elapsed time alone passes the bound; without one it is not judged (progress counts finished
     tasks, so a job whose first tasks run shows none yet)."""
     f = settings.straggler_factor
@@ -181,7 +219,7 @@ def stragglers(views: Sequence[ClusterView], settings: Settings) -> dict[str, li
         return {}
     out: dict[str, list[Estimate]] = {}
     for c in views:
-        est = [(p, e) for p in c.progress if (e := estimate(p)) is not None]
+        est = [(p, e) for p in c.progress if (e := estimate(p, settings.straggler_window_s)) is not None]
         slow = []
         for i, (p, e) in enumerate(est):
             if p.expected_s is not None and p.expected_s > 0 and e.elapsed_s is not None:

@@ -247,8 +247,13 @@ class Settings(BaseModel):
         "node's maximum use (used only with swollen_threshold)")
     straggler_factor: float | None = Field(
         None, gt=1, le=1e6, description="C-2: a running job is a straggler when its estimated time to finish, from "
-        "its last three progress samples, is more than this many times its peers' median (or, with a reference "
+        "its speed over the last straggler_window_s, is more than this many times its peers' median (or, with a reference "
         "runtime, when elapsed + ETA exceeds this many times it); its cluster grows from idle capacity (None = off)")
+    straggler_window_s: float = Field(
+        30.0, ge=0, le=MAX_SECONDS, description="C-2: a running job's speed is its progress over the last this "
+        "many seconds (since its first sample while younger); 0 = over the last pair of samples, as CERES. "
+        "Progress moves in whole tasks: a span shorter than a few tasks' length reads no progress most of the time "
+        "and a burst the rest")
     straggler_expand_nodes: int = Field(
         1, ge=1, le=1_000_000, description="C-2: nodes added per tick to a cluster with a straggler, from idle "
         "capacity only (pool nodes no target wants)")

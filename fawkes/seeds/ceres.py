@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from fawkes.mechanism import Role, Settings, Snapshot
+from fawkes.mechanism import Role, Settings, Snapshot, ceres
 from fawkes.mechanism.model import JobProgress, NodeUsage
 from fawkes.seeds.bigc import short_stream
 from fawkes.sim.costs import GB, cost_model
@@ -53,7 +53,8 @@ class CeresSimulator(Simulator):
         self.use = use or {}
         self.window = settings.usage_window_s
         self.hist: dict[tuple[str, str, float], deque] = {}  # (cluster, host, added_at) -> (t, cpu, mem)
-        self.prog: dict[int, deque] = {}
+        self.window_c2 = settings.straggler_window_s
+        self.prog: dict[int, tuple[tuple[float, float], ...]] = {}  # job id -> C-2's progress samples
 
     def _sample(self, now: float) -> None:
         super()._sample(now)
@@ -75,8 +76,8 @@ class CeresSimulator(Simulator):
                     h.popleft()
             for j in c.jobs.values():
                 if j.started is not None:
-                    self.prog.setdefault(j.id, deque(maxlen=3)).append(
-                        (now, (j.maps_done + j.reds_done) / max(1, j.n_maps + j.n_reds)))
+                    self.prog[j.id] = ceres.keep_progress(self.prog.get(j.id, ()), now, (j.maps_done + j.reds_done)
+                                                          / max(1, j.n_maps + j.n_reds), self.window_c2)
         for k in [k for k in self.hist if k not in live]:
             del self.hist[k]
         for jid in [jid for jid in self.prog if jid not in self.jobs or self.jobs[jid].end is not None]:
