@@ -195,7 +195,8 @@ class Sampler:
     def note_progress(self, name: str, now: float, jobs, tasks_by_job) -> None:
         """CERES C-2: per running job with stages listed by its driver, the fraction of its tasks
         done (completed / (pending + running + completed), Spark's per-stage counts summed), the samples
-        the estimate over ``straggler_window_s`` needs kept (:func:`~fawkes.mechanism.ceres.keep_progress`); jobs no longer running are forgotten."""
+        the estimate over ``straggler_window_s`` needs kept (:func:`~fawkes.mechanism.ceres.keep_progress`);
+        jobs no longer running are forgotten."""
         mine = self.progress.setdefault(name, {})
         running = set()
         for j in jobs:
