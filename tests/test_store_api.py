@@ -75,6 +75,58 @@ def test_sync_hosts_adds_updates_retires(pool: Store):
     assert pool.list_hosts(HostState.FREE)[-1].name == "n05"
 
 
+def _shares_events(store: Store) -> bool:
+    """Whether the store's write engine fires the listeners of its engine (an engine with options does)."""
+    from sqlalchemy import event, text
+
+    hit = []
+
+    def note(*_a):
+        hit.append(1)
+
+    event.listen(store.engine, "before_cursor_execute", note)
+    try:
+        with store._writer.connect() as c:
+            c.execute(text("SELECT 1"))
+    finally:
+        event.remove(store.engine, "before_cursor_execute", note)
+    return bool(hit)
+
+
+def test_sync_hosts_writes_only_what_changed(pool: Store):
+    """A coordinator starts (or a standby takes over) with the inventory the state holds: the sync
+    reads the hosts and writes nothing; a change writes its rows and no other."""
+    from sqlalchemy import event
+
+    seen: list[tuple[str, int]] = []
+
+    def note(conn, cursor, statement, params, context, executemany):
+        if statement.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")):
+            seen.append((statement.split()[0].upper(), len(params) if executemany else 1))
+
+    engines = [pool.engine] if _shares_events(pool) else [pool.engine, pool._writer]
+    for e in engines:
+        event.listen(e, "before_cursor_execute", note)
+    try:
+        assert pool.sync_hosts(HOSTS)["unchanged"] == [h["name"] for h in HOSTS] and seen == []
+        pool.set_host_state("n01", HostState.FAILED, detail="test")
+        seen.clear()
+        out = pool.sync_hosts(HOSTS[:2] + [dict(HOSTS[2], memory_mb=8192)] + HOSTS[3:5]
+                              + [{"name": "n09", "address": "10.0.0.9", "cores": 8}])
+        assert out == {"added": ["n09"], "updated": ["n02"], "retired": ["n05"],
+                       "unchanged": ["n00", "n01", "n03", "n04"]}
+        # the new host inserted, the changed one and the retired one updated (one statement per set of columns)
+        assert sorted(seen) == [("INSERT", 1), ("UPDATE", 1), ("UPDATE", 1)], seen
+    finally:
+        for e in engines:
+            event.remove(e, "before_cursor_execute", note)
+    hosts = {h.name: h for h in pool.list_hosts()}
+    assert hosts["n02"].memory_mb == 8192 and hosts["n02"].state == HostState.FREE
+    assert hosts["n01"].state == HostState.FAILED  # a failed host stays failed through a sync
+    assert hosts["n05"].state == HostState.RETIRED and hosts["n09"].state == HostState.FREE
+    assert hosts["n09"].position == 5 and hosts["n09"].added_at > 0
+
+
 @pytest.mark.parametrize("bad, field", [
     ([{"name": "n 1", "cores": 1}], "inventory[0].name"),
     ([{"name": "n1", "cores": 0}], "inventory[0].cores"),

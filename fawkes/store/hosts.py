@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import func, update
+from sqlalchemy import func, insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -93,37 +93,40 @@ class HostsMixin(StoreBase):
         specs = _host_specs(inventory)
         out: dict[str, list[str]] = {"added": [], "updated": [], "retired": [], "unchanged": []}
         now = self.clock()
+        fields = ("address", "cores", "memory_mb", "rack")
         try:
             with self.session(write=True) as s:
-                known = {h.name: h for h in s.exec(select(Host))}
-                gone = [n for n, h in known.items() if n not in specs and h.state != HostState.RETIRED]
+                # plain rows, no ORM objects, and only the rows that change written (bulk, by primary key):
+                # a coordinator's start over 10,000 unchanged hosts reads them and writes nothing
+                known = {r.name: r for r in s.connection().execute(
+                    select(Host.name, Host.state, Host.position, *(getattr(Host, k) for k in fields)))}
+                gone = [n for n, r in known.items() if n not in specs and r.state != HostState.RETIRED]
                 held = s.exec(select(Node.host, MRCluster.name).join(MRCluster, Node.cluster_id == MRCluster.id)
                               .where(col(Node.holds_host).in_(gone))).all() if gone else []
                 if held:
                     desc = ", ".join(f"{h} (cluster {c})" for h, c in held)
                     raise FawkesError(f"inventory: cannot drop host(s) still held: {desc}; drain them first "
                                       "(fawkes host drain HOST) and wait until their nodes are released")
+                added, changed = [], []
                 for pos, (hname, spec) in enumerate(specs.items()):
-                    h = known.get(hname)
-                    if h is None:
-                        s.add(Host(name=hname, position=pos, added_at=now, state=HostState.FREE, **spec))
+                    r = known.get(hname)
+                    if r is None:
+                        added.append({"name": hname, "position": pos, "added_at": now, "state": HostState.FREE,
+                                      **spec})
                         out["added"].append(hname)
-                        continue
-                    changed = any(getattr(h, k) != v for k, v in spec.items()) or h.position != pos
-                    if h.state == HostState.RETIRED:
-                        h.state, changed = HostState.FREE, True
-                    if changed:
-                        for k, v in spec.items():
-                            setattr(h, k, v)
-                        h.position = pos
-                        s.add(h)
+                    elif r.state == HostState.RETIRED or r.position != pos or \
+                            any(getattr(r, k) != spec[k] for k in fields):
+                        state = HostState.FREE if r.state == HostState.RETIRED else r.state  # a retired host comes back
+                        changed.append({"name": hname, "position": pos, "state": state, **spec})
                         out["updated"].append(hname)
                     else:
                         out["unchanged"].append(hname)
-                for hname in gone:
-                    known[hname].state = HostState.RETIRED
-                    s.add(known[hname])
-                    out["retired"].append(hname)
+                changed += [{"name": hname, "state": HostState.RETIRED} for hname in gone]
+                out["retired"] = list(gone)
+                if added:
+                    s.execute(insert(Host), added)
+                if changed:
+                    s.execute(update(Host), changed)
                 if dry_run:
                     raise _RolledBack
         except _RolledBack:  # dry run: the same checks, nothing kept
