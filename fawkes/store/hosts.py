@@ -116,8 +116,10 @@ class HostsMixin(StoreBase):
                         out["added"].append(hname)
                     elif r.state == HostState.RETIRED or r.position != pos or \
                             any(getattr(r, k) != spec[k] for k in fields):
-                        state = HostState.FREE if r.state == HostState.RETIRED else r.state  # a retired host comes back
-                        changed.append({"name": hname, "position": pos, "state": state, **spec})
+                        row = {"name": hname, "position": pos, **spec}
+                        if r.state == HostState.RETIRED:  # a retired host comes back free; no other state is written
+                            row["state"] = HostState.FREE  # (an allocation meanwhile keeps its own)
+                        changed.append(row)
                         out["updated"].append(hname)
                     else:
                         out["unchanged"].append(hname)
