@@ -88,6 +88,83 @@ def test_job_command_and_paths():
 APP = Path(__file__).resolve().parent.parent / "fawkes" / "apps" / "dask_wordcount.py"
 
 
+def _scheduler_routes_env() -> str:
+    """The routes the control script gives the scheduler (its DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES)."""
+    import re
+
+    text = (Path(__file__).resolve().parent.parent / "templates" / "dask" / "fawkes-daemon.sh.j2").read_text()
+    m = re.search(r'DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES="([^"]*)"', text)
+    assert m, "the control script sets the scheduler's routes"
+    return m.group(1).replace("\\\n", "")
+
+
+def test_identity_while_tasks_run_falls_back_to_the_api(tmp_path):
+    """distributed's /json/identity.json answers 500 while tasks run (tuple-keyed metrics in the workers'
+    heartbeats); the driver then reads the workers' names and threads from the api route the control
+    script turns on.  A real scheduler and worker on loopback, started as the control script starts them."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import time
+    import urllib.error
+    import urllib.request
+
+    from tests.conftest import unavailable
+
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        unavailable("needs distributed (the lab extra: scripts/setup installs it)")
+
+    def free_port() -> int:
+        with socket.socket() as so:
+            so.bind(("127.0.0.1", 0))
+            return so.getsockname()[1]
+
+    sport, hport = free_port(), free_port()
+    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES": _scheduler_routes_env()}
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                               "--port", str(sport), "--dashboard-address", f"127.0.0.1:{hport}"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)]
+    try:
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", f"tcp://127.0.0.1:{sport}",
+                                       "--name", "h1", "--nthreads", "2", "--no-nanny", "--host", "127.0.0.1",
+                                       "--dashboard-address", "127.0.0.1:0"], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, cwd=tmp_path))
+        client = procs.append(subprocess.Popen([sys.executable, "-c", (
+            "import time, distributed\n"
+            "def burn(x):\n t = time.time()\n while time.time() - t < 0.2: pass\n return x\n"
+            f"c = distributed.Client('tcp://127.0.0.1:{sport}', timeout=30)\n"
+            "print(sum(c.gather(c.map(burn, range(300)))))")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=tmp_path))
+        del client
+        drv = DaskDriver(None)
+        drv.urls = lambda cluster: {"http": f"http://127.0.0.1:{hport}"}
+        base = f"http://127.0.0.1:{hport}"
+        seen_500 = False
+        deadline = time.time() + 60
+        while time.time() < deadline and not seen_500:
+            try:
+                with urllib.request.urlopen(base + "/json/identity.json", timeout=5) as r:
+                    json.loads(r.read())
+            except urllib.error.HTTPError as exc:
+                seen_500 = exc.code == 500
+            except (urllib.error.URLError, OSError):
+                pass  # not up yet
+            if not seen_500:
+                time.sleep(0.3)
+        assert seen_500, "distributed's identity.json no longer fails while tasks run: the fallback may go"
+        ident = drv.identity(None)
+        assert [w["name"] for w in ident["workers"].values()] == ["h1"] and ident["total_threads"] == 2, ident
+        assert drv.workers_by_name(None).keys() == {"h1"}
+        assert dask_sample(0.0, ident, None).slots == 2.0
+    finally:
+        for p in reversed(procs):
+            p.kill()
+            p.wait()
+
+
 @pytest.mark.lab
 def test_graceful_removal_observe_reconfigure_on_the_lab(lab, tmp_path):
     from tests.conftest import cluster_dirs_marker, pids_with_cmdline

@@ -82,6 +82,10 @@ def refuse_save_inside_clusters(node: NodeSpec, dest: str) -> None:
         raise FawkesError(f"save to {dest}: inside {root}, which teardown wipes; choose a path outside it")
 
 
+class ServerError(FawkesError):
+    """A daemon's HTTP endpoint answered with a server error (HTTP 5xx)."""
+
+
 class ControlScriptDriver(FrameworkDriver):
     """A driver whose daemons are started and stopped through the rendered control script."""
 
@@ -257,17 +261,18 @@ class ControlScriptDriver(FrameworkDriver):
                       json.dumps({"hash": r.hash, "components": r.hashes}, sort_keys=True) + "\n"))
         return files
 
-    def _http_json(self, url: str, *, server_error_retry_s: float | None = None):
+    def _http_json(self, url: str, *, server_error_retry_s: float | None = None, server_error_tries: int = 2):
         """The JSON document at ``url``; with ``server_error_retry_s``, a server error (HTTP 5xx) is asked
-        once more after that many seconds."""
+        again after that many seconds, ``server_error_tries`` times in all."""
         try:
             with urllib.request.urlopen(url, timeout=self.http_timeout) as resp:  # noqa: S310 (lab/pool hosts only)
                 return json.loads(resp.read())
         except urllib.error.HTTPError as exc:
-            if server_error_retry_s is not None and exc.code >= 500:
+            if server_error_retry_s is not None and exc.code >= 500 and server_error_tries > 1:
                 time.sleep(server_error_retry_s)
-                return self._http_json(url)
-            raise FawkesError(f"GET {url}: {exc.reason}") from None
+                return self._http_json(url, server_error_retry_s=server_error_retry_s,
+                                       server_error_tries=server_error_tries - 1)
+            raise (ServerError if exc.code >= 500 else FawkesError)(f"GET {url}: {exc.reason}") from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
             raise FawkesError(f"GET {url}: {getattr(exc, 'reason', exc)}") from None
 

@@ -33,7 +33,7 @@ from fawkes import faults
 from fawkes.errors import FawkesError
 from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import Health, JobLaunch, NodeFacts, OpResult, SuspendHooks, WorkerLaunch
-from fawkes.frameworks.control import ControlScriptDriver, SharedStorage, check_problems
+from fawkes.frameworks.control import ControlScriptDriver, ServerError, SharedStorage, check_problems
 from fawkes.frameworks.render import cluster_ports
 from fawkes.frameworks.sample import FrameworkSample, TaskCounts
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
@@ -72,7 +72,9 @@ def dask_sample(t: float, identity: dict | None, gauges: dict[str, float] | None
     done = int(g.get("tasks:memory", 0))
     tasks = TaskCounts(total=pending + running, running=running, pending=pending, completed=done,
                        failed=int(g.get("tasks:erred", 0)))
-    slots = float(sum(int(w.get("nthreads", 0)) for w in (identity or {}).get("workers", {}).values()))
+    identity = identity or {}
+    slots = float(identity["total_threads"] if "total_threads" in identity
+                  else sum(int(w.get("nthreads", 0)) for w in identity.get("workers", {}).values()))
     return FrameworkSample(time=t, tasks=tasks, slots=slots, busy_slots=float(min(running, slots)),
                            unfinished_jobs=int(g.get("clients", 0)), errors=tuple(errors))
 
@@ -112,10 +114,21 @@ class DaskDriver(SharedStorage, ControlScriptDriver):
             raise FawkesError(f"GET {url}: {getattr(exc, 'reason', exc)}") from None
 
     def identity(self, cluster: ClusterSpec) -> dict:
-        """The scheduler's ``/json/identity.json``: its address and its workers (by address).  Asked once
-        more after a second when the scheduler answers with a server error: it answered 500 once just
-        after ``retire_workers`` had removed a worker (the clean-clone CI of 7291d33)."""
-        return self._http_json(self.urls(cluster)["http"] + "/json/identity.json", server_error_retry_s=1.0)
+        """The scheduler's ``/json/identity.json``: its workers (by address, with their names, threads and
+        status) and ``total_threads``.  distributed answers it with a server error (500) whenever a worker's
+        last heartbeat carried metrics keyed by tuples (its per-task timings: while tasks run, every few
+        seconds; the JSON encoder refuses them, distributed 2026.8), so then the same facts come from its
+        ``/api/v1/get_workers`` (names and addresses; the scheduler's ``api`` route, which the control script
+        turns on) and ``/json/counts.json`` (threads), without each worker's status."""
+        base = self.urls(cluster)["http"]
+        try:
+            return self._http_json(base + "/json/identity.json")
+        except ServerError:
+            got = self._http_json(base + "/api/v1/get_workers", server_error_retry_s=0.5)
+            counts = self._http_json(base + "/json/counts.json", server_error_retry_s=0.5)
+            return {"type": "Scheduler", "total_threads": int(counts.get("cores", 0)),
+                    "workers": {w["address"]: {"name": w.get("name")} for w in got.get("workers", [])
+                                if isinstance(w, dict) and "address" in w}}
 
     def workers_by_name(self, cluster: ClusterSpec) -> dict[str, dict]:
         """Registered workers by their ``--name`` (the node's name)."""
