@@ -261,17 +261,16 @@ class ControlScriptDriver(FrameworkDriver):
                       json.dumps({"hash": r.hash, "components": r.hashes}, sort_keys=True) + "\n"))
         return files
 
-    def _http_json(self, url: str, *, server_error_retry_s: float | None = None, server_error_tries: int = 2):
+    def _http_json(self, url: str, *, server_error_retry_s: float | None = None):
         """The JSON document at ``url``; with ``server_error_retry_s``, a server error (HTTP 5xx) is asked
-        again after that many seconds, ``server_error_tries`` times in all."""
+        once more after that many seconds (then :class:`ServerError`)."""
         try:
             with urllib.request.urlopen(url, timeout=self.http_timeout) as resp:  # noqa: S310 (lab/pool hosts only)
                 return json.loads(resp.read())
         except urllib.error.HTTPError as exc:
-            if server_error_retry_s is not None and exc.code >= 500 and server_error_tries > 1:
+            if server_error_retry_s is not None and exc.code >= 500:
                 time.sleep(server_error_retry_s)
-                return self._http_json(url, server_error_retry_s=server_error_retry_s,
-                                       server_error_tries=server_error_tries - 1)
+                return self._http_json(url)
             raise (ServerError if exc.code >= 500 else FawkesError)(f"GET {url}: {exc.reason}") from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
             raise FawkesError(f"GET {url}: {getattr(exc, 'reason', exc)}") from None

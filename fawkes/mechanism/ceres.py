@@ -22,9 +22,10 @@ setting defaults to off, and a snapshot without the signals leaves every decisio
   lends hosts, not container limits), so only *idle* swollen nodes can be reclaimed; shrinking a
   busy swollen node's advertised capacity is not done.
 * **Straggler** (C-2, :func:`stragglers`): a job's speed over its last ``straggler_window_s`` of
-  progress samples (0: the last pair, as CERES) gives ETA = (1 - progress) / speed; a job is a straggler when elapsed + ETA
-  exceeds ``straggler_factor`` times its reference runtime, or, without one, when its ETA exceeds
-  ``straggler_factor`` times the median ETA of the other running jobs of its cluster.
+  progress samples (0: the last pair, as CERES) gives ETA = (1 - progress) / speed; a job is a
+  straggler when elapsed + ETA exceeds ``straggler_factor`` times its reference runtime, or,
+  without one, when its ETA exceeds ``straggler_factor`` times the median ETA of the other running
+  jobs of its cluster.
 * **Expand** (C-2, :func:`expand`): a cluster with a straggler gets ``straggler_expand_nodes``
   more, only from idle capacity: the pool nodes that no target wants.
 * **The pipeline** (C-3, :func:`pipeline`): targets, then reclaim (if short), then the weighted

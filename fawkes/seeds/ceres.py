@@ -53,7 +53,6 @@ class CeresSimulator(Simulator):
         self.use = use or {}
         self.window = settings.usage_window_s
         self.hist: dict[tuple[str, str, float], deque] = {}  # (cluster, host, added_at) -> (t, cpu, mem)
-        self.window_c2 = settings.straggler_window_s
         self.prog: dict[int, tuple[tuple[float, float], ...]] = {}  # job id -> C-2's progress samples
 
     def _sample(self, now: float) -> None:
@@ -77,7 +76,8 @@ class CeresSimulator(Simulator):
             for j in c.jobs.values():
                 if j.started is not None:
                     self.prog[j.id] = ceres.keep_progress(self.prog.get(j.id, ()), now, (j.maps_done + j.reds_done)
-                                                          / max(1, j.n_maps + j.n_reds), self.window_c2)
+                                                          / max(1, j.n_maps + j.n_reds),
+                                                          self.settings.straggler_window_s)
         for k in [k for k in self.hist if k not in live]:
             del self.hist[k]
         for jid in [jid for jid in self.prog if jid not in self.jobs or self.jobs[jid].end is not None]:
