@@ -226,7 +226,7 @@ def test_simulate_lists_the_checks_and_refuses_options_they_do_not_take():
 
     def fawkes(*args):
         return subprocess.run([sys.executable, "-m", "fawkes", "simulate", *args], capture_output=True, text=True,
-                              timeout=120)
+                              timeout=600)
 
     r = fawkes("--list")
     assert r.returncode == 0 and "\nD " in r.stdout

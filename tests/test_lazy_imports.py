@@ -17,7 +17,7 @@ import fawkes.store
 def _loaded_after(statement: str) -> set[str]:
     code = f"import sys; {statement}; print('\\n'.join(sys.modules))"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}  # this checkout's fawkes
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120,
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600,
                          env=env)
     return set(out.stdout.split())
 

@@ -328,7 +328,7 @@ def test_coordinator_run_refuses_a_bad_webhook_with_exit_2_writing_nothing(tmp_p
     p.write_text(p.read_text() + "inventory: inventory.yaml\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     r = subprocess.run([sys.executable, "-m", "fawkes", "coordinator", "run", "--config", str(p), "--no-metrics",
-                        "--for", "1"], check=False, capture_output=True, text=True, env=env, timeout=120)
+                        "--for", "1"], check=False, capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "notify[0].retries" in r.stderr, r.stderr
     assert not (tmp_path / "state.db").exists()

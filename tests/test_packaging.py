@@ -39,7 +39,7 @@ def test_wheel_without_extras_runs_every_non_lab_command(tmp_path):
                    check=True, capture_output=True, timeout=300)
     (wheel,) = tmp_path.glob("fawkes_provisioner-*.whl")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=600)
     py = str(venv / "bin" / "python")
     r = subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)],
                        capture_output=True, text=True, timeout=600)
@@ -66,6 +66,6 @@ def test_wheel_without_extras_runs_every_non_lab_command(tmp_path):
              "s.sync_hosts([{'name': n, 'address': '127.0.0.1', 'cores': 4} for n in ('n1', 'n2', 'n3')]); "
              "s.request_cluster('a', framework='f', min_core=2); s.transition_cluster('a', 'deploying'); "
              "[s.allocate_node('a', h, 'core') for h in ('n1', 'n2')]")
-    subprocess.run([py, "-c", setup], check=True, cwd=tmp_path, env=env, timeout=120)
+    subprocess.run([py, "-c", setup], check=True, cwd=tmp_path, env=env, timeout=600)
     out = json.loads(fawkes("render", "a", "-i", str(inv), "--json"))
     assert set(out) == {"n1", "n2"} and any("spark-env.sh" in f for f in out["n1"]["files"])

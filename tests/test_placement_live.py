@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from pydantic import ValidationError
 
@@ -14,6 +11,10 @@ from fawkes.errors import FawkesError
 from fawkes.mechanism import Settings, Snapshot, plan_towards
 from fawkes.mechanism.placement import grow_hosts
 from fawkes.store import Store
+try:
+    from conftest import run_cli
+except ImportError:  # tests/ became a package
+    from tests.conftest import run_cli
 from tests.mechanism_helpers import cluster, demand, memory
 
 RACKS = {"a-c0": "r1", "f1": "r2", "f2": "r1", "f3": "r2", "f4": "r1", "b-c0": "r1", "b-t0": "r1", "b-t1": "r1"}
@@ -111,8 +112,7 @@ def test_a_bad_preset_field_is_one_line_naming_file_and_field(tmp_path):
                         ("locality_penalty: .nan", "locality_penalty")):
         preset = tmp_path / "mine.yaml"
         preset.write_text(f"policy: TD\n{line}\n")
-        r = subprocess.run([sys.executable, "-m", "fawkes", "policy", "show", str(preset)], capture_output=True,
-                           text=True, timeout=120)
+        r = run_cli("policy", "show", str(preset))
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(lines) == 1 and str(preset) in lines[0] and field in lines[0], r.stderr
 
@@ -154,12 +154,10 @@ def test_host_list_shows_the_rack(tmp_path):
     url = f"sqlite:///{tmp_path / 'state.db'}"
     with Store(url) as s:
         s.sync_hosts([{"name": "n1", "cores": 2, "rack": "r1"}, {"name": "n2", "cores": 2}])
-    r = subprocess.run([sys.executable, "-m", "fawkes", "host", "list", "--state", url, "--json"], capture_output=True,
-                       text=True, timeout=120)
+    r = run_cli("host", "list", "--state", url, "--json")
     assert r.returncode == 0, r.stderr
     assert {h["name"]: h["rack"] for h in json.loads(r.stdout)} == {"n1": "r1", "n2": None}
-    r = subprocess.run([sys.executable, "-m", "fawkes", "host", "list", "--state", url], capture_output=True,
-                       text=True, timeout=120)
+    r = run_cli("host", "list", "--state", url)
     assert "rack" in r.stdout.splitlines()[1] and " r1 " in r.stdout
 
 

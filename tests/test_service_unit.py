@@ -68,19 +68,19 @@ def test_the_unit_for_a_venv_verifies_and_its_fawkes_runs(tmp_path):
                          check=False)
     assert pip.returncode == 0, pip.stderr[-2000:]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "FAWKES"))}
-    version = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    version = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
                              check=False)
     assert version.returncode == 0 and "fawkes" in version.stdout, version.stderr
     where = subprocess.run([str(venv / "bin" / "python"), "-c", "import fawkes; print(fawkes.__file__)"],
-                           capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path, check=True)
+                           capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path, check=True)
     assert where.stdout.startswith(str(venv)), where.stdout  # the venv's copy, not this checkout
     meta = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "show", "fawkes-provisioner"],
-                          capture_output=True, text=True, timeout=120, env=env, check=False)
+                          capture_output=True, text=True, timeout=600, env=env, check=False)
     assert meta.returncode == 0 and "Name: fawkes-provisioner" in meta.stdout
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         unavailable("systemd-analyze is missing (apt-get install systemd)")  # fails under CI, skips elsewhere
     unit = tmp_path / "fawkes-coordinator.service"
     unit.write_text(r.stdout)
-    v = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=120, check=False)
+    v = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=600, check=False)
     assert v.returncode == 0, v.stderr

@@ -144,5 +144,5 @@ def test_simulate_refuses_a_job_model_it_does_not_know_or_where_it_does_not_appl
     for args, word in ((["SIM-B2", "--job-model", "x"], "--job-model"), (["SIM-P1", "--job-model", "spark"], "SIM-P1"),
                        (["D", "--job-model", "spark"], "--job-model")):
         r = subprocess.run([sys.executable, "-m", "fawkes", "simulate", *args], capture_output=True, text=True,
-                           timeout=120)
+                           timeout=600)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and word in r.stderr, (args, r.stderr)

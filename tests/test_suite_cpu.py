@@ -25,7 +25,7 @@ def test_a_pytest_run_records_each_tests_cpu_and_the_tool_sums_it_by_module(tmp_
     env = {**os.environ, "FAWKES_TEST_CPU": str(out)}
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
                         "--rootdir", str(tmp_path), str(tmp_path / "test_burn.py")],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     rows = {json.loads(line)["test"].split("::")[1]: json.loads(line) for line in out.read_text().splitlines()}
     assert set(rows) == {"test_spin", "test_child", "test_idle"}

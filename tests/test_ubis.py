@@ -156,7 +156,7 @@ def test_a_bad_config_value_is_one_line_naming_file_and_field_exit_2(tmp_path):
 
     env = {**os.environ, "FAWKES_STATE": f"sqlite:///{tmp_path}/s.db"}
     r = subprocess.run([sys.executable, "-m", "fawkes", "coordinator", "run", "--config", str(cfg)],
-                       capture_output=True, text=True, timeout=120, env=env)
+                       capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and str(cfg) in r.stderr and "opportunistic.clusters.etl" in r.stderr
     assert not (tmp_path / "s.db").exists()
