@@ -12,6 +12,7 @@ import pytest
 from fawkes.config import load_config
 from fawkes.errors import ConfigError
 from fawkes.frameworks.flink_hdfs import FlinkHdfsDriver
+from fawkes.frameworks.jvm_archive import archive_file
 from fawkes.frameworks.render import DEFAULT_OPTIONS, render_cluster
 from fawkes.frameworks.sizing import LAB_SIZES, RULES
 from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
@@ -98,9 +99,14 @@ def test_the_lab_sizes_render_as_the_lab_always_ran():
     conf = spark_defaults(r["h1"].files["conf/spark-defaults.conf"])
     assert conf["spark.executor.memory"] == "512m" and conf["spark.master.ui.decommission.allow.mode"] == "ALLOW"
     # a job's JVMs as the daemons': C1 only (docs/lab.md, bench/bench_app_jvm_opts.py)
-    sub = SparkHdfsDriver(None).submit_conf(replace(spec(memories=(2048, 2048, 2048)), options=LAB_SIZES))
+    # and the lab's class-data archive of its Spark (fawkes.frameworks.jvm_archive), its jars first
+    c = replace(spec(memories=(2048, 2048, 2048)), options=LAB_SIZES)
+    sub = SparkHdfsDriver(None).submit_conf(c)
+    archive = archive_file(LAB_SIZES["jvm_archive_dir"], "spark", c.framework.spark_home, c.framework.java)
     assert sub["spark.executor.extraJavaOptions"] == sub["spark.driver.extraJavaOptions"] == \
-        "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+        f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:SharedArchiveFile={archive}"
+    assert sub["spark.executor.extraClassPath"] == sub["spark.driver.extraClassPath"] == \
+        f"{c.framework.spark_home}/jars/*"
 
 
 class Job:

@@ -24,6 +24,7 @@ import pytest
 
 from fawkes.frameworks import dists
 from fawkes.frameworks.base import DecommissionInterrupted, DecommissionTimeout, ProgressEvent
+from fawkes.frameworks.render import archives
 from fawkes.frameworks.sizing import LAB_SIZES
 from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
@@ -133,6 +134,15 @@ def test_mr_cluster_grow_shrink_under_a_running_job(lab, tmp_path):
         hb = drv.health(b)
         assert hb.ok, hb.problems
         drv.deploy(a, timeout=60)  # idempotent: nothing restarts, nothing breaks
+        # every daemon started from its installation's class-data archive (fawkes.frameworks.jvm_archive; the
+        # lab's, built by dists.ensure_lab_dists), the cluster's conf dir still read (its addresses are bound)
+        want = archives(fw, {"jvm_archive_dir": LAB_OPTIONS["jvm_archive_dir"]})
+        maps = [(Path(f"/proc/{p}/cmdline").read_bytes(), Path(f"/proc/{p}/maps").read_text())
+                for p in cluster_processes(lab, a.name) if Path(f"/proc/{p}/exe").resolve().name == "java"]
+        for cls, family in (("deploy.master.Master", "spark_archive"), ("deploy.worker.Worker", "spark_archive"),
+                            ("namenode.NameNode", "hdfs_archive"), ("datanode.DataNode", "hdfs_archive")):
+            mine = [m for c, m in maps if cls.encode() in c]
+            assert mine and all(want[family] in m for m in mine), (cls, want[family], len(mine))
         assert drv.health(a).ok and a_res.phases["total"] > 0
         # the two clusters do not see each other's daemons
         urls_a, urls_b = drv.urls(a), drv.urls(b)

@@ -382,11 +382,23 @@ def java_bin(java_home: Path | None = None) -> str:
     return found
 
 
+def _lab_archives(spark: Path, hdfs: Path, progress: Progress | None) -> None:
+    """The class-data archives of the lab's Spark and HDFS (``sizing.LAB_SIZES['jvm_archive_dir']``), built once;
+    a lab without them runs as before, its JVMs starting slower."""
+    from fawkes.frameworks import jvm_archive
+
+    d = jvm_archive.lab_dir()
+    if d:
+        for family, home in (("hdfs", hdfs), ("spark", spark)):
+            jvm_archive.ensure(Path(d), family, home, "java", progress=progress)
+
+
 def ensure_lab_dists(*, install: bool = False, progress: Progress | None = None) -> LabDists:
     """Spark home + HDFS 2.7.3 jars, obtained and cached if needed."""
     home = spark_home(install=install, progress=progress)
     _say(progress, f"Spark home: {home}")
     hdfs = ensure_hdfs_jars(progress=progress)
     apps = flink_apps_jar(progress=progress)
+    _lab_archives(home, hdfs, progress)
     return LabDists(spark_home=home, spark_version=spark_version(home), hdfs_home=hdfs,
                     hdfs_version=HDFS_VERSION, java=java_bin(), flink_home=flink_home(), flink_apps=apps)

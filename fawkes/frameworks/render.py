@@ -31,7 +31,7 @@ from pathlib import PurePosixPath
 import jinja2
 
 from fawkes.errors import FawkesError
-from fawkes.frameworks import sizing
+from fawkes.frameworks import jvm_archive, sizing
 from fawkes.frameworks.sizing import RULES
 from fawkes.frameworks.spec import PORT_BLOCK, ClusterSpec, NodeSpec
 from fawkes.mechanism.model import Role
@@ -120,6 +120,9 @@ DEFAULT_OPTIONS: dict[str, str] = {
     "spark_daemon_memory": "",  # derived: 1/16 of the node's memory, 256m..1g
     "daemon_jvm_opts": "",  # JVM flags of every daemon (the JVM's defaults when empty)
     "app_jvm_opts": "",  # JVM flags of each job's driver and executors (spark.{driver,executor}.extraJavaOptions)
+    # a directory on the hosts with the installations' class-data archives (fawkes.frameworks.jvm_archive): the
+    # Spark and HDFS JVMs start in about half the CPU; "": none
+    "jvm_archive_dir": "",
     "nn_heap": "",  # derived: 1/8 of the master's memory, 256m..8g
     "dn_heap": "",  # derived: 1/16 of the node's memory, 256m..2g
     "tool_heap": "",  # derived: 1/16 of the node's memory, 256m..1g
@@ -217,10 +220,11 @@ def check_option(key: str, value: object) -> str:
             raise ValueError(f"{key}: expected FIRST-LAST, ports 1024..65535 holding at least one block of "
                              f"{PORT_BLOCK} (e.g. 21000-31999), or standard, got {text!r}")
         return f"{int(m[1])}-{int(m[2])}"
-    if key == "job_python":
+    if key in ("job_python", "jvm_archive_dir"):
         if text and (not _PATH.fullmatch(text) or "/../" in text + "/"):
-            raise ValueError(f"{key}: expected an absolute path such as /usr/bin/python3 (letters, digits and "
-                             f"._+/- only), got {text!r}")
+            raise ValueError(f"{key}: expected an absolute path such as "
+                             f"{'/usr/bin/python3' if key == 'job_python' else '/var/cache/fawkes/jvm'} (letters, "
+                             f"digits and ._+/- only), got {text!r}")
         return text
     if key in ("daemon_jvm_opts", "app_jvm_opts"):
         if text and not _JVM_FLAGS.fullmatch(text):
@@ -364,7 +368,17 @@ def context(cluster: ClusterSpec, node: NodeSpec) -> dict[str, object]:
         "dask_ports": {k: ports[k] for k in DASK_PORTS},
         "flink_ports": {k: ports[k] for k in FLINK_PORTS},
         "flink_java_opens": FLINK_JAVA_OPENS,
+        **archives(fw, opt),
     }
+
+
+def archives(fw, opt: dict[str, str]) -> dict[str, str]:
+    """``spark_archive`` and ``hdfs_archive``: the class-data archive of each installation the cluster runs
+    (its path on the hosts), "" when ``jvm_archive_dir`` is not set or the layout has none (a Hadoop home)."""
+    d = opt.get("jvm_archive_dir") or ""
+    return {"spark_archive": jvm_archive.archive_file(d, "spark", fw.spark_home, fw.java) if d and fw.spark_home
+            else "",
+            "hdfs_archive": jvm_archive.archive_file(d, "hdfs", fw.hdfs_jars, fw.java) if d and fw.hdfs_jars else ""}
 
 
 def _digest(parts: Iterable[tuple[str, str]]) -> str:

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from fawkes.frameworks import jvm_archive
 from fawkes.frameworks.spec import ClusterSpec, NodeSpec
 
 
@@ -65,6 +66,8 @@ LAB_SIZES: dict[str, str] = {
     "app_jvm_opts": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
     "job_python": sys.executable,  # every lab host sees this machine's files
     "port_range": "standard",  # the frameworks' own ports (each lab host has its own address)
+    # the lab's class-data archives, built by dists.ensure_lab_dists (a daemon starts without one until then)
+    "jvm_archive_dir": jvm_archive.lab_dir(),
 }
 
 

@@ -254,10 +254,12 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
     def submit_conf(self, cluster: ClusterSpec) -> dict[str, str]:
         """``--conf`` keys for a client-mode driver of this cluster.  ``spark.cores.max`` stays unset, so
         an application takes executors on every worker, the ones a grow adds included."""
-        from fawkes.frameworks.render import _options
+        from fawkes.frameworks.render import _options, archives
         from fawkes.frameworks.sizing import submit_executor_memory
 
         u, opt = self.urls(cluster), _options(cluster)
+        archive = archives(cluster.framework, opt)["spark_archive"]
+        jvm = " ".join(filter(None, (opt["app_jvm_opts"], archive and f"-XX:SharedArchiveFile={archive}")))
         return {"spark.master": u["master"], "spark.hadoop.fs.defaultFS": self.default_fs(cluster),
                 "spark.decommission.enabled": "true", "spark.storage.decommission.enabled": "true",
                 "spark.storage.decommission.rddBlocks.enabled": "true",
@@ -265,8 +267,10 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
                 # a decommissioned executor exits once a migration pass finds nothing left: passes this far apart
                 "spark.storage.decommission.replicationReattemptInterval": f"{opt['decommission_retry_s']}s",
                 "spark.executor.memory": submit_executor_memory(cluster),
-                **({"spark.driver.extraJavaOptions": opt["app_jvm_opts"],
-                    "spark.executor.extraJavaOptions": opt["app_jvm_opts"]} if opt["app_jvm_opts"] else {})}
+                **({"spark.driver.extraJavaOptions": jvm, "spark.executor.extraJavaOptions": jvm} if jvm else {}),
+                # the archive's jars first (fawkes.frameworks.jvm_archive); the file must be on every host
+                **({"spark.driver.extraClassPath": f"{cluster.framework.spark_home}/jars/*",
+                    "spark.executor.extraClassPath": f"{cluster.framework.spark_home}/jars/*"} if archive else {})}
 
     @staticmethod
     def _ui_conf(cluster: ClusterSpec, job_id: int) -> dict[str, str]:
