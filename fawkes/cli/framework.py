@@ -41,6 +41,11 @@ def dists_cmd(install: bool, as_json: bool, quiet: bool) -> None:
     click.echo(f"hdfs_jars    {d.hdfs_home}  (HDFS {d.hdfs_version}, tests only)")
     click.echo(f"flink_home   {d.flink_home}  (Flink {dists.FLINK_VERSION}; its word count: {d.flink_apps})")
     click.echo(f"java         {d.java}")
+    from fawkes.frameworks.sizing import LAB_SIZES
+
+    if LAB_SIZES["jvm_archive_dir"]:
+        click.echo(f"jvm archives {LAB_SIZES['jvm_archive_dir']}  (the lab's option jvm_archive_dir: its JVMs start "
+                   "from class-data archives)")
     click.echo("register with: fawkes framework add lab --kind spark-hdfs "
                f"--spark-home {d.spark_home} --hdfs-jars {d.hdfs_home}")
     click.echo("          or: fawkes framework add lab-flink --kind flink-hdfs "
