@@ -115,3 +115,24 @@ def test_a_build_that_fails_says_so_and_leaves_no_archive(tmp_path):
 def test_the_command_refuses_bad_arguments():
     assert jvm_archive.main(["/tmp/x", "yarn", "/opt"]) == 2
     assert jvm_archive.main([]) == 2
+
+
+def test_flink_daemons_and_client_use_their_archive(tmp_path):
+    fw = FrameworkPaths("fl", "flink-hdfs", flink_home="/opt/flink", hdfs_jars="/opt/hdfs-2.7.3")
+    c = cluster(tmp_path, fw)
+    flink = jvm_archive.archive_file(str(tmp_path / "jsa"), "flink", "/opt/flink", "java")
+    env = render_cluster(c)["h1"].files["conf/flink-env.sh"]
+    assert sourced(env, tmp_path, "JVM_ARGS") == {"JVM_ARGS": ""}  # not on the host: Flink's scripts as ever
+    Path(flink).parent.mkdir(parents=True)
+    Path(flink).write_bytes(b"x")
+    assert sourced(env, tmp_path, "JVM_ARGS") == {"JVM_ARGS": f"-XX:SharedArchiveFile={flink}"}
+
+    class Job:
+        id, argv, input_path = 3, ("/jobs/wc.jar", "{input}"), "/in"
+
+    from fawkes.frameworks.flink_hdfs import FlinkHdfsDriver
+    launch = FlinkHdfsDriver(None).job_command(c, Job(), output="/out/3", driver_memory="512m")
+    assert launch.env["JVM_ARGS"] == f"-Xmx512m -Dfawkes.job=ar/3 -XX:SharedArchiveFile={flink}"
+    off = FlinkHdfsDriver(None).job_command(cluster(tmp_path, fw, jvm_archive_dir=""), Job(), output="/o",
+                                            driver_memory="512m")
+    assert off.env["JVM_ARGS"] == "-Xmx512m -Dfawkes.job=ar/3"

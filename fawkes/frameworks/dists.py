@@ -382,14 +382,14 @@ def java_bin(java_home: Path | None = None) -> str:
     return found
 
 
-def _lab_archives(spark: Path, hdfs: Path, progress: Progress | None) -> None:
-    """The class-data archives of the lab's Spark and HDFS (``sizing.LAB_SIZES['jvm_archive_dir']``), built once;
-    a lab without them runs as before, its JVMs starting slower."""
+def _lab_archives(spark: Path, hdfs: Path, flink: Path, progress: Progress | None) -> None:
+    """The class-data archives of the lab's Spark, HDFS and Flink (``sizing.LAB_SIZES['jvm_archive_dir']``),
+    built once; a lab without them runs as before, its JVMs starting slower."""
     from fawkes.frameworks import jvm_archive
 
     d = jvm_archive.lab_dir()
     if d:
-        for family, home in (("hdfs", hdfs), ("spark", spark)):
+        for family, home in (("hdfs", hdfs), ("spark", spark), ("flink", flink)):
             jvm_archive.ensure(Path(d), family, home, "java", progress=progress)
 
 
@@ -399,6 +399,6 @@ def ensure_lab_dists(*, install: bool = False, progress: Progress | None = None)
     _say(progress, f"Spark home: {home}")
     hdfs = ensure_hdfs_jars(progress=progress)
     apps = flink_apps_jar(progress=progress)
-    _lab_archives(home, hdfs, progress)
+    _lab_archives(home, hdfs, flink_home(), progress)
     return LabDists(spark_home=home, spark_version=spark_version(home), hdfs_home=hdfs,
                     hdfs_version=HDFS_VERSION, java=java_bin(), flink_home=flink_home(), flink_apps=apps)

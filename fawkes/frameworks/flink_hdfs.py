@@ -34,7 +34,7 @@ from fawkes.frameworks import metrics as M
 from fawkes.frameworks.base import JobLaunch, SuspendHooks, WorkerLaunch
 from fawkes.frameworks.control import ControlScriptDriver, check_problems
 from fawkes.frameworks.hdfs import HdfsStorage, hdfs_checks, hdfs_path
-from fawkes.frameworks.render import _options, cluster_dirs, cluster_ports
+from fawkes.frameworks.render import _options, archives, cluster_dirs, cluster_ports
 from fawkes.frameworks.sample import FrameworkSample, TaskCounts, sum_tasks
 from fawkes.frameworks.spec import ClusterSpec, FrameworkPaths, NodeSpec
 from fawkes.mechanism.model import Role
@@ -187,10 +187,13 @@ class FlinkHdfsDriver(HdfsStorage, ControlScriptDriver):
         d = cluster_dirs(cluster, cluster.master)
         argv = (f"{fw.flink_home}/bin/flink", "run", f"-Dpipeline.name=fawkes-{cluster.name}-{job.id}",
                 *(self.expand(cluster, a, job, output) for a in job.argv))
+        opt = _options(cluster)
+        archive = archives(fw, opt)["flink_archive"]  # must be on the master host (fawkes.frameworks.jvm_archive)
         env = {"FLINK_CONF_DIR": d["conf"], "FLINK_LOG_DIR": d["logs"], "HADOOP_CONF_DIR": d["conf"],
                "HADOOP_CLASSPATH": ":".join(fw.hdfs_classpath),
-               "JVM_ARGS": f"-Xmx{driver_memory or _options(cluster)['driver_memory']} "
-                           f"-Dfawkes.job={cluster.name}/{job.id}",
+               "JVM_ARGS": " ".join(filter(None, (f"-Xmx{driver_memory or opt['driver_memory']}",
+                                                  f"-Dfawkes.job={cluster.name}/{job.id}",
+                                                  archive and f"-XX:SharedArchiveFile={archive}"))),
                **({"JAVA_HOME": fw.java_home} if fw.java_home else {})}
         return JobLaunch(argv, env)
 

@@ -7,9 +7,9 @@ pages are shared between the JVMs of a host) instead.  On a host of a fraction o
 grow waits for.
 
 The cluster option ``jvm_archive_dir`` (off when empty) names a directory on the hosts that holds, per
-installation and Java, ``spark-<key>.jsa`` (Spark's daemons, drivers and executors) and ``hdfs-<key>.jsa``
-(NameNode, DataNode and the HDFS tools of an ``--hdfs-jars`` install); :func:`archive_file` says which
-file.  A daemon uses its archive only when the file is there (the control script checks); the archive's
+installation and Java, ``spark-<key>.jsa`` (Spark's daemons, drivers and executors), ``hdfs-<key>.jsa``
+(NameNode, DataNode and the HDFS tools of an ``--hdfs-jars`` install) and ``flink-<key>.jsa`` (JobManager,
+TaskManagers and the ``flink run`` client, through ``JVM_ARGS``); :func:`archive_file` says which file.  A daemon uses its archive only when the file is there (the control script checks); the archive's
 classpath (the installation's jars) then goes first on the daemon's classpath, ahead of the cluster's conf
 dir, because Java accepts an archive only for a classpath that starts with the one it was built for and
 holds no non-empty directory before it.  No jar of either installation holds a file of that conf dir's
@@ -19,8 +19,9 @@ Java's build; a stale one is ignored (the JVM starts as without it).  A driver's
 
 :func:`ensure` builds the archives for the lab's installations (``fawkes.frameworks.dists``): it starts
 each JVM once on loopback with ``-XX:DumpLoadedClassList`` (a master, a worker, a word count's driver and
-executor; a NameNode, a DataNode, ``put``, ``cat`` and ``dfsadmin -report``), merges the lists and dumps
-them with ``-Xshare:dump``; about a minute, once per installation and Java (cached beside the archive).
+executor; a NameNode, a DataNode, ``put``, ``cat`` and ``dfsadmin -report``; a JobManager, a TaskManager and
+the word count's client), merges the lists and dumps them with ``-Xshare:dump``; about two minutes for the
+three, once per installation and Java (cached beside the archive).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-FAMILIES = ("spark", "hdfs")
+FAMILIES = ("spark", "hdfs", "flink")
 #: the flags the capture runs with (the lab's daemon_jvm_opts: an archive is the same for any GC or JIT)
 CAPTURE_OPTS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 APPS = Path(__file__).resolve().parent.parent / "apps"
@@ -64,7 +65,15 @@ def archive_file(archive_dir: str, family: str, home: str, java: str) -> str:
 
 
 def classpath_head(family: str, home: str) -> str:
-    """The classpath the archive of ``family`` is built for, which goes first on a JVM's that uses it."""
+    """The classpath the archive of ``family`` is built for, which goes first on a JVM's that uses it (Flink's:
+    its scripts' own, ``constructFlinkClassPath``: every jar of lib/, flink-dist last)."""
+    if family == "flink":
+        r = subprocess.run(["bash", "-c", 'FLINK_LIB_DIR="$1/lib"; . "$1/bin/config.sh" >/dev/null 2>&1; '
+                                          'constructFlinkClassPath', "cp", home],
+                           capture_output=True, text=True, timeout=60, env={**os.environ, "FLINK_HOME": home})
+        if r.returncode != 0 or not r.stdout.strip():
+            raise RuntimeError(f"Flink's classpath: {r.stderr[-300:]}")
+        return r.stdout.strip().splitlines()[-1]
     return f"{home}/jars/*"
 
 
@@ -75,7 +84,7 @@ def _identity(family: str, home: Path, java: str) -> str:
     real = Path(shutil.which(java) or java).resolve()
     st = real.stat()
     parts = [f"{family} {real} {st.st_size} {int(st.st_mtime)}"]
-    for jar in sorted((home / "jars").glob("*.jar")):
+    for jar in sorted((home / ("lib" if family == "flink" else "jars")).glob("*.jar")):
         s = jar.stat()
         parts.append(f"{jar.name} {s.st_size} {int(s.st_mtime)}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
@@ -105,7 +114,8 @@ def ensure(archive_dir: Path, family: str, home: Path, java: str = "java", *,
             progress(f"building the {family} class-data archive (once per installation and Java, ~1 min)")
         try:
             with tempfile.TemporaryDirectory(prefix=f"fawkes-cds-{family}-") as tmp:
-                lists = (_capture_spark if family == "spark" else _capture_hdfs)(Path(tmp), home, java)
+                capture = {"spark": _capture_spark, "hdfs": _capture_hdfs, "flink": _capture_flink}[family]
+                lists = capture(Path(tmp), home, java)
                 classes = _merge(lists)
                 listing = Path(tmp) / "classes.lst"
                 listing.write_text("\n".join(classes) + "\n")
@@ -284,11 +294,65 @@ def _capture_hdfs(tmp: Path, home: Path, java: str) -> list[Path]:
     return lists
 
 
+def _capture_flink(tmp: Path, home: Path, java: str) -> list[Path]:
+    """Class lists of a JobManager, a TaskManager and a client running the lab's word count, on loopback."""
+    import json
+
+    from fawkes.frameworks import dists
+    from fawkes.frameworks.render import FLINK_JAVA_OPENS
+
+    conf, logs = tmp / "conf", tmp / "logs"
+    conf.mkdir()
+    logs.mkdir()
+    rpc, rest = _free_port(), _free_port()
+    lists = {n: tmp / f"{n}.lst" for n in ("jobmanager", "taskmanager", "client")}
+    opts = f"{FLINK_JAVA_OPENS} {' '.join(CAPTURE_OPTS)}"
+    loop = json.dumps("127.0.0.1")
+    (conf / "config.yaml").write_text(
+        f"env:\n  java:\n    opts:\n      all: {json.dumps(opts)}\n"
+        + "".join(f"      {n}: {json.dumps(f'-XX:DumpLoadedClassList={f}')}\n" for n, f in lists.items())
+        + f"jobmanager:\n  rpc:\n    address: {loop}\n    port: {rpc}\n  bind-host: {loop}\n"
+        "  memory:\n    process:\n      size: 768m\n"
+        f"taskmanager:\n  host: {loop}\n  bind-host: {loop}\n  numberOfTaskSlots: 1\n"
+        "  memory:\n    process:\n      size: 1024m\n    managed:\n      fraction: 0.1\n"
+        f"rest:\n  address: {loop}\n  bind-address: {loop}\n  port: {rest}\n"
+        f"io:\n  tmp:\n    dirs: {json.dumps(str(tmp))}\n")
+    env = {**os.environ, "FLINK_HOME": str(home), "FLINK_CONF_DIR": str(conf), "FLINK_LOG_DIR": str(logs),
+           "FLINK_PID_DIR": str(tmp), "FLINK_IDENT_STRING": "fawkes-cds"}
+    if shutil.which(java) and java != "java":
+        env["JAVA_HOME"] = str(Path(shutil.which(java)).resolve().parent.parent)
+    src = tmp / "input.txt"
+    src.write_text("a b c a\n" * 200)
+
+    def overview() -> dict:
+        import urllib.request
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{rest}/overview", timeout=2) as r:
+                return json.loads(r.read())
+        except (OSError, ValueError):
+            return {}
+
+    with _daemons() as procs:
+        procs.append(subprocess.Popen([str(home / "bin" / "jobmanager.sh"), "start-foreground"], env=env,
+                                      stdout=(logs / "jm.out").open("wb"), stderr=subprocess.STDOUT))
+        _wait("the capture's JobManager", lambda: bool(overview()), procs)
+        procs.append(subprocess.Popen([str(home / "bin" / "taskmanager.sh"), "start-foreground"], env=env,
+                                      stdout=(logs / "tm.out").open("wb"), stderr=subprocess.STDOUT))
+        _wait("the capture's TaskManager", lambda: overview().get("taskmanagers", 0) >= 1, procs)
+        jar = dists.flink_apps_jar()
+        r = subprocess.run([str(home / "bin" / "flink"), "run", "-m", f"127.0.0.1:{rest}", str(jar),
+                            f"file://{src}", f"file://{tmp / 'out'}", "1", "0"], env=env, capture_output=True,
+                           text=True, timeout=600, cwd=tmp)
+        if r.returncode != 0:
+            raise RuntimeError(f"the capture's word count exited {r.returncode}: {r.stdout[-300:]}{r.stderr[-300:]}")
+    return list(lists.values())
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python3 -m fawkes.frameworks.jvm_archive DIR spark|hdfs HOME [JAVA]``: build (or find) an archive."""
+    """``python3 -m fawkes.frameworks.jvm_archive DIR spark|hdfs|flink HOME [JAVA]``: build (or find) an archive."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) not in (3, 4) or args[1] not in FAMILIES:
-        print("usage: python3 -m fawkes.frameworks.jvm_archive DIR spark|hdfs HOME [JAVA]", file=sys.stderr)
+        print("usage: python3 -m fawkes.frameworks.jvm_archive DIR spark|hdfs|flink HOME [JAVA]", file=sys.stderr)
         return 2
     out = ensure(Path(args[0]), args[1], Path(args[2]), args[3] if len(args) == 4 else "java",
                  progress=lambda m: print(m, file=sys.stderr, flush=True))

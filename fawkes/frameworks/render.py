@@ -373,12 +373,13 @@ def context(cluster: ClusterSpec, node: NodeSpec) -> dict[str, object]:
 
 
 def archives(fw, opt: dict[str, str]) -> dict[str, str]:
-    """``spark_archive`` and ``hdfs_archive``: the class-data archive of each installation the cluster runs
-    (its path on the hosts), "" when ``jvm_archive_dir`` is not set or the layout has none (a Hadoop home)."""
+    """``spark_archive``, ``hdfs_archive`` and ``flink_archive``: the class-data archive of each installation
+    the cluster runs (its path on the hosts), "" when ``jvm_archive_dir`` is not set or the layout has none (a
+    Hadoop home)."""
     d = opt.get("jvm_archive_dir") or ""
-    return {"spark_archive": jvm_archive.archive_file(d, "spark", fw.spark_home, fw.java) if d and fw.spark_home
-            else "",
-            "hdfs_archive": jvm_archive.archive_file(d, "hdfs", fw.hdfs_jars, fw.java) if d and fw.hdfs_jars else ""}
+    homes = {"spark": fw.spark_home, "hdfs": fw.hdfs_jars, "flink": fw.flink_home}
+    return {f"{family}_archive": jvm_archive.archive_file(d, family, home, fw.java) if d and home else ""
+            for family, home in homes.items()}
 
 
 def _digest(parts: Iterable[tuple[str, str]]) -> str:
