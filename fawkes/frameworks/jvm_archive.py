@@ -9,10 +9,11 @@ grow waits for.
 The cluster option ``jvm_archive_dir`` (off when empty) names a directory on the hosts that holds, per
 installation and Java, ``spark-<key>.jsa`` (Spark's daemons, drivers and executors), ``hdfs-<key>.jsa``
 (NameNode, DataNode and the HDFS tools of an ``--hdfs-jars`` install) and ``flink-<key>.jsa`` (JobManager,
-TaskManagers and the ``flink run`` client, through ``JVM_ARGS``); :func:`archive_file` says which file.  A daemon uses its archive only when the file is there (the control script checks); the archive's
+TaskManagers and the ``flink run`` client, through ``JVM_ARGS``); :func:`archive_file` says which file.  A
+daemon uses its archive only when the file is there (the control script checks); the archive's
 classpath (the installation's jars) then goes first on the daemon's classpath, ahead of the cluster's conf
 dir, because Java accepts an archive only for a classpath that starts with the one it was built for and
-holds no non-empty directory before it.  No jar of either installation holds a file of that conf dir's
+holds no non-empty directory before it.  No jar of these installations holds a file of that conf dir's
 names, so the order changes nothing else.  A JVM checks the archive against its jars (size and time) and
 Java's build; a stale one is ignored (the JVM starts as without it).  A driver's and its executors'
 ``spark.*.extraJavaOptions`` name the file without the check: the archive must be on every host.
@@ -47,16 +48,15 @@ APPS = Path(__file__).resolve().parent.parent / "apps"
 
 def lab_dir() -> str:
     """Where the lab keeps its archives (beside its distributions), "" if that path is no option value."""
-    import re
-
     from fawkes.frameworks.dists import cache_root
+    from fawkes.frameworks.spec import option_path
 
     d = str(cache_root() / "jvm-archives")
-    return d if re.fullmatch(r"/[A-Za-z0-9._+/-]{1,255}", d) and "/../" not in d + "/" else ""
+    return d if option_path(d) else ""
 
 
 def archive_file(archive_dir: str, family: str, home: str, java: str) -> str:
-    """The archive of ``family`` (spark or hdfs) for the installation at ``home`` run by ``java`` (the
+    """The archive of ``family`` (:data:`FAMILIES`) for the installation at ``home`` run by ``java`` (the
     framework record's: ``java`` or JAVA_HOME/bin/java) in ``archive_dir``."""
     if family not in FAMILIES:
         raise ValueError(f"unknown archive family {family!r}")
@@ -194,6 +194,12 @@ def _daemons():
                     p.wait()
 
 
+def _java_home(java: str) -> dict[str, str]:
+    """``JAVA_HOME`` for the frameworks' scripts when ``java`` is not the one on the PATH."""
+    found = shutil.which(java)
+    return {"JAVA_HOME": str(Path(found).resolve().parent.parent)} if found and java != "java" else {}
+
+
 def _capture_spark(tmp: Path, home: Path, java: str) -> list[Path]:
     """Class lists of a master, a worker, and a word count's driver and executor, on loopback."""
     conf, logs, work = tmp / "conf", tmp / "logs", tmp / "work"
@@ -204,9 +210,8 @@ def _capture_spark(tmp: Path, home: Path, java: str) -> list[Path]:
     head = classpath_head("spark", str(home))
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_CONF_DIR": str(conf), "SPARK_LOG_DIR": str(logs),
            "SPARK_DAEMON_CLASSPATH": head, "SPARK_DAEMON_MEMORY": "128m", "SPARK_NO_DAEMONIZE": "1",
-           "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    if shutil.which(java) and java != "java":
-        env["JAVA_HOME"] = str(Path(shutil.which(java)).resolve().parent.parent)
+           "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           **_java_home(java)}
     lists = {n: tmp / f"{n}.lst" for n in ("master", "worker", "driver", "executor")}
     cls = str(home / "bin" / "spark-class")
     src = tmp / "input.txt"
@@ -262,11 +267,11 @@ def _capture_hdfs(tmp: Path, home: Path, java: str) -> list[Path]:
         "log4j.rootLogger=WARN,console\nlog4j.appender.console=org.apache.log4j.ConsoleAppender\n"
         "log4j.appender.console.layout=org.apache.log4j.PatternLayout\n")
     cp = f"{classpath_head('hdfs', str(home))}:{conf}:{home}"
-    lists: list[Path] = []
+    lists: dict[str, Path] = {}
 
     def jvm(label: str, cls: str, *args: str) -> list[str]:
-        lists.append(tmp / f"{label}.lst")
-        return [java, "-Xmx256m", *CAPTURE_OPTS, f"-XX:DumpLoadedClassList={lists[-1]}", "-cp", cp, cls, *args]
+        lists[label] = tmp / f"{label}.lst"
+        return [java, "-Xmx256m", *CAPTURE_OPTS, f"-XX:DumpLoadedClassList={lists[label]}", "-cp", cp, cls, *args]
 
     def tool(label: str, cls: str, *args: str) -> str:
         r = subprocess.run(jvm(label, cls, *args), capture_output=True, text=True, timeout=300)
@@ -291,7 +296,7 @@ def _capture_hdfs(tmp: Path, home: Path, java: str) -> list[Path]:
         shell = "org.apache.hadoop.fs.FsShell"
         tool("put", shell, "-put", str(src), "/input.txt")
         tool("cat", shell, "-cat", "/input.txt")
-    return lists
+    return list(lists.values())
 
 
 def _capture_flink(tmp: Path, home: Path, java: str) -> list[Path]:
@@ -318,9 +323,7 @@ def _capture_flink(tmp: Path, home: Path, java: str) -> list[Path]:
         f"rest:\n  address: {loop}\n  bind-address: {loop}\n  port: {rest}\n"
         f"io:\n  tmp:\n    dirs: {json.dumps(str(tmp))}\n")
     env = {**os.environ, "FLINK_HOME": str(home), "FLINK_CONF_DIR": str(conf), "FLINK_LOG_DIR": str(logs),
-           "FLINK_PID_DIR": str(tmp), "FLINK_IDENT_STRING": "fawkes-cds"}
-    if shutil.which(java) and java != "java":
-        env["JAVA_HOME"] = str(Path(shutil.which(java)).resolve().parent.parent)
+           "FLINK_PID_DIR": str(tmp), "FLINK_IDENT_STRING": "fawkes-cds", **_java_home(java)}
     src = tmp / "input.txt"
     src.write_text("a b c a\n" * 200)
 

@@ -33,7 +33,7 @@ import jinja2
 from fawkes.errors import FawkesError
 from fawkes.frameworks import jvm_archive, sizing
 from fawkes.frameworks.sizing import RULES
-from fawkes.frameworks.spec import PORT_BLOCK, ClusterSpec, NodeSpec
+from fawkes.frameworks.spec import PORT_BLOCK, ClusterSpec, NodeSpec, option_path
 from fawkes.mechanism.model import Role
 from fawkes.resources import data_dir
 
@@ -165,7 +165,6 @@ _JVM_FLAGS = re.compile(r"(-[A-Za-z0-9:+=._/-]+)( -[A-Za-z0-9:+=._/-]+)*")
 _SIZE_OPTS = ("blocksize", "spark_daemon_memory", "nn_heap", "dn_heap", "tool_heap", "executor_memory",
               "driver_memory", "flink_jm_memory", "flink_tm_memory")
 _PORT_RANGE = re.compile(r"([0-9]{4,5})-([0-9]{4,5})")
-_PATH = re.compile(r"/[A-Za-z0-9._+/-]{1,255}")  # job_python: an absolute path, no space, quote or control
 _INT_OPTS = ("replication", "worker_timeout_s", "heartbeat_s", "recheck_ms", "decommission_interval_s",
              "decommission_retry_s", "flink_rescale_wait_s",
              "replication_max_streams", "replication_max_streams_hard", "replication_work_multiplier",
@@ -221,7 +220,7 @@ def check_option(key: str, value: object) -> str:
                              f"{PORT_BLOCK} (e.g. 21000-31999), or standard, got {text!r}")
         return f"{int(m[1])}-{int(m[2])}"
     if key in ("job_python", "jvm_archive_dir"):
-        if text and (not _PATH.fullmatch(text) or "/../" in text + "/"):
+        if text and not option_path(text):
             raise ValueError(f"{key}: expected an absolute path such as "
                              f"{'/usr/bin/python3' if key == 'job_python' else '/var/cache/fawkes/jvm'} (letters, "
                              f"digits and ._+/- only), got {text!r}")

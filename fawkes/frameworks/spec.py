@@ -15,6 +15,13 @@ from fawkes.errors import FawkesError
 from fawkes.mechanism.model import Role
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_OPTION_PATH = re.compile(r"/[A-Za-z0-9._+/-]{1,255}")
+
+
+def option_path(text: str) -> bool:
+    """Whether ``text`` may be a path option's value (``job_python``, ``jvm_archive_dir``): absolute, of
+    letters, digits and ``._+/-`` only (no space, quote or control), no ``..`` component."""
+    return bool(_OPTION_PATH.fullmatch(text)) and "/../" not in text + "/"
 #: ports in one cluster's block (its ``port_slot``): block ``s`` of the option ``port_range`` FIRST-LAST is
 #: FIRST + s * PORT_BLOCK .. FIRST + (s + 1) * PORT_BLOCK - 1; each kind names its ports by offset in it
 PORT_BLOCK = 20
