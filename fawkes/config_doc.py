@@ -225,6 +225,7 @@ opportunistic:                                # UBIS: lend measured slack (docs/
   clusters: {etl: accept, bi: refuse}         # per MR-cluster: accept | refuse
   default: refuse                             # the others
   t_alloc: 0.9                                # lend a host while its use is under t_alloc x capacity
+  # t_alloc_tune: true                        # U-6: climb t_alloc online (0.5-0.95, 0.05 a 60-s window)
 # schedules:                                  # scheduled minima (docs/mechanism.md); fawkes plan --at TIME
 #   - {cluster: etl, cron: "0 1 * * *", min_core: 6, for: 3h}   # 01:00-04:00 UTC: etl holds >= 6 nodes
 # notify:                                     # webhooks (docs/notifications.md): signed JSON POSTs

@@ -11,6 +11,10 @@ A lab of 2 hosts with a CPU quota each (0.6 cores, 3 GiB): cluster ``a`` holds h
    one period), and the coordinator records the preemption;
 3. everything is released: no daemon and no agent is left.
 
+The Lender climbs T_alloc (UBIS U-6, windows of 5 s): while ``b`` waits for slack its windows count the
+borrowed worker's CPU as work and move T_alloc a step; the watchdog's stop throws away what the worker did since
+its last idle check.
+
 The long benchmark (``bench/bench_ubis_lab.py``: B's job sooner on A's slack, A's job no slower, the
 promotion) stays in ``bench/``.  Lab hosts are CPU quotas of one 2-core machine.
 """
@@ -45,7 +49,8 @@ def test_a_borrowed_worker_is_stopped_by_the_watchdog_when_the_lenders_load_retu
     from fawkes.coordinator.ubis import Lender
 
     t0 = time.monotonic()
-    with ubis_coordinator(ubis_lab, tmp_path, {"a": 1, "b": 1}, {"b": "accept", "a": "refuse"}) as run:
+    with ubis_coordinator(ubis_lab, tmp_path, {"a": 1, "b": 1}, {"b": "accept", "a": "refuse"},
+                          "t_alloc_tune: true, tune_window_s: 5") as run:
         coord, store, drive = run.coord, run.store, run.drive
         data = tmp_path / "words.txt"
         data.write_text("\n".join(f"w{i % 50} w{(i * 7) % 50}" for i in range(2000)) + "\n")
@@ -113,8 +118,17 @@ def test_a_borrowed_worker_is_stopped_by_the_watchdog_when_the_lenders_load_retu
         assert stop["time"] - loaded_at <= 60.0, (issued_at, loaded_at, checks[-4:], stop)
         assert lender.preemptions == earlier + 1
         assert any(e.kind == "ubis" and "h1" in e.message for e in store.events(limit=40))
+        # U-6: the windows while b waited counted the borrowed worker's CPU and moved T_alloc a step each
+        windows = lender.windows + [{"work_s": lender.window.work_s, "lost_s": lender.window.lost_s}]
+        assert any(w["work_s"] > 0 and w["waited"] for w in lender.windows), windows
+        assert sum(w["lost_s"] for w in windows) > 0, windows  # the stop threw away the worker's work
+        moves = [e.message for e in store.events(limit=200) if e.kind == "ubis" and e.message.startswith("T_alloc ")]
+        steps = [tuple(float(x) for x in m.split()[1:4:2]) for m in moves]  # oldest first
+        assert steps and steps[0] == (0.9, 0.95), moves  # the first window that waited: up one step
+        assert all(abs(b - a) == pytest.approx(0.05) and 0.5 <= b <= 0.95 for a, b in steps), moves
         stopped = time.monotonic() - t0
         store.cancel_jobs([job])
         print(f"\nUBIS short lab: deployed {deployed:.0f} s, lent {lent:.0f} s, the watchdog stopped b's worker "
               f"{stop['time'] - first:.1f} s after the load's first check, {stop['time'] - loaded_at:.1f} s after the "
-          f"loop started ({stopped:.0f} s; {len(early)} loan(s) stopped by h1's own use before the loop)")
+          f"loop started ({stopped:.0f} s; {len(early)} loan(s) stopped by h1's own use before the loop); "
+              f"U-6 windows: {lender.windows}")

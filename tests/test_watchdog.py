@@ -212,6 +212,32 @@ def test_worker_cgroup_caps_it_and_lowers_its_priority(host):
     assert not any(Path(g).exists() for g in groups)  # its groups removed
 
 
+def test_checks_and_the_stop_report_the_workers_own_cpu_seconds(host):
+    """UBIS U-6 live reads an opportunistic worker's work from ``worker_cpu_s``: its cpu group's CPU seconds,
+    rising while it computes, never faster than its cap, and read once more at its stop."""
+    burn = ["--", sys.executable, "-c", "import time\nt = time.time() + 60\nwhile time.time() < t: pass"]
+    p = run_wd(*idle(host), "--worker-cpus", "0.03", "--period", "0.5", "--verbose", "--stdin-eof", *burn)
+    events(p, "started")
+    checks = [e for e in (json.loads(p.stdout.readline()) for _ in range(8)) if e["event"] == "check"]
+    used = [c["worker_cpu_s"] for c in checks]
+    assert len(used) == 8 and used == sorted(used) and used[-1] > used[0], used
+    span = checks[-1]["time"] - checks[0]["time"]
+    assert used[-1] - used[0] <= 0.03 * span * 1.5 + 0.02, (used, span)  # capped at 0.03 cores (CFS: per period)
+    p.stdin.close()
+    stop = next(e for e in events(p, "stopped") if e["event"] == "stopped")
+    assert stop["worker_cpu_s"] >= used[-1], (stop, used)
+    assert p.wait(10) == wd.EXIT_GONE
+
+
+def test_a_worker_without_a_group_of_its_own_reports_no_cpu_seconds(host):
+    p = run_wd(*idle(host), "--period", "0.3", "--verbose", "--stdin-eof", *WORKER)
+    events(p, "started")
+    check = json.loads(p.stdout.readline())
+    assert check["event"] == "check" and "worker_cpu_s" not in check
+    p.stdin.close()
+    assert p.wait(10) == wd.EXIT_GONE
+
+
 # ---------------------------------------------------------------------------------------------- membership
 def test_an_unrelated_process_with_the_same_name_survives(host, tmp_path):
     decoy = subprocess.Popen([sys.executable, "-c", SLEEPER, "120"], start_new_session=True)

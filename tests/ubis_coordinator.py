@@ -44,8 +44,9 @@ class UbisRun:
 
 
 @contextmanager
-def ubis_coordinator(lab, tmp_path, clusters: dict[str, int], lending: dict[str, str]):
-    """``clusters``: name -> min core nodes, requested in that order; ``lending``: name -> accept | refuse."""
+def ubis_coordinator(lab, tmp_path, clusters: dict[str, int], lending: dict[str, str], opportunistic: str = ""):
+    """``clusters``: name -> min core nodes, requested in that order; ``lending``: name -> accept | refuse;
+    ``opportunistic``: more fields of the config's section (YAML flow, e.g. ``t_alloc_tune: true``)."""
     from fawkes.config import load_config
     from fawkes.coordinator.service import build
 
@@ -57,7 +58,8 @@ def ubis_coordinator(lab, tmp_path, clusters: dict[str, int], lending: dict[str,
     config.write_text(f"state: sqlite:///{tmp_path / 'state.db'}\ninventory: {lab.inventory_path}\n"
                       f"policy: {preset}\nperiod: 3600\nsample_period: 1\n"
                       f"cluster_options: {json.dumps(LAB_OPTIONS)}\n"
-                      f"opportunistic: {{clusters: {json.dumps(lending)}, t_alloc: 0.9, measure_s: 0.5}}\n")
+                      f"opportunistic: {{clusters: {json.dumps(lending)}, t_alloc: 0.9, measure_s: 0.5"
+                      f"{', ' + opportunistic if opportunistic else ''}}}\n")
     cfg = load_config(config)
     coord = build(cfg)
     store = coord.store

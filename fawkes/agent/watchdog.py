@@ -287,6 +287,10 @@ class CpuMeter:
     def where(self) -> str:
         return "machine" if self.scope is None else self.scope[0]
 
+    def used_s(self) -> float:
+        """CPU seconds the scope has used so far (UBIS U-6: an opportunistic worker's work)."""
+        return self._usage()
+
     def _usage(self) -> float:
         """CPU seconds used so far (machine: busy seconds over all CPUs)."""
         if self.scope is None:
@@ -543,6 +547,14 @@ def make_worker_groups(args) -> list[str]:
             raise BadInput(f"--worker-memory-mb: cannot set up cgroup {d}: {exc.strerror or exc}") from None
         dirs.append(d)
     return dirs
+
+
+def worker_meter(groups: list[str]) -> "CpuMeter | None":
+    """The CPU meter of the worker's own cpu group (None without one): the ``worker_cpu_s`` of the check and
+    stop events, the CPU seconds the worker has used since it started."""
+    h = hierarchy("cpu")
+    d = next((g for g in groups if h is not None and g.startswith(h[0].rstrip("/") + "/")), None)
+    return CpuMeter((d, h[1])) if d else None
 
 
 def _write(path: str, text: str) -> None:
@@ -845,6 +857,7 @@ def main(argv: list[str] | None = None) -> int:
                    cgroups=mounted)
             return EXIT_DONE
         return follow(args, cpu, mem, report, mounted)
+    worker_cpu = None  # the worker's own CPU meter (its cpu group), when the watchdog made one
     try:
         modes = sum(x is not None for x in (args.pgid, args.pid)) + bool(cmd)
         if modes != 1:
@@ -859,6 +872,7 @@ def main(argv: list[str] | None = None) -> int:
         if cmd:
             groups = make_worker_groups(args)
             guard = launch(cmd, args.nice, groups, args.worker_log, args.worker_pidfile)
+            worker_cpu = worker_meter(groups)
         else:
             guard = Guard.attach(args.pgid or args.pid, args.start_time)
     except BadInput as exc:
@@ -921,10 +935,14 @@ def main(argv: list[str] | None = None) -> int:
         recent = (recent + [{k: round(v, 4) for k, v in use.items()}])[-args.count:]
         streak, fire = rule(streak, use, limit, args.count)
         if args.verbose:
-            report("check", cpu=round(use["cpu"], 4), mem=round(use["mem"], 4), streak=streak)
+            report("check", cpu=round(use["cpu"], 4), mem=round(use["mem"], 4), streak=streak,
+                   **({"worker_cpu_s": round(worker_cpu.used_s(), 3)} if worker_cpu else {}))
         if fire:
             reason, code, why = "load", EXIT_LOAD, {"checks": recent}
             break
+
+    if worker_cpu is not None and code != EXIT_DONE:  # the worker's work up to its stop (read before the signals)
+        why = {**why, "worker_cpu_s": round(worker_cpu.used_s(), 3)}
 
     stopped = {}
     if code != EXIT_DONE:

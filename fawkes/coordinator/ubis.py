@@ -51,6 +51,7 @@ from fawkes.errors import FawkesError
 from fawkes.frameworks.base import map_only_refusal
 from fawkes.mechanism import ClusterState, Role
 from fawkes.mechanism import opportunistic as opp
+from fawkes.mechanism import talloc
 from fawkes.mechanism.model import HostUse
 from fawkes.ssh.shell import Script
 
@@ -82,6 +83,10 @@ class AgentSession:
     promoted: threading.Event = field(default_factory=threading.Event)
     exit_code: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # U-6: the worker's CPU seconds at its last check and at its last idle check (the agent's worker_cpu_s)
+    cpu_s: float = 0.0
+    idle_cpu_s: float = 0.0
+    check_t: float | None = None
 
     def send(self, data: bytes) -> bool:
         with self.lock:
@@ -153,6 +158,23 @@ class AgentSession:
                 pass
 
 
+IDLE_SHARE = 0.1  # U-6: a worker using under this share of its cap over a check period runs no task
+
+
+@dataclass
+class TuneWindow:
+    """UBIS U-6 live: what lending did over one window of the climb.  ``work_s``: CPU seconds the
+    opportunistic workers used (their cpu groups, the worker's own start included); ``lost_s``: of those,
+    what the watchdog's stops threw away, a stopped worker's CPU since its last idle check (a running task's
+    progress and, for a framework that keeps shuffle output on the worker, the finished tasks' output the
+    stop lost with it); ``waited``: some accepting cluster had demand while no host was free."""
+
+    started: float
+    work_s: float = 0.0
+    lost_s: float = 0.0
+    waited: bool = False
+
+
 class Lender:
     """The coordinator's UBIS pass: measure, decide, lend / promote / withdraw (module docstring)."""
 
@@ -174,6 +196,9 @@ class Lender:
         self.map_only_workers = map_only_refusal() is None
         self._lock = threading.Lock()
         self._last = time.monotonic()
+        self.climb = cfg.climb_start()  # U-6: T_alloc climbed online (None: cfg.t_alloc throughout)
+        self.window = TuneWindow(self._last)
+        self.windows: list[dict] = []  # the climb's last windows, newest last (status, benchmarks)
 
     # ------------------------------------------------------------------ measuring
     def _ensure_agent(self, hosts) -> list[str]:
@@ -293,7 +318,10 @@ class Lender:
                           if h not in use)
         snap = replace(snap, host_use=host_use)
         targets = {n: m.target for n, m in self.control.memory().clusters if m.target is not None}
-        plan = opp.decide(snap, self.cfg, targets, map_only_workers=self.map_only_workers)
+        self._tune(now_m)
+        plan = opp.decide(snap, self.live_cfg, targets, map_only_workers=self.map_only_workers)
+        with self._lock:
+            self.window.waited = self.window.waited or plan.wanted
         for w in plan.withdrawals:
             self._withdraw(w.host, w.reason)
         for p in plan.promotions:
@@ -305,6 +333,55 @@ class Lender:
                 self.store.record_event("ubis", f"lending {g.host} to {g.cluster} failed: {exc}", level="warning",
                                         cluster=g.cluster, node=g.host)
         return plan
+
+    # ------------------------------------------------------------------ U-6: T_alloc climbed online
+    @property
+    def t_alloc(self) -> float:
+        return self.cfg.t_alloc if self.climb is None else self.climb.t_alloc
+
+    @property
+    def live_cfg(self) -> opp.OpportunisticConfig:
+        """The config the decision reads: the configured one, with the climb's T_alloc when tuning."""
+        return self.cfg if self.climb is None else self.cfg.model_copy(update={"t_alloc": self.climb.t_alloc})
+
+    def _tune(self, now_m: float) -> None:
+        """Close the climb's window once ``tune_window_s`` has passed: one step of the climb on its gain."""
+        if self.climb is None or now_m - self.window.started < self.cfg.tune_window_s:
+            return
+        with self._lock:
+            w, self.window = self.window, TuneWindow(now_m)
+        span = now_m - w.started
+        gain = talloc.window_gain(w.work_s, w.lost_s, span)
+        before = self.climb
+        self.climb = talloc.climb(before, gain, w.waited)
+        rec = {"span_s": round(span, 1), "work_s": round(w.work_s, 2), "lost_s": round(w.lost_s, 2),
+               "gain": round(gain, 4), "waited": w.waited, "t_alloc": before.t_alloc, "next": self.climb.t_alloc}
+        self.windows = (self.windows + [rec])[-100:]
+        if not w.waited:  # nothing waited for slack: the window says nothing of T_alloc (no event)
+            return
+        self.store.record_event("ubis", f"T_alloc {before.t_alloc:g} -> {self.climb.t_alloc:g} (U-6): over "
+                                f"{span:.0f} s the opportunistic workers used {w.work_s:.1f} CPU s, preemptions "
+                                f"threw away {w.lost_s:.1f}: gain {gain:.3f} against {before.last_gain if before.last_gain is not None else 'none'}")
+        log.info("ubis: T_alloc %g -> %g (gain %.3f)", before.t_alloc, self.climb.t_alloc, gain)
+
+    def _account(self, s: AgentSession, ev: dict) -> None:
+        """A check or stop of a worker's agent: its CPU since the last one is work; a stop for load throws
+        away what it did since its last idle check."""
+        used = ev.get("worker_cpu_s")
+        if not isinstance(used, (int, float)) or isinstance(used, bool) or not 0 <= used < 1e9:
+            return
+        t = ev.get("time")
+        with self._lock:
+            step = max(0.0, used - s.cpu_s)
+            self.window.work_s += step
+            if ev.get("event") == "check" and isinstance(t, (int, float)) and s.check_t is not None:
+                if step < IDLE_SHARE * s.cpus * max(0.0, t - s.check_t):
+                    s.idle_cpu_s = used
+            elif ev.get("event") == "stopped" and ev.get("reason") == "load":
+                self.window.lost_s += max(0.0, used - s.idle_cpu_s)
+            s.cpu_s = max(s.cpu_s, used)
+            if isinstance(t, (int, float)):
+                s.check_t = t
 
     # ------------------------------------------------------------------ carrying it out
     def _lend(self, g: opp.Grant) -> AgentSession:
@@ -337,6 +414,8 @@ class Lender:
 
     def _on_event(self, s: AgentSession, ev: dict) -> None:
         kind = ev.get("event")
+        if self.climb is not None and kind in ("check", "stopped"):
+            self._account(s, ev)
         if kind == "stopped" and ev.get("reason") == "load":
             self.preemptions += 1
             self.cool[s.host] = time.monotonic() + self.cooldown_s
@@ -391,7 +470,9 @@ class Lender:
         return {"lent": {h: {"cluster": s.cluster, "owner": s.owner, "cpus": s.cpus,
                              "age_s": round(time.monotonic() - s.started, 1)} for h, s in self.sessions.items()},
                 "slack_node_s": {k: round(v, 1) for k, v in self.slack_s.items()},
-                "preemptions": self.preemptions, "promotions": self.promotions}
+                "preemptions": self.preemptions, "promotions": self.promotions,
+                "t_alloc": self.t_alloc, "t_alloc_tune": self.climb is not None,
+                **({"last_window": self.windows[-1]} if self.windows else {})}
 
     def close(self) -> None:
         """The coordinator stops: every agent stops its worker."""

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from fawkes.mechanism.discrimination import temporal_discrimination
 from fawkes.mechanism.model import ClusterState, Snapshot
+from fawkes.mechanism.talloc import TallocClimb
 
 Accept = Literal["accept", "refuse", "maps_only"]
 MODES = ("accept", "refuse", "maps_only")
@@ -103,6 +104,14 @@ class OpportunisticConfig(BaseModel):
     clusters: dict[str, Accept] = Field(default_factory=dict, description="per MR-cluster: accept | refuse | maps_only "
                                         "(maps_only live only where the framework kind confines a worker to map tasks)")
     t_alloc: float = Field(T_ALLOC, gt=0, le=1, description="lend a host while its use is under t_alloc x capacity")
+    t_alloc_tune: bool = Field(False, description="UBIS U-6: climb t_alloc online, one t_alloc_step a tune_window_s, "
+                               "on the measured gain (opportunistic work less the work preemptions threw away)")
+    t_alloc_min: float = Field(0.5, gt=0, le=1, description="with t_alloc_tune: the lowest t_alloc of the climb")
+    t_alloc_max: float = Field(0.95, gt=0, le=1, description="with t_alloc_tune: the highest t_alloc of the climb "
+                               "(below t_preempt_cpu)")
+    t_alloc_step: float = Field(0.05, gt=0, le=0.5, description="with t_alloc_tune: how far one window moves t_alloc")
+    tune_window_s: float = Field(60.0, ge=5, le=86400, description="with t_alloc_tune: seconds of lending measured "
+                                 "before each step of the climb")
     t_preempt_cpu: float = Field(T_PREEMPT["cpu"], gt=0, le=1, description="the watchdog's CPU limit")
     t_preempt_mem: float = Field(T_PREEMPT["mem"], gt=0, le=1, description="the watchdog's memory limit")
     checks: int = Field(PREEMPT_COUNT, ge=1, le=1000, description="checks in a row over a limit before it stops the worker")
@@ -131,7 +140,20 @@ class OpportunisticConfig(BaseModel):
         if self.t_alloc >= self.t_preempt_cpu:
             raise ValueError(f"t_alloc ({self.t_alloc:g}) must be below t_preempt_cpu ({self.t_preempt_cpu:g}): "
                              "a host lent at t_alloc would be taken back at once")
+        if self.t_alloc_tune:
+            if not self.t_alloc_min <= self.t_alloc <= self.t_alloc_max:
+                raise ValueError(f"t_alloc ({self.t_alloc:g}) must lie in [t_alloc_min, t_alloc_max] "
+                                 f"([{self.t_alloc_min:g}, {self.t_alloc_max:g}]): the climb starts from it")
+            if self.t_alloc_max >= self.t_preempt_cpu:
+                raise ValueError(f"t_alloc_max ({self.t_alloc_max:g}) must be below t_preempt_cpu "
+                                 f"({self.t_preempt_cpu:g})")
         return self
+
+    def climb_start(self) -> TallocClimb | None:
+        """The U-6 climb's first state (None without ``t_alloc_tune``)."""
+        if not self.t_alloc_tune:
+            return None
+        return TallocClimb(t_alloc=self.t_alloc, step=self.t_alloc_step, lo=self.t_alloc_min, hi=self.t_alloc_max)
 
     def mode(self, cluster: str) -> Accept:
         return self.clusters.get(cluster, self.default)
@@ -169,6 +191,7 @@ class LendPlan:
     promotions: tuple[Promote, ...] = ()
     withdrawals: tuple[Withdraw, ...] = ()
     slack: dict[str, float] = field(default_factory=dict)  # the slack layer's discrimination, after the plan
+    wanted: bool = False  # some accepting cluster had demand and no host was free: it waited for slack (U-6)
 
     @property
     def empty(self) -> bool:
@@ -252,4 +275,5 @@ def decide(snap: Snapshot, cfg: OpportunisticConfig, targets: Mapping[str, int] 
             grants.append(Grant(host, b, a, round(cpus, 4)))
             count[b] += 1
     return LendPlan(tuple(grants), tuple(promotions), tuple(withdrawals),
-                    slack_discrimination({k: v for k, v in count.items() if v}, eligible))
+                    slack_discrimination({k: v for k, v in count.items() if v}, eligible),
+                    wanted=bool(eligible) and not free)

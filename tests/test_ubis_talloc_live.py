@@ -1,0 +1,118 @@
+"""UBIS U-6 live (issue 28): the coordinator's Lender climbs T_alloc on what its opportunistic workers did.
+
+The agent reports each worker's CPU seconds (``worker_cpu_s``, tests/test_watchdog.py on real cgroups); here
+the Lender's accounting of them, fed the agent's own event lines: work is the CPU a worker used, a stop for load
+throws away what the worker did since its last idle check, and every ``tune_window_s`` one step of the pure
+climb (fawkes/mechanism/talloc.py, the simulator's SIM-U3 uses the same) moves the T_alloc the lending decision
+reads.  On the lab: tests/test_ubis_short_lab.py."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from fawkes.coordinator.ubis import AgentSession, Lender
+from fawkes.mechanism import opportunistic as opp
+from fawkes.mechanism.model import ClusterMetrics, ClusterState, ClusterView, HostUse, NodeView, Role, Snapshot
+
+
+class Events:
+    def __init__(self):
+        self.got = []
+
+    def record_event(self, kind, message, **kw):
+        self.got.append((kind, message, kw))
+
+
+def lender(**cfg) -> Lender:
+    c = opp.OpportunisticConfig(clusters={"b": "accept"}, t_alloc_tune=True, t_alloc=0.7, tune_window_s=60, **cfg)
+    return Lender(Events(), None, None, c, None)
+
+
+def session(cpus=0.5) -> AgentSession:
+    return AgentSession("h1", "b", "a", cpus, None, None, 0.0)
+
+
+def feed(lend: Lender, s: AgentSession, cum: list[float], t0: float = 1000.0):
+    for i, used in enumerate(cum):
+        lend._on_event(s, {"event": "check", "time": t0 + i, "cpu": 0.5, "mem": 0.2, "streak": 0,
+                           "worker_cpu_s": used})
+
+
+def test_the_tuning_is_off_by_default_and_its_bounds_are_checked():
+    assert opp.OpportunisticConfig().climb_start() is None
+    c = opp.OpportunisticConfig(t_alloc_tune=True, t_alloc=0.6).climb_start()
+    assert (c.t_alloc, c.lo, c.hi, c.step) == (0.6, 0.5, 0.95, 0.05)
+    for bad, word in [({"t_alloc": 0.4}, "t_alloc_min"), ({"t_alloc_max": 0.99}, "t_alloc_max"),
+                      ({"t_alloc_step": 0}, "t_alloc_step"), ({"t_alloc_step": float("nan")}, "t_alloc_step"),
+                      ({"tune_window_s": 1}, "tune_window_s"), ({"tune_window_s": 10**30}, "tune_window_s"),
+                      ({"t_alloc_tune": "yes"}, "t_alloc_tune")]:
+        with pytest.raises(ValidationError) as exc:
+            opp.OpportunisticConfig(**{"t_alloc_tune": True, "t_alloc": 0.7, **bad})
+        assert word in str(exc.value), (bad, exc.value)
+
+
+def test_work_is_the_workers_cpu_and_a_stop_for_load_throws_away_what_followed_its_last_idle_check():
+    lend, s = lender(), session(cpus=0.5)
+    # busy 0.5 core-s a second, then idle (0.01 < 0.1 x 0.5 x 1 s), then busy again, then the stop
+    feed(lend, s, [0.0, 0.5, 1.0, 1.01, 1.51, 2.01])
+    assert lend.window.work_s == pytest.approx(2.01) and lend.window.lost_s == 0
+    lend._on_event(s, {"event": "stopped", "reason": "load", "time": 1006.2, "worker_cpu_s": 2.2, "checks": []})
+    assert lend.window.work_s == pytest.approx(2.2)
+    assert lend.window.lost_s == pytest.approx(2.2 - 1.01)
+    assert lend.preemptions == 1
+    # a withdrawal (coordinator's choice) or a worker that ended loses nothing
+    s2 = session()
+    feed(lend, s2, [0.0, 0.5, 1.0])
+    lend._on_event(s2, {"event": "stopped", "reason": "coordinator gone: stdin closed", "time": 1003.0,
+                        "worker_cpu_s": 1.1})
+    assert lend.window.lost_s == pytest.approx(1.19) and lend.window.work_s == pytest.approx(3.3)
+
+
+@pytest.mark.parametrize("junk", [float("nan"), float("inf"), -1.0, 10**30, True, "12", None])
+def test_a_junk_reading_is_ignored(junk):
+    lend, s = lender(), session()
+    feed(lend, s, [0.0, 0.5])
+    lend._on_event(s, {"event": "check", "time": 1002.0, "worker_cpu_s": junk})
+    assert lend.window.work_s == pytest.approx(0.5) and s.cpu_s == 0.5
+
+
+def test_each_window_moves_t_alloc_one_step_on_its_gain_and_the_decision_reads_it():
+    lend, s = lender(), session()
+    t0 = lend.window.started
+    lend._tune(t0 + 30)  # the window is not over: nothing moves
+    assert lend.t_alloc == 0.7 and lend.windows == []
+
+    def window(work, lost, waited=True):
+        lend.window.work_s, lend.window.lost_s, lend.window.waited = work, lost, waited
+        lend._tune(lend.window.started + 60)
+
+    window(12.0, 0.0)  # the first window: up one step
+    assert lend.t_alloc == 0.75 and lend.live_cfg.t_alloc == 0.75 and lend.cfg.t_alloc == 0.7
+    window(18.0, 0.0)  # gained more: on up
+    assert lend.t_alloc == 0.8
+    window(18.0, 9.0)  # preemptions threw away half: gained less, turn round
+    assert lend.t_alloc == 0.75
+    window(0.0, 0.0, waited=False)  # nothing waited for slack: nothing learnt, no event
+    assert lend.t_alloc == 0.75 and len(lend.windows) == 4
+    msgs = [m for k, m, _ in lend.store.got if k == "ubis"]
+    assert len(msgs) == 3 and msgs[0].startswith("T_alloc 0.7 -> 0.75") and "12.0 CPU s" in msgs[0]
+    assert "threw away 9.0" in msgs[2] and msgs[2].startswith("T_alloc 0.8 -> 0.75")
+    assert lend.windows[-1] == {"span_s": 60.0, "work_s": 0.0, "lost_s": 0.0, "gain": 0.0, "waited": False,
+                                "t_alloc": 0.75, "next": 0.75}
+    # the grant's cap follows the climbed T_alloc: (T_alloc - use) x the host's cores
+    a = ClusterView("a", ClusterState.ACTIVE, 1, (NodeView("h1", Role.CORE),), slots_per_node=2)
+    b = ClusterView("b", ClusterState.ACTIVE, 1, (NodeView("h3", Role.CORE),),
+                    samples=(ClusterMetrics(0.0, pending_tasks=4),), slots_per_node=2)
+    snap = Snapshot(now=0.0, capacity=2, free_hosts=(), clusters=(a, b), host_use=(HostUse("h1", 0.2, 0.1, cpus=0.6),))
+    plan = opp.decide(snap, lend.live_cfg)
+    assert plan.wanted and plan.grants[0].cpus == pytest.approx((0.75 - 0.2) * 0.6, abs=1e-4)
+    assert not opp.decide(snap, lend.live_cfg.model_copy(update={"clusters": {}})).wanted
+
+
+def test_without_tuning_the_lender_keeps_the_configured_t_alloc_and_counts_nothing():
+    c = opp.OpportunisticConfig(clusters={"b": "accept"}, t_alloc=0.8)
+    lend = Lender(Events(), None, None, c, None)
+    feed(lend, session(), [0.0, 0.5, 1.0])
+    lend._tune(lend.window.started + 10**6)
+    assert lend.t_alloc == 0.8 and lend.live_cfg is c and lend.window.work_s == 0 and lend.windows == []
