@@ -60,7 +60,7 @@ def test_work_is_the_workers_cpu_and_a_stop_for_load_throws_away_what_followed_i
     lend._on_event(s, {"event": "stopped", "reason": "load", "time": 1006.2, "worker_cpu_s": 2.2, "checks": []})
     assert lend.window.work_s == pytest.approx(2.2)
     assert lend.window.lost_s == pytest.approx(2.2 - 1.01)
-    assert lend.preemptions == 1
+    assert lend.preemptions == 1 and lend.window.preemptions == 1
     # a withdrawal (coordinator's choice) or a worker that ended loses nothing
     s2 = session()
     feed(lend, s2, [0.0, 0.5, 1.0])
@@ -97,9 +97,9 @@ def test_each_window_moves_t_alloc_one_step_on_its_gain_and_the_decision_reads_i
     assert lend.t_alloc == 0.75 and len(lend.windows) == 4
     msgs = [m for k, m, _ in lend.store.got if k == "ubis"]
     assert len(msgs) == 3 and msgs[0].startswith("T_alloc 0.7 -> 0.75") and "12.0 CPU s" in msgs[0]
-    assert "threw away 9.0" in msgs[2] and msgs[2].startswith("T_alloc 0.8 -> 0.75")
+    assert "0 preemption(s) threw away 9.0" in msgs[2] and msgs[2].startswith("T_alloc 0.8 -> 0.75")
     assert lend.windows[-1] == {"span_s": 60.0, "work_s": 0.0, "lost_s": 0.0, "gain": 0.0, "waited": False,
-                                "t_alloc": 0.75, "next": 0.75}
+                                "preemptions": 0, "t_alloc": 0.75, "next": 0.75}
     # the grant's cap follows the climbed T_alloc: (T_alloc - use) x the host's cores
     a = ClusterView("a", ClusterState.ACTIVE, 1, (NodeView("h1", Role.CORE),), slots_per_node=2)
     b = ClusterView("b", ClusterState.ACTIVE, 1, (NodeView("h3", Role.CORE),),

@@ -173,6 +173,7 @@ class TuneWindow:
     work_s: float = 0.0
     lost_s: float = 0.0
     waited: bool = False
+    preemptions: int = 0
 
 
 class Lender:
@@ -355,12 +356,13 @@ class Lender:
         before = self.climb
         self.climb = talloc.climb(before, gain, w.waited)
         rec = {"span_s": round(span, 1), "work_s": round(w.work_s, 2), "lost_s": round(w.lost_s, 2),
-               "gain": round(gain, 4), "waited": w.waited, "t_alloc": before.t_alloc, "next": self.climb.t_alloc}
+               "gain": round(gain, 4), "waited": w.waited, "preemptions": w.preemptions, "t_alloc": before.t_alloc,
+               "next": self.climb.t_alloc}
         self.windows = (self.windows + [rec])[-100:]
         if not w.waited:  # nothing waited for slack: the window says nothing of T_alloc (no event)
             return
         self.store.record_event("ubis", f"T_alloc {before.t_alloc:g} -> {self.climb.t_alloc:g} (U-6): over "
-                                f"{span:.0f} s the opportunistic workers used {w.work_s:.1f} CPU s, preemptions "
+                                f"{span:.0f} s the opportunistic workers used {w.work_s:.1f} CPU s, {w.preemptions} preemption(s) "
                                 f"threw away {w.lost_s:.1f}: gain {gain:.3f} against {before.last_gain if before.last_gain is not None else 'none'}")
         log.info("ubis: T_alloc %g -> %g (gain %.3f)", before.t_alloc, self.climb.t_alloc, gain)
 
@@ -379,6 +381,7 @@ class Lender:
                     s.idle_cpu_s = used
             elif ev.get("event") == "stopped" and ev.get("reason") == "load":
                 self.window.lost_s += max(0.0, used - s.idle_cpu_s)
+                self.window.preemptions += 1
             s.cpu_s = max(s.cpu_s, used)
             if isinstance(t, (int, float)):
                 s.check_t = t
