@@ -177,3 +177,31 @@ def test_maps_only_is_refused_live_one_line_exit_2(tmp_path):
     assert r.stderr.count("\n") == 1 and str(cfg) in r.stderr and "opportunistic.clusters" in r.stderr
     assert "maps_only is not supported live" in r.stderr and "Spark standalone" in r.stderr
     assert not (tmp_path / "s.db").exists()
+
+
+# ---------------------------------------------------------------- CERES C-1's partial reclaim (issue 28)
+def test_a_busy_swollen_nodes_slack_goes_first_to_the_cluster_left_short():
+    """C-1 takes idle swollen nodes whole; a busy one keeps its node and lends its slack: such hosts first,
+    to the clusters below their target first (the regular layer could not serve them)."""
+    from fawkes.mechanism.model import NodeUsage
+
+    def node(h, ratio, tasks, window=600.0):
+        return NodeView(h, Role.TR, running_tasks=tasks, usage=NodeUsage(ratio, 0.1, window))
+
+    a = ClusterView("a", A, 1, (NodeView("h1", Role.CORE, running_tasks=2), node("h2", 0.3, 2), node("h3", 0.3, 0),
+                                node("h4", 0.3, 2, window=60.0)),
+                    samples=(ClusterMetrics(0.0, pending_tasks=0),), slots_per_node=2)
+    b = cluster("b", ["h5"], pending=2)  # demand for one node, not short of its target
+    c = cluster("c", ["h6"], pending=2)  # short: its target is 3
+    # h1's room is the largest, h2 the only busy swollen node (h3 idle: C-1 takes it whole; h4 judged over
+    # 60 s only, under the 300-s window)
+    use = [HostUse("h1", 0.05, 0.1), HostUse("h2", 0.4, 0.1), HostUse("h3", 0.1, 0.1), HostUse("h4", 0.3, 0.1)]
+    s = snap([a, b, c], use)
+    plain = opp.decide(s, CFG, {"c": 3})
+    assert [(g.host, g.cluster, g.swollen) for g in plain.grants] == [("h1", "b", False), ("h3", "c", False)]
+    ceres = opp.decide(s, CFG, {"c": 3}, swollen_threshold=0.5, usage_window_s=300)
+    assert [(g.host, g.cluster, g.swollen) for g in ceres.grants] == [("h2", "c", True), ("h1", "b", False)]
+    assert ceres.grants[0].cpus == pytest.approx((0.9 - 0.4) * 1.0)
+    # over the threshold, or without a short borrower, it is an ordinary loan
+    assert not any(g.swollen for g in opp.decide(s, CFG, {"c": 3}, swollen_threshold=0.2, usage_window_s=300).grants)
+    assert not any(g.swollen for g in opp.decide(s, CFG, {}, swollen_threshold=0.5, usage_window_s=300).grants)

@@ -297,8 +297,6 @@ class Lender:
     def step(self) -> opp.LendPlan | None:
         if not self.cfg.enabled:
             return None
-        from fawkes.coordinator.view import build_snapshot
-
         now_m = time.monotonic()
         with self._lock:
             for s in self.sessions.values():  # the slack layer's node-seconds
@@ -307,7 +305,7 @@ class Lender:
             ended = [h for h, s in self.sessions.items() if s.ended.is_set()]
             for h in ended:
                 del self.sessions[h]
-        snap = build_snapshot(self.store, self.settings, self.clock())
+        snap = self.control.snapshot()  # with the sampler's signals: CERES' usage windows for the partial reclaim
         held = {n.id for c in snap.clusters if c.state is ClusterState.ACTIVE for n in c.nodes if not n.draining}
         use = self.measure(held | set(self.sessions))
         cooled = {h for h, t in self.cool.items() if t > now_m}
@@ -320,7 +318,9 @@ class Lender:
         snap = replace(snap, host_use=host_use)
         targets = {n: m.target for n, m in self.control.memory().clusters if m.target is not None}
         self._tune(now_m)
-        plan = opp.decide(snap, self.live_cfg, targets, map_only_workers=self.map_only_workers)
+        plan = opp.decide(snap, self.live_cfg, targets, map_only_workers=self.map_only_workers,
+                          swollen_threshold=self.settings.swollen_threshold,
+                          usage_window_s=self.settings.usage_window_s)
         with self._lock:
             self.window.waited = self.window.waited or plan.wanted
         for w in plan.withdrawals:
@@ -409,9 +409,11 @@ class Lender:
         with self._lock:
             self.sessions[g.host] = s
         threading.Thread(target=s.run, args=(self._on_event,), name=f"ubis-{g.host}", daemon=True).start()
+        why = (f" (CERES C-1's partial reclaim: {g.owner}'s node there is busy and swollen, {g.cluster} short of "
+               "its target)") if g.swollen else ""
         self.store.record_event("ubis", f"{g.host} of {g.owner} lent to {g.cluster}: opportunistic worker, "
                                 f"CPU cap {g.cpus:.3f} cores (T_alloc x Cap - Util), nice {c.nice}, "
-                                f"shares {c.cpu_shares}", cluster=g.cluster, node=g.host)
+                                f"shares {c.cpu_shares}{why}", cluster=g.cluster, node=g.host)
         log.info("ubis: %s of %s lent to %s (cap %.3f cores)", g.host, g.owner, g.cluster, g.cpus)
         return s
 

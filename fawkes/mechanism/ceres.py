@@ -19,8 +19,11 @@ setting defaults to off, and a snapshot without the signals leaves every decisio
   ``shrink_amount: full`` every surplus is taken anyway (and the plan removes idle nodes first):
   C-1 changes who gives only when less is taken, with ``demand_capped`` (BIG-C's Algorithm 1).
   An idle node is taken without killing a task: preemptions drop.  Nodes are whole here (fawkes
-  lends hosts, not container limits), so only *idle* swollen nodes can be reclaimed; shrinking a
-  busy swollen node's advertised capacity is not done.
+  lends hosts, not container limits), so only *idle* swollen nodes are reclaimed whole; a *busy*
+  swollen node is reclaimed in part by UBIS lending, where the config's ``opportunistic:`` section
+  opts the short clusters in: its slack goes, capped and under the watchdog, to the clusters left
+  short of their targets, before other hosts and other borrowers
+  (:func:`fawkes.mechanism.opportunistic.decide`).
 * **Straggler** (C-2, :func:`stragglers`): a job's speed over its last ``straggler_window_s`` of
   progress samples (0: the last pair, as CERES) gives ETA = (1 - progress) / speed; a job is a
   straggler when elapsed + ETA exceeds ``straggler_factor`` times its reference runtime, or,

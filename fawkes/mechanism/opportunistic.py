@@ -34,6 +34,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fawkes.mechanism.ceres import node_swollen
 from fawkes.mechanism.discrimination import temporal_discrimination
 from fawkes.mechanism.model import ClusterState, Snapshot
 from fawkes.mechanism.talloc import TallocClimb
@@ -169,6 +170,7 @@ class Grant:
     cluster: str  # the borrower
     owner: str
     cpus: float  # the worker's CPU cap, cores: T_alloc x Cap - Util
+    swollen: bool = False  # CERES C-1's partial reclaim: a busy swollen node's slack, for a cluster left short
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,14 +222,22 @@ def slack_discrimination(lent: Mapping[str, int], eligible: Sequence[str]) -> di
 
 
 def decide(snap: Snapshot, cfg: OpportunisticConfig, targets: Mapping[str, int] | None = None,
-           map_only_workers: bool = False) -> LendPlan:
+           map_only_workers: bool = False, swollen_threshold: float | None = None,
+           usage_window_s: float = 0.0) -> LendPlan:
     """What to lend, promote and withdraw now (UBIS Algorithm 1 per host, whole hosts).
 
     ``snap.host_use``: the measured hosts (each with its borrower, if any); ``targets``: the regular
     layer's current targets (the controller's memory); ``map_only_workers``: whether the framework can
     confine an opportunistic worker to map tasks (its kind's capability; a Spark standalone worker runs
     any task, so ``maps_only`` clusters then borrow nothing).  Regular capacity first: nothing is lent
-    while the pool has free hosts."""
+    while the pool has free hosts.
+
+    With CERES' C-1 on (``swollen_threshold``, the preset's; ``usage_window_s``), lending is its
+    *partial reclaim*: C-1 takes only idle swollen nodes whole, and a busy one (its tasks running, its use
+    over the whole window below the threshold of what it holds) keeps its node while its slack goes, capped
+    and under the watchdog, to the clusters the regular layer left short of their targets.  Such hosts are
+    lent first (their slack has lasted a window, not the last seconds), and the clusters short of their
+    target borrow before the others."""
     targets = targets or {}
     task_kind = "map" if map_only_workers else "any"  # what an opportunistic worker may run
     owner = {n.id: c.name for c in snap.clusters for n in c.nodes}
@@ -256,6 +266,9 @@ def decide(snap: Snapshot, cfg: OpportunisticConfig, targets: Mapping[str, int] 
     for b in keep.values():
         count[b] = count.get(b, 0) + 1
     grants = []
+    swollen = set() if swollen_threshold is None else {
+        n.id for c in active.values() for n in c.nodes
+        if not n.draining and n.running_tasks > 0 and node_swollen(n, swollen_threshold, usage_window_s)}
     if not free and eligible:
         room = []
         for u in snap.host_use:
@@ -264,15 +277,18 @@ def decide(snap: Snapshot, cfg: OpportunisticConfig, targets: Mapping[str, int] 
                 continue
             free_frac = min(cfg.t_alloc - u.cpu, cfg.t_alloc - u.mem)  # Avail_opp, the scarcer resource
             if free_frac >= cfg.min_room:
-                room.append((-free_frac, u.host, a, (cfg.t_alloc - u.cpu) * u.cpus))
+                sw = swollen_threshold is not None and u.host in swollen
+                room.append((not sw, -free_frac, u.host, a, (cfg.t_alloc - u.cpu) * u.cpus))
         want = {n: demand_nodes(active[n]) for n in eligible}
-        for _, host, a, cpus in sorted(room):
+        short = {n for n in eligible if swollen_threshold is not None and targets.get(n, 0) > held[n]}
+        for not_swollen, _, host, a, cpus in sorted(room):
             cand = [n for n in eligible if n != a and count[n] < want[n]]
             if not cand:
                 continue
-            # the slack layer's fair share: the fewest lent hosts first, then the larger demand, then the name
-            b = min(cand, key=lambda n: (count[n], -want[n], n))
-            grants.append(Grant(host, b, a, round(cpus, 4)))
+            # the slack layer's fair share: (with C-1, the clusters left short first,) the fewest lent hosts,
+            # then the larger demand, then the name
+            b = min(cand, key=lambda n: (n not in short, count[n], -want[n], n))
+            grants.append(Grant(host, b, a, round(cpus, 4), swollen=not not_swollen and b in short))
             count[b] += 1
     return LendPlan(tuple(grants), tuple(promotions), tuple(withdrawals),
                     slack_discrimination({k: v for k, v in count.items() if v}, eligible),
