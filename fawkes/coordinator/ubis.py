@@ -363,7 +363,8 @@ class Lender:
             return
         self.store.record_event("ubis", f"T_alloc {before.t_alloc:g} -> {self.climb.t_alloc:g} (U-6): over "
                                 f"{span:.0f} s the opportunistic workers used {w.work_s:.1f} CPU s, {w.preemptions} preemption(s) "
-                                f"threw away {w.lost_s:.1f}: gain {gain:.3f} against {before.last_gain if before.last_gain is not None else 'none'}")
+                                f"threw away {w.lost_s:.1f}: gain {gain:.3f}/s, the window before "
+                                f"{'none' if before.last_gain is None else format(before.last_gain, '.3f')}")
         log.info("ubis: T_alloc %g -> %g (gain %.3f)", before.t_alloc, self.climb.t_alloc, gain)
 
     def _account(self, s: AgentSession, ev: dict) -> None:
