@@ -53,7 +53,7 @@ def u7_lab(tmp_path_factory):
 def test_measured_pu_tells_a_cpu_bound_cluster_from_an_idle_slotted_one(u7_lab, tmp_path):
     t_test = time.monotonic()
     with ubis_coordinator(u7_lab, tmp_path, {"a": 1, "b": 1}, {"a": "refuse", "b": "refuse"},
-                          preset="pu_signal: measured\nusage_window_s: 5") as run:
+                          preset_lines="pu_signal: measured\nusage_window_s: 5") as run:
         coord, store, drive = run.coord, run.store, run.drive
         assert coord.sampler.measure_pu and coord.lender is None
         data = tmp_path / "words.txt"

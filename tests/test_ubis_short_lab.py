@@ -76,12 +76,22 @@ def test_a_borrowed_worker_is_stopped_by_the_watchdog_when_the_lenders_load_retu
             except FawkesError:
                 return 0
 
+        def running_on_h1() -> bool:  # b's executors on both workers (h2's and the borrowed one) hold cores
+            try:
+                ws = list(driver.master_state(spec).workers_by_host().values())
+            except FawkesError:
+                return False
+            return len(ws) == 2 and all(w.cores_used > 0 for w in ws)
+
         ex = coord.fleet.ex
         early = []  # loans whose stop the host's own use fired before the test's load: (issued_at, checks)
         for _attempt in range(3):
             drive(lambda: "h1" in lender.sessions and store.get_job(job).state == "running", 240, "b lent h1")
             session = lender.sessions["h1"]
             drive(lambda: workers() == 2, 60, "the borrowed worker registered with b's master")
+            # b's executor started there (U-6 below: the stop then throws away work done since the worker's last
+            # idle check, its registration)
+            drive(running_on_h1, 60, "b's executor on the borrowed worker")
             assert {n.host for n in store.list_nodes("b")} == {"h2"}  # lent, not allocated
             lent = time.monotonic() - t0
 

@@ -33,9 +33,9 @@ def session(cpus=0.5) -> AgentSession:
     return AgentSession("h1", "b", "a", cpus, None, None, 0.0)
 
 
-def feed(lend: Lender, s: AgentSession, cum: list[float], t0: float = 1000.0):
+def feed(lend: Lender, s: AgentSession, cum: list[float], t0: float = 1000.0, host_cpu: float = 0.5):
     for i, used in enumerate(cum):
-        lend._on_event(s, {"event": "check", "time": t0 + i, "cpu": 0.5, "mem": 0.2, "streak": 0,
+        lend._on_event(s, {"event": "check", "time": t0 + i, "cpu": host_cpu, "mem": 0.2, "streak": 0,
                            "worker_cpu_s": used})
 
 
@@ -67,6 +67,17 @@ def test_work_is_the_workers_cpu_and_a_stop_for_load_throws_away_what_followed_i
     lend._on_event(s2, {"event": "stopped", "reason": "coordinator gone: stdin closed", "time": 1003.0,
                         "worker_cpu_s": 1.1})
     assert lend.window.lost_s == pytest.approx(1.19) and lend.window.work_s == pytest.approx(3.3)
+
+
+def test_a_worker_starved_by_the_owners_load_is_not_idle():
+    """Under the load that fires the watchdog the worker gets little CPU (nice 19, the lowest weight): that is
+    starvation, not an idle worker, and the stop still throws away its work (the clean-clone CI of 6efaa01
+    counted it idle and lost nothing)."""
+    lend, s = lender(), session(cpus=0.5)
+    feed(lend, s, [0.0, 0.5, 1.0, 1.5])
+    feed(lend, s, [1.51, 1.52, 1.53], t0=1004.0, host_cpu=1.0)  # the owner's loop: h1 at its quota
+    lend._on_event(s, {"event": "stopped", "reason": "load", "time": 1007.5, "worker_cpu_s": 1.53})
+    assert lend.window.lost_s == pytest.approx(1.53) and s.idle_cpu_s == 0.0
 
 
 @pytest.mark.parametrize("junk", [float("nan"), float("inf"), -1.0, 10**30, True, "12", None])

@@ -158,7 +158,8 @@ class AgentSession:
                 pass
 
 
-IDLE_SHARE = 0.1  # U-6: a worker using under this share of its cap over a check period runs no task
+IDLE_SHARE = 0.1  # U-6: a worker using under this share of its cap over a check period runs no task ...
+IDLE_HOST_MAX = 0.9  # ... if its host had room for it (over this use of the host, the worker may be starved)
 
 
 @dataclass
@@ -167,7 +168,8 @@ class TuneWindow:
     opportunistic workers used (their cpu groups, the worker's own start included); ``lost_s``: of those,
     what the watchdog's stops threw away, a stopped worker's CPU since its last idle check (a running task's
     progress and, for a framework that keeps shuffle output on the worker, the finished tasks' output the
-    stop lost with it); ``waited``: some accepting cluster had demand while no host was free."""
+    stop lost with it; idle: under a tenth of its cap while its host had room, since a worker starved by
+    the owner's load uses little CPU too); ``waited``: some accepting cluster had demand while no host was free."""
 
     started: float
     work_s: float = 0.0
@@ -378,7 +380,9 @@ class Lender:
             step = max(0.0, used - s.cpu_s)
             self.window.work_s += step
             if ev.get("event") == "check" and isinstance(t, (int, float)) and s.check_t is not None:
-                if step < IDLE_SHARE * s.cpus * max(0.0, t - s.check_t):
+                host = ev.get("cpu")
+                roomy = isinstance(host, (int, float)) and host < IDLE_HOST_MAX  # NaN: not roomy
+                if roomy and step < IDLE_SHARE * s.cpus * max(0.0, t - s.check_t):
                     s.idle_cpu_s = used
             elif ev.get("event") == "stopped" and ev.get("reason") == "load":
                 self.window.lost_s += max(0.0, used - s.idle_cpu_s)
