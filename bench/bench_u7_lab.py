@@ -56,10 +56,7 @@ def test_measured_pu_tells_a_cpu_bound_cluster_from_an_idle_slotted_one(u7_lab, 
                           preset_lines="pu_signal: measured\nusage_window_s: 5") as run:
         coord, store, drive = run.coord, run.store, run.drive
         assert coord.sampler.measure_pu and coord.lender is None
-        data = tmp_path / "words.txt"
-        data.write_text("\n".join(f"w{i % 50} w{(i * 7) % 50}" for i in range(2000)) + "\n")
-        drive(lambda: all(store.get_cluster(n).state == "active" for n in "ab"), 240, "both clusters deployed")
-        assert {n: [x.host for x in store.list_nodes(n)] for n in "ab"} == {"a": ["h1"], "b": ["h2"]}
+        data = run.deployed({"a": ["h1"], "b": ["h2"]})
         ja = store.submit_job("a", [str(BURN), f"file://{data}", "{output}", "200", "1.0"]).id
         jb = store.submit_job("b", [str(SLEEP), "{output}", "200", "4"]).id
 

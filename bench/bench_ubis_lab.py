@@ -63,15 +63,7 @@ def test_opportunistic_workers_on_as_slack(ubis_lab, tmp_path):
     t_test = time.monotonic()
     with ubis_coordinator(ubis_lab, tmp_path, {"a": 2, "b": 1}, {"b": "accept", "a": "refuse"}) as run:
         cfg, coord, store, drive = run.cfg, run.coord, run.store, run.drive
-        data = tmp_path / "words.txt"
-        data.write_text("\n".join(f"w{i % 50} w{(i * 7) % 50}" for i in range(2000)) + "\n")
-
-        def active():
-            return all(store.get_cluster(n).state == "active" for n in "ab")
-
-        drive(active, 240, "both clusters deployed")
-        hosts = {n: sorted(x.host for x in store.list_nodes(n)) for n in "ab"}
-        assert hosts == {"a": ["h1", "h2"], "b": ["h3"]}
+        data = run.deployed({"a": ["h1", "h2"], "b": ["h3"]})
         t_deployed = time.monotonic() - t_test
 
         def burn(cluster: str, parts: int, core_s: float) -> int:

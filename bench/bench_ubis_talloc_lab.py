@@ -106,12 +106,9 @@ def test_talloc_climb_against_fixed_values(talloc_lab, tmp_path):
     t_test = time.monotonic()
     total_s = REPS * (len(FIXED) * 2 * SLOT_WINDOWS + CLIMB_WINDOWS) * WINDOW_S + 600
     with ubis_coordinator(talloc_lab, tmp_path, {"a": 1, "b": 1}, {"b": "accept", "a": "refuse"},
-                          f"t_alloc_tune: true, t_alloc: {CLIMB_FROM}, tune_window_s: {WINDOW_S}") as run:
+                          f"t_alloc_tune: true, tune_window_s: {WINDOW_S}", t_alloc=CLIMB_FROM) as run:
         coord, store, drive = run.coord, run.store, run.drive
-        data = tmp_path / "words.txt"
-        data.write_text("\n".join(f"w{i % 50} w{(i * 7) % 50}" for i in range(2000)) + "\n")
-        drive(lambda: all(store.get_cluster(n).state == "active" for n in "ab"), 240, "both clusters deployed")
-        assert {n: [x.host for x in store.list_nodes(n)] for n in "ab"} == {"a": ["h1"], "b": ["h2"]}
+        data = run.deployed({"a": ["h1"], "b": ["h2"]})
         ex = coord.fleet.ex
         args = ", ".join(str(x) for x in (CPUS, BASE, BURST, BURST_S, PERIOD_S, total_s))
         start = ex.run(["h1"], Script("nohup python3 -c {code} > /dev/null 2>&1 & echo $! > {p}",

@@ -52,10 +52,7 @@ def test_a_borrowed_worker_is_stopped_by_the_watchdog_when_the_lenders_load_retu
     with ubis_coordinator(ubis_lab, tmp_path, {"a": 1, "b": 1}, {"b": "accept", "a": "refuse"},
                           "t_alloc_tune: true, tune_window_s: 5") as run:
         coord, store, drive = run.coord, run.store, run.drive
-        data = tmp_path / "words.txt"
-        data.write_text("\n".join(f"w{i % 50} w{(i * 7) % 50}" for i in range(2000)) + "\n")
-        drive(lambda: all(store.get_cluster(n).state == "active" for n in "ab"), 240, "both clusters deployed")
-        assert {n: [x.host for x in store.list_nodes(n)] for n in "ab"} == {"a": ["h1"], "b": ["h2"]}
+        data = run.deployed({"a": ["h1"], "b": ["h2"]})
         deployed = time.monotonic() - t0
 
         # 1. b's job has pending tasks, a is idle: b borrows h1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -26,6 +27,17 @@ class UbisRun:
     cfg: object
     coord: object
     store: object
+    tmp: Path
+
+    def deployed(self, hosts: dict[str, list[str]]) -> Path:
+        """Wait until every cluster of ``hosts`` is active on exactly those hosts; the path of a words file
+        for the jobs (2,000 lines of 50 words)."""
+        self.drive(lambda: all(self.store.get_cluster(n).state == "active" for n in hosts), 240,
+                   "the clusters deployed")
+        assert {n: sorted(x.host for x in self.store.list_nodes(n)) for n in hosts} == hosts
+        data = self.tmp / "words.txt"
+        data.write_text("\n".join(f"w{i % 50} w{(i * 7) % 50}" for i in range(2000)) + "\n")
+        return data
 
     def drive(self, until, timeout: float, what: str, sample: bool = True):
         """Fast steps (and samples) until ``until()`` is true; its value, or an AssertionError naming
@@ -45,7 +57,7 @@ class UbisRun:
 
 @contextmanager
 def ubis_coordinator(lab, tmp_path, clusters: dict[str, int], lending: dict[str, str], opportunistic: str = "",
-                     preset_lines: str = ""):
+                     preset_lines: str = "", t_alloc: float = 0.9):
     """``clusters``: name -> min core nodes, requested in that order; ``lending``: name -> accept | refuse;
     ``opportunistic``: more fields of the config's section (YAML flow, e.g. ``t_alloc_tune: true``);
     ``preset_lines``: more lines of the TD preset (e.g. ``pu_signal: measured``)."""
@@ -60,7 +72,7 @@ def ubis_coordinator(lab, tmp_path, clusters: dict[str, int], lending: dict[str,
     config.write_text(f"state: sqlite:///{tmp_path / 'state.db'}\ninventory: {lab.inventory_path}\n"
                       f"policy: {preset}\nperiod: 3600\nsample_period: 1\n"
                       f"cluster_options: {json.dumps(LAB_OPTIONS)}\n"
-                      f"opportunistic: {{clusters: {json.dumps(lending)}, t_alloc: 0.9, measure_s: 0.5"
+                      f"opportunistic: {{clusters: {json.dumps(lending)}, t_alloc: {t_alloc:g}, measure_s: 0.5"
                       f"{', ' + opportunistic if opportunistic else ''}}}\n")
     cfg = load_config(config)
     coord = build(cfg)
@@ -69,7 +81,7 @@ def ubis_coordinator(lab, tmp_path, clusters: dict[str, int], lending: dict[str,
         store.register_framework("lab", "spark-hdfs", spark_home=str(d.spark_home), hdfs_jars=str(d.hdfs_home))
         for name, min_core in clusters.items():
             store.request_cluster(name, framework="lab", min_core=min_core)
-        yield UbisRun(cfg, coord, store)
+        yield UbisRun(cfg, coord, store, tmp_path)
     finally:
         if coord.lender is not None:
             coord.lender.close()
