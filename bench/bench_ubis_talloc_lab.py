@@ -49,7 +49,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.spark]
 
 BURN = REPO / "fawkes" / "apps" / "burn.py"
 CPUS = 0.6  # each lab host's quota, cores
-BASE, BURST, BURST_S, PERIOD_S = 0.1, 0.3, 10, 40  # A's load on h1: fractions of the host, seconds
+BASE, BURST, BURST_S, PERIOD_S = 0.1, 0.45, 10, 40  # A's load on h1: fractions of the host, seconds
 WINDOW_S = 40  # the climb's window: one burst each
 FIXED = (0.55, 0.7, 0.85)
 SLOT_WINDOWS = 2
@@ -78,9 +78,13 @@ class PinnedLender(Lender):
     while the climb runs): after each window the climb's step is undone, the window's record kept."""
 
     pinned: float | None = None
+    slot = 0  # each window's record carries the slot it closed in
 
     def _tune(self, now_m: float) -> None:
+        before = len(self.windows)
         super()._tune(now_m)
+        if len(self.windows) > before:
+            self.windows[-1]["slot"] = self.slot
         if self.pinned is not None and self.climb is not None:
             self.climb = replace(self.climb, t_alloc=self.pinned, last_gain=None, direction=1)
 
@@ -88,6 +92,7 @@ class PinnedLender(Lender):
         """A new slot: every worker withdrawn, T_alloc set, a fresh window."""
         for h in list(self.sessions):
             self._withdraw(h, "the benchmark's next slot")
+        self.slot += 1
         self.pinned = t_alloc if pinned else None
         self.climb = replace(self.climb, t_alloc=t_alloc, last_gain=None, direction=1)
         self.window = TuneWindow(time.monotonic())
@@ -130,11 +135,14 @@ def test_talloc_climb_against_fixed_values(talloc_lab, tmp_path):
                     slots = [(v, SLOT_WINDOWS, True) for v in values] if values else [(CLIMB_FROM, CLIMB_WINDOWS, False)]
                     for value, n, pinned in slots:
                         lender.start(value, pinned)
-                        seen = len(lender.windows)
-                        drive(lambda: len(lender.windows) >= seen + n or store.get_job(job).state != "running",
+
+                        def slot_windows(slot=lender.slot):
+                            return [w for w in lender.windows if w.get("slot") == slot]
+
+                        drive(lambda: len(slot_windows()) >= n or store.get_job(job).state != "running",
                               n * WINDOW_S + 120, f"{phase} slot at T_alloc {value}")
                         assert store.get_job(job).state == "running", "B's job ended: it must outlast the benchmark"
-                        for w in lender.windows[seen:seen + n]:
+                        for w in slot_windows()[:n]:
                             windows.append({"rep": rep, "phase": phase, **w})
                             print(f"rep {rep} {phase:5s} T_alloc {w['t_alloc']:.2f} -> {w['next']:.2f}: work "
                                   f"{w['work_s']:6.2f} lost {w['lost_s']:6.2f} gain {w['gain']:+.4f}/s "
