@@ -119,12 +119,20 @@ def test_talloc_climb_against_fixed_values(talloc_lab, tmp_path):
         start = ex.run(["h1"], Script("nohup python3 -c {code} > /dev/null 2>&1 & echo $! > {p}",
                                       code=OWNER_LOAD.replace("{args}", args), p=LOAD_PID), timeout=30)["h1"]
         assert start.ok, start.error
+        load_t0 = time.monotonic()  # A's cycle began within the SSH round trip before this
+
+        def at_base() -> None:
+            """Wait for A's base load, 2 s after a burst (a loan's cap is set at the loan: a worker lent in a burst
+            is capped low and outlives every burst after it; the first run lent each slot's worker in a burst)."""
+            phase = (time.monotonic() - load_t0) % PERIOD_S
+            time.sleep((BURST_S + 2 - phase) % PERIOD_S)
+
         lender = PinnedLender(store, coord.fleet, coord.control, run.cfg.opportunistic, coord.settings,
                               clock=coord.clock, cooldown_s=10)
         coord.lender = lender
         job = store.submit_job("b", [str(BURN), f"file://{data}", "{output}", "4000", "0.5"]).id
         drive(lambda: store.get_job(job).state == "running", 240, "B's long job running")
-        windows: list[dict] = []
+        slots_run: dict[int, tuple[int, str]] = {}  # slot -> (repetition, phase)
         try:
             for rep in range(REPS):
                 order = list(FIXED) + list(reversed(FIXED))
@@ -134,6 +142,7 @@ def test_talloc_climb_against_fixed_values(talloc_lab, tmp_path):
                 for phase, values in phases:
                     slots = [(v, SLOT_WINDOWS, True) for v in values] if values else [(CLIMB_FROM, CLIMB_WINDOWS, False)]
                     for value, n, pinned in slots:
+                        at_base()
                         lender.start(value, pinned)
 
                         def slot_windows(slot=lender.slot):
@@ -142,15 +151,20 @@ def test_talloc_climb_against_fixed_values(talloc_lab, tmp_path):
                         drive(lambda: len(slot_windows()) >= n or store.get_job(job).state != "running",
                               n * WINDOW_S + 120, f"{phase} slot at T_alloc {value}")
                         assert store.get_job(job).state == "running", "B's job ended: it must outlast the benchmark"
+                        slots_run[lender.slot] = (rep, phase)
                         for w in slot_windows()[:n]:
-                            windows.append({"rep": rep, "phase": phase, **w})
                             print(f"rep {rep} {phase:5s} T_alloc {w['t_alloc']:.2f} -> {w['next']:.2f}: work "
                                   f"{w['work_s']:6.2f} lost {w['lost_s']:6.2f} gain {w['gain']:+.4f}/s "
                                   f"preemptions {w['preemptions']} waited {w['waited']}", flush=True)
         finally:
+            lender_windows = list(lender.windows)  # every window the Lender closed, slot-tagged
             ex.run(["h1"], Script("if [ -f {p} ]; then kill $(cat {p}); rm -f {p}; fi", p=LOAD_PID), timeout=30)
             store.cancel_jobs([job])
 
+    # each slot's first n windows, from the Lender's own slot-tagged list
+    n_of = {"fixed": SLOT_WINDOWS, "climb": CLIMB_WINDOWS}
+    windows = [{"rep": rep, "phase": phase, **w} for slot, (rep, phase) in sorted(slots_run.items())
+               for w in [x for x in lender_windows if x.get("slot") == slot][:n_of[phase]]]
     summary = {}
     for rep in range(REPS):
         fixed = {v: [w for w in windows if w["rep"] == rep and w["phase"] == "fixed" and w["t_alloc"] == v]
@@ -169,6 +183,7 @@ def test_talloc_climb_against_fixed_values(talloc_lab, tmp_path):
            "owner_load": {"base": BASE, "burst": BURST, "burst_s": BURST_S, "period_s": PERIOD_S},
            "window_s": WINDOW_S, "fixed": FIXED, "slot_windows": SLOT_WINDOWS, "climb_from": CLIMB_FROM,
            "climb_windows": CLIMB_WINDOWS, "reps": REPS, "summary": summary, "windows": windows,
+           "lender_windows": lender_windows,
            "took_s": round(time.monotonic() - t_test)}
     out = os.environ.get("FAWKES_BENCH_OUT")
     if out:
