@@ -122,10 +122,11 @@ def test_talloc_climb_against_fixed_values(talloc_lab, tmp_path):
         load_t0 = time.monotonic()  # A's cycle began within the SSH round trip before this
 
         def at_base() -> None:
-            """Wait for A's base load, 2 s after a burst (a loan's cap is set at the loan: a worker lent in a burst
-            is capped low and outlives every burst after it; the first run lent each slot's worker in a burst)."""
+            """Wait until 1 s after a burst of A's: the slot's withdrawal then, its loan at least 4 s later (the
+            Lender's cool-down after a withdrawal), capped from A's base load (a loan's cap is set at the loan: a
+            worker lent in a burst is capped low and outlives every burst after it, as in runs 2 and 3)."""
             phase = (time.monotonic() - load_t0) % PERIOD_S
-            time.sleep((BURST_S + 2 - phase) % PERIOD_S)
+            time.sleep((BURST_S + 1 - phase) % PERIOD_S)
 
         lender = PinnedLender(store, coord.fleet, coord.control, run.cfg.opportunistic, coord.settings,
                               clock=coord.clock, cooldown_s=10)

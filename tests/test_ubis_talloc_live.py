@@ -127,3 +127,19 @@ def test_without_tuning_the_lender_keeps_the_configured_t_alloc_and_counts_nothi
     feed(lend, session(), [0.0, 0.5, 1.0])
     lend._tune(lend.window.started + 10**6)
     assert lend.t_alloc == 0.8 and lend.live_cfg is c and lend.window.work_s == 0 and lend.windows == []
+
+
+def test_a_withdrawn_hosts_readings_wait_out_the_workers_last_seconds():
+    """The host's use over the last 3 s still holds the withdrawn worker: the host is not lent again before
+    those readings have passed (a loan from them would cap the next worker by this one's use)."""
+    import time
+
+    from fawkes.coordinator.ubis import WINDOW_S
+
+    lend, s = lender(), session()
+    s.ended.set()  # the agent has exited
+    lend.sessions["h1"] = s
+    t = time.monotonic()
+    lend._withdraw("h1", "the borrower is no longer active")
+    assert "h1" not in lend.sessions and t + WINDOW_S < lend.cool["h1"] <= time.monotonic() + WINDOW_S + 1
+    assert any("withdrawn" in m for _, m, _ in lend.store.got)

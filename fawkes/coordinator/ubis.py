@@ -449,6 +449,9 @@ class Lender:
         s.close()
         with self._lock:
             self.sessions.pop(host, None)
+        # the host's readings of the last WINDOW_S still hold the withdrawn worker: a loan from them would cap
+        # the next worker by the use of this one (a benchmark's re-loans got 0.14-0.29 cores instead of ~0.43)
+        self.cool[host] = max(self.cool.get(host, 0.0), time.monotonic() + WINDOW_S + 1.0)
         self.store.record_event("ubis", f"{s.cluster}'s opportunistic worker on {host} withdrawn: {why}",
                                 cluster=s.cluster, node=host)
 
