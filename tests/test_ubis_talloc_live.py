@@ -92,20 +92,20 @@ def test_each_window_moves_t_alloc_one_step_on_its_gain_and_the_decision_reads_i
     lend, s = lender(), session()
     t0 = lend.window.started
     lend._tune(t0 + 30)  # the window is not over: nothing moves
-    assert lend.t_alloc == 0.7 and lend.windows == []
+    assert lend.live_cfg.t_alloc == 0.7 and lend.windows == []
 
     def window(work, lost, waited=True):
         lend.window.work_s, lend.window.lost_s, lend.window.waited = work, lost, waited
         lend._tune(lend.window.started + 60)
 
     window(12.0, 0.0)  # the first window: up one step
-    assert lend.t_alloc == 0.75 and lend.live_cfg.t_alloc == 0.75 and lend.cfg.t_alloc == 0.7
+    assert lend.live_cfg.t_alloc == 0.75 and lend.cfg.t_alloc == 0.7
     window(18.0, 0.0)  # gained more: on up
-    assert lend.t_alloc == 0.8
+    assert lend.live_cfg.t_alloc == 0.8
     window(18.0, 9.0)  # preemptions threw away half: gained less, turn round
-    assert lend.t_alloc == 0.75
+    assert lend.live_cfg.t_alloc == 0.75
     window(0.0, 0.0, waited=False)  # nothing waited for slack: nothing learnt, no event
-    assert lend.t_alloc == 0.75 and len(lend.windows) == 4
+    assert lend.live_cfg.t_alloc == 0.75 and len(lend.windows) == 4
     msgs = [m for k, m, _ in lend.store.got if k == "ubis"]
     assert len(msgs) == 3 and msgs[0].startswith("T_alloc 0.7 -> 0.75") and "12.0 CPU s" in msgs[0]
     assert "0 preemption(s) threw away 9.0" in msgs[2] and msgs[2].startswith("T_alloc 0.8 -> 0.75")
@@ -126,7 +126,7 @@ def test_without_tuning_the_lender_keeps_the_configured_t_alloc_and_counts_nothi
     lend = Lender(Events(), None, None, c, None)
     feed(lend, session(), [0.0, 0.5, 1.0])
     lend._tune(lend.window.started + 10**6)
-    assert lend.t_alloc == 0.8 and lend.live_cfg is c and lend.window.work_s == 0 and lend.windows == []
+    assert lend.live_cfg.t_alloc == 0.8 and lend.live_cfg is c and lend.window.work_s == 0 and lend.windows == []
 
 
 def test_a_withdrawn_hosts_readings_wait_out_the_workers_last_seconds():

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from fawkes.frameworks import dists
 from fawkes.frameworks.sizing import LAB_SIZES

@@ -339,10 +339,6 @@ class Lender:
 
     # ------------------------------------------------------------------ U-6: T_alloc climbed online
     @property
-    def t_alloc(self) -> float:
-        return self.cfg.t_alloc if self.climb is None else self.climb.t_alloc
-
-    @property
     def live_cfg(self) -> opp.OpportunisticConfig:
         """The config the decision reads: the configured one, with the climb's T_alloc when tuning."""
         return self.cfg if self.climb is None else self.cfg.model_copy(update={"t_alloc": self.climb.t_alloc})
@@ -386,7 +382,6 @@ class Lender:
                     s.idle_cpu_s = used
             elif ev.get("event") == "stopped" and ev.get("reason") == "load":
                 self.window.lost_s += max(0.0, used - s.idle_cpu_s)
-                self.window.preemptions += 1
             s.cpu_s = max(s.cpu_s, used)
             if isinstance(t, (int, float)):
                 s.check_t = t
@@ -428,6 +423,8 @@ class Lender:
             self._account(s, ev)
         if kind == "stopped" and ev.get("reason") == "load":
             self.preemptions += 1
+            with self._lock:
+                self.window.preemptions += 1
             self.cool[s.host] = time.monotonic() + self.cooldown_s
             checks = ", ".join(f"cpu {c['cpu']:.2f} mem {c['mem']:.2f}" for c in ev.get("checks", []))
             self.store.record_event("ubis", f"watchdog on {s.host} stopped {s.cluster}'s opportunistic worker "
@@ -483,9 +480,7 @@ class Lender:
         return {"lent": {h: {"cluster": s.cluster, "owner": s.owner, "cpus": s.cpus,
                              "age_s": round(time.monotonic() - s.started, 1)} for h, s in self.sessions.items()},
                 "slack_node_s": {k: round(v, 1) for k, v in self.slack_s.items()},
-                "preemptions": self.preemptions, "promotions": self.promotions,
-                "t_alloc": self.t_alloc, "t_alloc_tune": self.climb is not None,
-                **({"last_window": self.windows[-1]} if self.windows else {})}
+                "preemptions": self.preemptions, "promotions": self.promotions}
 
     def close(self) -> None:
         """The coordinator stops: every agent stops its worker."""

@@ -277,18 +277,17 @@ def decide(snap: Snapshot, cfg: OpportunisticConfig, targets: Mapping[str, int] 
                 continue
             free_frac = min(cfg.t_alloc - u.cpu, cfg.t_alloc - u.mem)  # Avail_opp, the scarcer resource
             if free_frac >= cfg.min_room:
-                sw = swollen_threshold is not None and u.host in swollen
-                room.append((not sw, -free_frac, u.host, a, (cfg.t_alloc - u.cpu) * u.cpus))
+                room.append((u.host not in swollen, -free_frac, u.host, a, (cfg.t_alloc - u.cpu) * u.cpus))
         want = {n: demand_nodes(active[n]) for n in eligible}
         short = {n for n in eligible if swollen_threshold is not None and targets.get(n, 0) > held[n]}
-        for not_swollen, _, host, a, cpus in sorted(room):
+        for _, _, host, a, cpus in sorted(room):
             cand = [n for n in eligible if n != a and count[n] < want[n]]
             if not cand:
                 continue
             # the slack layer's fair share: (with C-1, the clusters left short first,) the fewest lent hosts,
             # then the larger demand, then the name
             b = min(cand, key=lambda n: (n not in short, count[n], -want[n], n))
-            grants.append(Grant(host, b, a, round(cpus, 4), swollen=not not_swollen and b in short))
+            grants.append(Grant(host, b, a, round(cpus, 4), swollen=host in swollen and b in short))
             count[b] += 1
     return LendPlan(tuple(grants), tuple(promotions), tuple(withdrawals),
                     slack_discrimination({k: v for k, v in count.items() if v}, eligible),
