@@ -143,3 +143,42 @@ def test_a_withdrawn_hosts_readings_wait_out_the_workers_last_seconds():
     lend._withdraw("h1", "the borrower is no longer active")
     assert "h1" not in lend.sessions and t + WINDOW_S < lend.cool["h1"] <= time.monotonic() + WINDOW_S + 1
     assert any("withdrawn" in m for _, m, _ in lend.store.got)
+
+
+class Chan:
+    """The agent's end of a session: what the Lender wrote to it."""
+
+    def __init__(self):
+        self.sent = []
+
+    def sendall(self, data):
+        self.sent.append(data)
+
+
+def test_a_climb_step_moves_every_lent_workers_cap_with_t_alloc():
+    """A worker keeps its cap (T_alloc x Cap - Util at its loan) unless told: at each step that moves T_alloc
+    the Lender sends each lent worker its cap moved by the step x its host's cores; the agent's ``cap``
+    event makes it the session's cap, a ``cap-refused`` one is a warning and changes nothing."""
+    lend = lender()
+    s1, s2, s3 = (AgentSession(h, "b", "a", cpus, None, Chan(), 0.0) for h, cpus in
+                  (("h1", 0.3), ("h2", 0.012), ("h3", 0.4)))
+    lend.sessions.update({"h1": s1, "h2": s2, "h3": s3})
+    lend.last_use = {"h1": {"cpu": 0.5, "mem": 0.1, "cpus": 0.6}, "h2": {"cpu": 0.9, "mem": 0.1, "cpus": 0.6}}
+    lend.window.work_s, lend.window.waited = 12.0, True
+    lend._tune(lend.window.started + 60)  # 0.7 -> 0.75: + 0.05 x 0.6 cores
+    assert s1.chan.sent == [b"cap 0.3300\n"] and s2.chan.sent == [b"cap 0.0420\n"]
+    assert s3.chan.sent == [] and lend.windows[-1]["recapped"] == 2  # h3 unmeasured: its cap stays
+    assert s1.cpus == 0.3  # not before the agent says so
+    lend._on_event(s1, {"event": "cap", "cpus": 0.33})
+    assert s1.cpus == 0.33 and any("CPU cap 0.300 -> 0.330" in m for _, m, _ in lend.store.got)
+    lend._on_event(s2, {"event": "cap-refused", "reason": "the worker has no cpu group of its own"})
+    assert s2.cpus == 0.012 and lend.store.got[-1][2].get("level") == "warning"
+    # down again: never under 0.01 cores
+    lend.window.work_s, lend.window.lost_s, lend.window.waited = 12.0, 11.0, True
+    lend._tune(lend.window.started + 60)  # gained less: 0.75 -> 0.7
+    assert lend.live_cfg.t_alloc == pytest.approx(0.7)
+    assert s1.chan.sent[-1] == b"cap 0.3000\n" and s2.chan.sent[-1] == b"cap 0.0100\n"
+    # a window in which nothing waited moves nothing and sends nothing
+    lend.window.work_s, lend.window.waited = 0.0, False
+    lend._tune(lend.window.started + 60)
+    assert len(s1.chan.sent) == 2

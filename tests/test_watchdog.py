@@ -229,6 +229,46 @@ def test_checks_and_the_stop_report_the_workers_own_cpu_seconds(host):
     assert p.wait(10) == wd.EXIT_GONE
 
 
+def test_a_cap_line_moves_the_workers_cpu_cap_and_junk_changes_nothing(host):
+    """UBIS U-6: ``cap X`` on stdin sets the worker's cpu group to X cores (a ``cap`` event); a value that is
+    not a number of cores within the host's capacity is refused in one event and the cap stays."""
+    from fawkes.lab import cgroup
+
+    p = run_wd(*idle(host), "--worker-cpus", "0.02", "--period", "0.2", "--stdin-eof", *WORKER)
+    started = events(p, "started")[0]
+    group = Path(next(g for g in started["groups"] if g.startswith(str(cgroup.hierarchy(cgroup.CPU).mount))))
+    assert cgroup._cpu_limit(group) == pytest.approx(0.02)
+    try:
+        p.stdin.write("\ncap 0.04\n")
+        p.stdin.flush()
+        ev = events(p, "cap")[-1]
+        assert ev == {**ev, "event": "cap", "cpus": 0.04} and cgroup._cpu_limit(group) == pytest.approx(0.04)
+        # the host is 0.05 cores: more than that, under 0.01, NaN, inf, words and a NUL byte are refused
+        for junk in ("0.5", "0.001", "-1", "nan", "inf", str(10**30), "abc", "0.03\x00", ""):
+            p.stdin.write(f"cap {junk}\n")
+            p.stdin.flush()
+            ev = events(p, "cap-refused", timeout=10)[-1]
+            assert ev["event"] == "cap-refused" and "[0.01, 0.05]" in ev["reason"], (junk, ev)
+        assert cgroup._cpu_limit(group) == pytest.approx(0.04)
+        p.stdin.write("cap 0.015\n")  # and down
+        p.stdin.flush()
+        assert events(p, "cap")[-1]["cpus"] == 0.015 and cgroup._cpu_limit(group) == pytest.approx(0.015)
+    finally:
+        p.stdin.close()
+    assert p.wait(10) == wd.EXIT_GONE
+
+
+def test_a_cap_line_for_a_worker_without_a_cpu_group_is_refused(host):
+    p = run_wd(*idle(host), "--period", "0.2", "--stdin-eof", *WORKER)
+    events(p, "started")
+    p.stdin.write("cap 0.02\n")
+    p.stdin.flush()
+    ev = events(p, "cap-refused", timeout=10)[-1]
+    assert ev["event"] == "cap-refused" and "no cpu group" in ev["reason"], ev
+    p.stdin.close()
+    assert p.wait(10) == wd.EXIT_GONE
+
+
 def test_a_worker_without_a_group_of_its_own_reports_no_cpu_seconds(host):
     p = run_wd(*idle(host), "--period", "0.3", "--verbose", "--stdin-eof", *WORKER)
     events(p, "started")

@@ -39,6 +39,9 @@ memory group's usage less its inactive file cache over its limit, else ``/proc/m
 (MemTotal − MemAvailable).  The worker's own use counts (UBIS: aggregate use); its cgroup
 (``--worker-cpus``, ``--worker-shares``, ``--worker-memory-mb``) caps it below the threshold.
 
+**A new cap** (U-6): the line ``cap X`` on stdin sets the worker's cpu group to X cores (reported as a
+``cap`` event, or ``cap-refused`` with why); the coordinator sends it when its T_alloc moves.
+
 **Promotion** (U-3): the line ``promote`` on stdin hands the worker over as a regular one: the keeper no
 longer kills its group when the watchdog ends, the worker's processes leave its capped cgroups for
 the host's own and get nice 0 again, and the watchdog exits (code 6) leaving the worker running.
@@ -62,6 +65,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 
 EXIT_DONE, EXIT_BAD, EXIT_LOAD, EXIT_GONE, EXIT_SIGNAL, EXIT_PROMOTED = 0, 2, 3, 4, 5, 6
 CLK = os.sysconf("SC_CLK_TCK")
@@ -517,16 +521,12 @@ def make_worker_groups(args) -> list[str]:
         d, v = os.path.join(own[0], name), own[1]
         try:
             os.makedirs(d, exist_ok=True)
-            if v == 2:
-                if args.worker_cpus is not None:
-                    _write(os.path.join(d, "cpu.max"), f"{max(1000, round(args.worker_cpus * 100000))} 100000")
-                if args.worker_shares is not None:  # v1 shares 2..262144 -> v2 weight 1..10000
+            if args.worker_cpus is not None:
+                set_cpu_cap(d, args.worker_cpus)
+            if args.worker_shares is not None:
+                if v == 2:  # v1 shares 2..262144 -> v2 weight 1..10000
                     _write(os.path.join(d, "cpu.weight"), str(max(1, min(10000, 1 + (args.worker_shares - 2) * 9999 // 262142))))
-            else:
-                if args.worker_cpus is not None:
-                    _write(os.path.join(d, "cpu.cfs_period_us"), "100000")
-                    _write(os.path.join(d, "cpu.cfs_quota_us"), str(max(1000, round(args.worker_cpus * 100000))))
-                if args.worker_shares is not None:
+                else:
                     _write(os.path.join(d, "cpu.shares"), str(args.worker_shares))
         except OSError as exc:
             _rmdir(d)
@@ -549,12 +549,47 @@ def make_worker_groups(args) -> list[str]:
     return dirs
 
 
+def set_cpu_cap(d: str, cpus: float) -> None:
+    """Cap the cpu group ``d`` at ``cpus`` cores (a 100-ms period; at least 1 ms of it)."""
+    quota = str(max(1000, round(cpus * 100000)))
+    if os.path.isfile(os.path.join(d, "cpu.max")):
+        _write(os.path.join(d, "cpu.max"), f"{quota} 100000")
+    else:
+        _write(os.path.join(d, "cpu.cfs_period_us"), "100000")
+        _write(os.path.join(d, "cpu.cfs_quota_us"), quota)
+
+
+def cpu_group(groups: list[str]) -> str | None:
+    """The worker's own cpu group among ``groups`` (None without one)."""
+    h = hierarchy("cpu")
+    return next((g for g in groups if h is not None and g.startswith(h[0].rstrip("/") + "/")), None)
+
+
+def recap(groups: list[str], text: str, capacity: float) -> dict:
+    """The coordinator's ``cap X`` line (UBIS U-6: T_alloc moved, so does a lent worker's cap): set the
+    worker's cpu group to X cores.  The event to report: ``cap`` with the new cap, or ``cap-refused``
+    with why (a worker without a cpu group, X not a number in [0.01, the host's capacity], a failed write)."""
+    d = cpu_group(groups)
+    try:
+        cpus = float(text)
+    except ValueError:
+        cpus = math.nan
+    if not 0.01 <= cpus <= capacity:  # NaN and inf fail here too
+        return {"event": "cap-refused", "reason": f"cap {text[:40]!r}: not a number of cores in [0.01, {capacity:g}]"}
+    if d is None:
+        return {"event": "cap-refused", "reason": "the worker has no cpu group of its own (no --worker-cpus)"}
+    try:
+        set_cpu_cap(d, cpus)
+    except OSError as exc:
+        return {"event": "cap-refused", "reason": f"cannot write {d}: {exc.strerror or exc}"}
+    return {"event": "cap", "cpus": round(cpus, 4)}
+
+
 def worker_meter(groups: list[str]) -> "CpuMeter | None":
     """The CPU meter of the worker's own cpu group (None without one): the ``worker_cpu_s`` of the check and
     stop events, the CPU seconds the worker has used since it started."""
-    h = hierarchy("cpu")
-    d = next((g for g in groups if h is not None and g.startswith(h[0].rstrip("/") + "/")), None)
-    return CpuMeter((d, h[1])) if d else None
+    d = cpu_group(groups)
+    return CpuMeter((d, hierarchy("cpu")[1])) if d else None
 
 
 def _write(path: str, text: str) -> None:
@@ -657,6 +692,7 @@ class CoordinatorLink:
     def __init__(self, args):
         self.gone_reason: str | None = None
         self.promote = False
+        self.caps: deque[str] = deque(maxlen=8)  # "cap X" lines not yet carried out (UBIS U-6), oldest first
         self.last_line = time.monotonic()
         self.stdin_eof, self.stdin_timeout = args.stdin_eof, args.stdin_timeout
         self.heartbeat, self.hb_timeout = args.heartbeat, args.heartbeat_timeout
@@ -672,7 +708,8 @@ class CoordinatorLink:
 
     def _read_stdin(self) -> None:
         # the raw descriptor, not sys.stdin: a daemon thread blocked inside a buffered reader's lock
-        # aborts the interpreter at exit
+        # aborts the interpreter at exit.  Lines: empty (a heartbeat), "promote", "cap X"; others ignored.
+        buf = b""
         while True:
             try:
                 data = os.read(0, 4096)
@@ -684,11 +721,20 @@ class CoordinatorLink:
                 self.gone_reason = "stdin closed"
                 self.wake.set()
                 return
-            if b"\n" in data:
-                self.last_line = time.monotonic()
-            if b"promote" in data:
-                self.promote = True
-                self.wake.set()
+            buf += data
+            if b"\n" not in buf:
+                buf = buf[-4096:]  # a line that never ends is not a command
+                continue
+            self.last_line = time.monotonic()
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                word, _, arg = line.strip().partition(b" ")
+                if word == b"promote":
+                    self.promote = True
+                    self.wake.set()
+                elif word == b"cap":
+                    self.caps.append(arg.strip()[:64].decode("ascii", "replace"))
+                    self.wake.set()
 
     def gone(self) -> str | None:
         if self.gone_reason:
@@ -916,6 +962,9 @@ def main(argv: list[str] | None = None) -> int:
                 report("promoted", pgid=guard.pgid, after_s=round(time.monotonic() - t0, 3))
                 return EXIT_PROMOTED
             report("promote-failed", reason="the keeper did not answer")
+        while coord.caps:
+            ev = recap(groups, coord.caps.popleft(), cpu.capacity)
+            report(ev.pop("event"), **ev)
         gone = coord.gone()
         if gone:
             reason, code = f"coordinator gone: {gone}", EXIT_GONE

@@ -359,11 +359,31 @@ class Lender:
         self.windows = (self.windows + [rec])[-100:]
         if not w.waited:  # nothing waited for slack: the window says nothing of T_alloc (no event)
             return
+        rec["recapped"] = self._recap(self.climb.t_alloc - before.t_alloc)
         self.store.record_event("ubis", f"T_alloc {before.t_alloc:g} -> {self.climb.t_alloc:g} (U-6): over "
                                 f"{span:.0f} s the opportunistic workers used {w.work_s:.1f} CPU s, {w.preemptions} preemption(s) "
                                 f"threw away {w.lost_s:.1f}: gain {gain:.3f}/s, the window before "
                                 f"{'none' if before.last_gain is None else format(before.last_gain, '.3f')}")
         log.info("ubis: T_alloc %g -> %g (gain %.3f)", before.t_alloc, self.climb.t_alloc, gain)
+
+    def _recap(self, moved: float) -> int:
+        """T_alloc moved by ``moved``: each lent worker's cap (T_alloc x Cap - Util at its loan) moves by
+        ``moved`` x its host's capacity, the owner's use as measured at the loan kept (at least 0.01 cores).
+        A worker lent once would otherwise keep its first cap, and the climb measure the same loan each
+        window.  The agent confirms with a ``cap`` event (the session's cap changes then).  Returns how many
+        workers were sent a new cap."""
+        if abs(moved) < 1e-9:
+            return 0
+        sent = 0
+        with self._lock:
+            sessions = list(self.sessions.values())
+        for s in sessions:
+            host_cpus = self.last_use.get(s.host, {}).get("cpus")
+            if not isinstance(host_cpus, float) or not 0 < host_cpus < 1e6:
+                continue  # an unmeasured host: its cap stays
+            cap = min(host_cpus, max(0.01, s.cpus + moved * host_cpus))
+            sent += s.send(f"cap {cap:.4f}\n".encode())
+        return sent
 
     def _account(self, s: AgentSession, ev: dict) -> None:
         """A check or stop of a worker's agent: its CPU since the last one is work; a stop for load throws
@@ -431,6 +451,13 @@ class Lender:
                                     f"({checks}; stopped in {ev.get('stop_s', 0):.1f} s)", level="warning",
                                     cluster=s.cluster, node=s.host)
             log.warning("ubis: watchdog on %s stopped %s's worker (%s)", s.host, s.cluster, checks)
+        elif kind == "cap" and isinstance(ev.get("cpus"), (int, float)):
+            before, s.cpus = s.cpus, float(ev["cpus"])
+            self.store.record_event("ubis", f"{s.cluster}'s opportunistic worker on {s.host}: CPU cap {before:.3f} -> "
+                                    f"{s.cpus:.3f} cores (T_alloc moved)", cluster=s.cluster, node=s.host)
+        elif kind == "cap-refused":
+            self.store.record_event("ubis", f"{s.cluster}'s opportunistic worker on {s.host} kept its CPU cap: "
+                                    f"{str(ev.get('reason'))[:200]}", level="warning", cluster=s.cluster, node=s.host)
         elif kind == "stopped":
             self.store.record_event("ubis", f"{s.cluster}'s opportunistic worker on {s.host} stopped: "
                                     f"{ev.get('reason')}", cluster=s.cluster, node=s.host)
