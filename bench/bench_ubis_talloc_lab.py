@@ -88,6 +88,10 @@ class PinnedLender(Lender):
         if self.pinned is not None and self.climb is not None:
             self.climb = replace(self.climb, t_alloc=self.pinned, last_gain=None, direction=1)
 
+    def _recap(self, moved: float) -> int:
+        """A pinned slot's step is undone: the lent worker keeps its cap."""
+        return 0 if self.pinned is not None else super()._recap(moved)
+
     def start(self, t_alloc: float, pinned: bool) -> None:
         """A new slot: every worker withdrawn, T_alloc set, a fresh window."""
         for h in list(self.sessions):
