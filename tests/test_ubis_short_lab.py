@@ -12,8 +12,10 @@ A lab of 2 hosts with a CPU quota each (0.6 cores, 3 GiB): cluster ``a`` holds h
 3. everything is released: no daemon and no agent is left.
 
 The Lender climbs T_alloc (UBIS U-6, windows of 5 s, between 0.75 and 0.8): while ``b`` waits for slack its
-windows count the borrowed worker's CPU as work and move T_alloc a step (for the next loans: a lent worker keeps
-its cap).  What the watchdog's stop throws away is printed, not asserted (it was 0 in a run of 511d9df).
+windows count the borrowed worker's CPU as work and move T_alloc a step, and the lent worker's cap with it (the
+agent's ``cap`` line; a re-capped worker is not stopped by its own agent: before 2026-11-29 the line left the agent's
+loop awake, spinning a core of h1, and every re-capped loan was stopped by "h1's own use").  What the watchdog's stop
+throws away is printed, not asserted (it was 0 in a run of 511d9df).
 
 The long benchmark (``bench/bench_ubis_lab.py``: B's job sooner on A's slack, A's job no slower, the
 promotion) stays in ``bench/``.  Lab hosts are CPU quotas of one 2-core machine.
@@ -127,10 +129,12 @@ def test_a_borrowed_worker_is_stopped_by_the_watchdog_when_the_lenders_load_retu
         moves = [e.message for e in store.events(limit=200) if e.kind == "ubis" and e.message.startswith("T_alloc ")]
         steps = [tuple(float(x) for x in m.split()[1:4:2]) for m in moves]  # oldest first
         assert steps and steps[0] == (0.8, 0.75), moves  # the first window that waited: at the top, down a step
+        caps = [e for e in events if e["event"] in ("cap", "cap-refused")]
+        assert all(e["event"] == "cap" and 0.01 <= e["cpus"] <= 0.6 for e in caps), caps
         assert all(abs(b - a) == pytest.approx(0.05) and 0.75 <= b <= 0.8 for a, b in steps), moves
         stopped = time.monotonic() - t0
         store.cancel_jobs([job])
         print(f"\nUBIS short lab: deployed {deployed:.0f} s, lent {lent:.0f} s, the watchdog stopped b's worker "
               f"{stop['time'] - first:.1f} s after the load's first check, {stop['time'] - loaded_at:.1f} s after the "
           f"loop started ({stopped:.0f} s; {len(early)} loan(s) stopped by h1's own use before the loop); "
-              f"U-6 windows: {lender.windows}")
+              f"re-capped {len(caps)} time(s); U-6 windows: {lender.windows}")

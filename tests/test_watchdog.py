@@ -253,6 +253,12 @@ def test_a_cap_line_moves_the_workers_cpu_cap_and_junk_changes_nothing(host):
         p.stdin.write("cap 0.015\n")  # and down
         p.stdin.flush()
         assert events(p, "cap")[-1]["cpus"] == 0.015 and cgroup._cpu_limit(group) == pytest.approx(0.015)
+        # the line's wake-up is spent: the watchdog waits again (a loop left awake spun a core on its host,
+        # which its own checks read as the host's load: every loan re-capped on the lab was stopped)
+        before = wd.proc_stat(p.pid)[3]
+        time.sleep(2.0)
+        spent = (wd.proc_stat(p.pid)[3] - before) / wd.CLK
+        assert spent < 0.5, f"the watchdog used {spent:.2f} CPU s in 2 s after the cap lines"
     finally:
         p.stdin.close()
     assert p.wait(10) == wd.EXIT_GONE

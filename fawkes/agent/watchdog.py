@@ -859,6 +859,7 @@ def follow(args, cpu, mem, report, mounted) -> int:
     next_at = time.monotonic() + args.period
     while not stop_sig:
         coord.wake.wait(max(0.0, min(next_at - time.monotonic(), 0.5)))
+        coord.wake.clear()
         gone = coord.gone()
         if gone:
             report("exit", reason=f"coordinator gone: {gone}", code=EXIT_GONE)
@@ -941,6 +942,7 @@ def main(argv: list[str] | None = None) -> int:
     reason, code, why = None, EXIT_DONE, {}
     while True:
         coord.wake.wait(max(0.0, min(next_check - time.monotonic(), 0.2)))
+        coord.wake.clear()  # what woke it is kept in flags (signal, promote, caps, gone): a set event would spin
         if stop_sig:
             reason, code = f"signal {stop_sig[0]}", EXIT_SIGNAL
             break
