@@ -163,6 +163,11 @@ def test_talloc_climb_against_fixed_values(talloc_lab, tmp_path):
                                   f"preemptions {w['preemptions']} waited {w['waited']}", flush=True)
         finally:
             lender_windows = list(lender.windows)  # every window the Lender closed, slot-tagged
+            ubis_events = [e.message for e in store.events(limit=5000) if e.kind == "ubis"]
+            caps = {"sent": sum(w.get("recapped", 0) for w in lender_windows),
+                    "taken": sum("(T_alloc moved)" in m for m in ubis_events),
+                    "refused": sum("kept its CPU cap" in m for m in ubis_events)}
+            print(f"caps: {caps}", flush=True)
             ex.run(["h1"], Script("if [ -f {p} ]; then kill $(cat {p}); rm -f {p}; fi", p=LOAD_PID), timeout=30)
             store.cancel_jobs([job])
 
@@ -188,7 +193,7 @@ def test_talloc_climb_against_fixed_values(talloc_lab, tmp_path):
            "owner_load": {"base": BASE, "burst": BURST, "burst_s": BURST_S, "period_s": PERIOD_S},
            "window_s": WINDOW_S, "fixed": FIXED, "slot_windows": SLOT_WINDOWS, "climb_from": CLIMB_FROM,
            "climb_windows": CLIMB_WINDOWS, "reps": REPS, "summary": summary, "windows": windows,
-           "lender_windows": lender_windows,
+           "lender_windows": lender_windows, "caps": caps,
            "took_s": round(time.monotonic() - t_test)}
     out = os.environ.get("FAWKES_BENCH_OUT")
     if out:
