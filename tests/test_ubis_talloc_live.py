@@ -171,6 +171,9 @@ def test_a_climb_step_moves_every_lent_workers_cap_with_t_alloc():
     assert s1.cpus == 0.3  # not before the agent says so
     lend._on_event(s1, {"event": "cap", "cpus": 0.33})
     assert s1.cpus == 0.33 and any("CPU cap 0.300 -> 0.330" in m for _, m, _ in lend.store.got)
+    for junk in (True, float("nan"), float("inf"), -1, 10**30, "0.5", None):  # an agent's junk changes nothing
+        lend._on_event(s1, {"event": "cap", "cpus": junk})
+        assert s1.cpus == 0.33, junk
     lend._on_event(s2, {"event": "cap-refused", "reason": "the worker has no cpu group of its own"})
     assert s2.cpus == 0.012 and lend.store.got[-1][2].get("level") == "warning"
     # down again: never under 0.01 cores

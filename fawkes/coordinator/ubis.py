@@ -158,6 +158,11 @@ class AgentSession:
                 pass
 
 
+def _cores(x) -> bool:
+    """A number of cores an agent may report (not a bool, NaN, inf or out of range)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < 1e6
+
+
 IDLE_SHARE = 0.1  # U-6: a worker using under this share of its cap over a check period runs no task ...
 IDLE_HOST_MAX = 0.9  # ... if its host had room for it (over this use of the host, the worker may be starved)
 
@@ -451,7 +456,7 @@ class Lender:
                                     f"({checks}; stopped in {ev.get('stop_s', 0):.1f} s)", level="warning",
                                     cluster=s.cluster, node=s.host)
             log.warning("ubis: watchdog on %s stopped %s's worker (%s)", s.host, s.cluster, checks)
-        elif kind == "cap" and isinstance(ev.get("cpus"), (int, float)):
+        elif kind == "cap" and _cores(ev.get("cpus")):
             before, s.cpus = s.cpus, float(ev["cpus"])
             self.store.record_event("ubis", f"{s.cluster}'s opportunistic worker on {s.host}: CPU cap {before:.3f} -> "
                                     f"{s.cpus:.3f} cores (T_alloc moved)", cluster=s.cluster, node=s.host)
