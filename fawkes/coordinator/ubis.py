@@ -384,7 +384,7 @@ class Lender:
             sessions = list(self.sessions.values())
         for s in sessions:
             host_cpus = self.last_use.get(s.host, {}).get("cpus")
-            if not isinstance(host_cpus, float) or not 0 < host_cpus < 1e6:
+            if not _cores(host_cpus):
                 continue  # an unmeasured host: its cap stays
             cap = min(host_cpus, max(0.01, s.cpus + moved * host_cpus))
             sent += s.send(f"cap {cap:.4f}\n".encode())
