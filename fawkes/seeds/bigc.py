@@ -20,6 +20,7 @@ direction the spec expects as (statement, holds) pairs (``tests/test_bigc.py`` a
 
 from __future__ import annotations
 
+import functools
 import statistics
 from dataclasses import dataclass, replace
 from typing import Any
@@ -425,8 +426,15 @@ def run(seed: int, burst: str = "high", shrink: ShrinkModel | None = None, l_map
         l_every: float = 200.0, job_model: str = "mr", **extra: Any) -> dict[str, float]:
     """One run: S's queueing delay (first task start - submit: mean, p95), L's JCT (p50, p90, CoV),
     killed tasks, reconfigurations and utilisation; with a ``shrink`` model (:class:`ShrinkModel`)
-    TR shrinks are carried out its way."""
-    wl, st = bursts(seed, burst, l_maps, l_every, job_model), settings(**extra)
+    TR shrinks are carried out its way.  A run is a function of its arguments (seeded), so it is
+    computed once per process: SIM-B1's kill and GP-step-2 arms are SIM-B3's kill and step 2."""
+    return dict(_run(seed, burst, shrink, l_maps, l_every, job_model, tuple(sorted(extra.items()))))
+
+
+@functools.lru_cache(maxsize=1024)
+def _run(seed: int, burst: str, shrink: ShrinkModel | None, l_maps: int, l_every: float, job_model: str,
+         extra: tuple[tuple[str, Any], ...]) -> dict[str, float]:
+    wl, st = bursts(seed, burst, l_maps, l_every, job_model), settings(**dict(extra))
     sim = (Simulator(wl, st, check_invariants=True) if shrink is None
            else BigCSimulator(wl, st, shrink, check_invariants=True)).run()
     if sim.stats.invariant_errors:
