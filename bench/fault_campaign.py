@@ -620,7 +620,7 @@ class Campaign:
         # a cluster the stream has not reached before the kills ended gets its burst now (kills and
         # restarts take their own time, so how many bursts fit between them is the machine's), and so does
         # one that has not grown yet: its burst can have fallen while the kills kept interrupting the DP
-        # that would have freed its hosts (the campaign of seed 49236: a's drain killed three times under
+        # that would have freed its hosts (a local run of seed 49236: a's drain killed three times under
         # b's burst).  Every cluster has run jobs, and had an uninterrupted chance to grow, by the end.
         moves = self.count_moves()
         for c in self.clusters:
