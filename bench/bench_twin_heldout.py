@@ -27,9 +27,17 @@ before each later run (the same job alone on the first cluster at its minimum), 
 its responses over its own R (``own_r``), so a machine slower during the None run than during the policy run
 slows R too and cancels to first order.  Every job is still submitted with the first R (the coordinator sees
 the same inputs in every run), and the comparison against the first R is kept (``comparison_first_r``).
-The verdict (``comparison``) is the one against each run's own R.
+Until 2026-11-29 the verdict (``comparison``) was the one against each run's own R; it is kept.
 
-**Speed probe** (exploratory since 2026-11-28 20:00 UTC; judges nothing yet): :class:`bench.speed_probe.SpeedProbe`
+**Host probe** (the verdict since 2026-11-29 14:00 UTC, written before the seeds it judges):
+:class:`bench.speed_probe.HostProbe`, a process with a lab host's CPU quota in a cgroup of its own, hashes
+through the whole benchmark and reports its steps per wall second: what a lab host gets of the machine,
+through each run rather than once before it.  ``host_probe`` holds each run's median and
+``none_slower_by`` (the policy run's over the None run's: above 1, the None run's hosts the slower); the
+verdict (``comparison_host``) divides the None run's first-R slowdowns by it, so both sides stand at the
+policy run's speed, the one the twin was fed.
+
+**Speed probe** (exploratory since 2026-11-28 20:00 UTC; judges nothing): :class:`bench.speed_probe.SpeedProbe`
 measures the machine's SHA-256 steps per CPU-second every 2 s through the whole benchmark; each run's median
 (``speed_probe``), their ratio (``none_slower_by``) and the None run's first-R slowdowns divided by it
 (``comparison_probe``) are recorded and printed beside the verdict.
@@ -56,10 +64,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 try:
     from bench.results_meta import meta
-    from bench.speed_probe import SpeedProbe
+    from bench.speed_probe import HostProbe, SpeedProbe
 except ImportError:  # run as a script: bench/ is on the path
     from results_meta import meta
-    from speed_probe import SpeedProbe
+    from speed_probe import HostProbe, SpeedProbe
 from fawkes.demo import DemoPlan, Session, calibrate, replay_window, report, run_stream
 
 CLUSTERS = ("etl", "bi", "ml")
@@ -182,7 +190,8 @@ def main(argv=None) -> int:
     workdir = a.dir or Path(tempfile.mkdtemp(prefix="fawkes-heldout-"))
     result_path = a.result or workdir / "result.json"
     t0 = time.time()
-    probe = SpeedProbe().__enter__()  # the machine's speed through every run (exploratory: judges nothing yet)
+    probe = SpeedProbe().__enter__()  # the machine's speed through every run (exploratory: judges nothing)
+    host = HostProbe(f"{a.prefix}-probe", plan.cpus).__enter__()  # what a lab host gets: the verdict's
     s = Session(workdir, plan, prefix=a.prefix, subnet=a.subnet)
     doc: dict = {**meta(), "seed": seed, "policy": a.policy, "master_factor": a.master_factor, "stream": plan.stream,
                  "job": {"partitions": plan.partitions, "core_s": plan.core_s},
@@ -227,6 +236,7 @@ def main(argv=None) -> int:
     finally:
         s.close()
         probe.__exit__()
+        host.__exit__()
         runs = {a.policy: doc.get("policy_run"), **doc.get("measured", {})}
         speeds = {k: probe.speed(v["start"], v["end"]) for k, v in runs.items() if v}
         doc["speed_probe"] = {"steps_per_cpu_s": speeds, "samples": probe.samples}
@@ -235,6 +245,15 @@ def main(argv=None) -> int:
             doc["speed_probe"]["none_slower_by"] = k
             if "measured" in doc and "None" in doc["measured"]:
                 doc["comparison_probe"] = compare(
+                    predicted, {"None": {**doc["measured"]["None"], "slowdowns": {
+                        c: v / k for c, v in doc["measured"]["None"]["slowdowns"].items()}}}, doc["policy_run"], plan)
+        hs = {k: host.speed(v["start"], v["end"]) for k, v in runs.items() if v}
+        doc["host_probe"] = {"cpus": host.cpus, "steps_per_wall_s": hs, "samples": host.samples}
+        if all(hs.get(k) for k in (a.policy, "None")):
+            k = hs[a.policy] / hs["None"]  # above 1: the None run's hosts the slower
+            doc["host_probe"]["none_slower_by"] = k
+            if "measured" in doc and "None" in doc["measured"]:
+                doc["comparison_host"] = compare(
                     predicted, {"None": {**doc["measured"]["None"], "slowdowns": {
                         c: v / k for c, v in doc["measured"]["None"]["slowdowns"].items()}}}, doc["policy_run"], plan)
         doc["load_at_end"] = meta()["load"]
@@ -259,8 +278,17 @@ def main(argv=None) -> int:
               f"slower; the None run's first-R slowdowns divided by it: "
               + ", ".join(f"{r['cluster']} {r['measured']:.2f} ({100 * r['error']:+.0f} %)" for r in cp["rows"])
               + f"; median |error| {100 * cp['median_abs_error']:.1f} %")
-    print(f"median |error| {100 * cmp['median_abs_error']:.1f} %, max {100 * cmp['max_abs_error']:.1f} % "
-          f"(target: median <= 10 %, none > 20 %, every sign right): {'met' if cmp['target_met'] else 'NOT met'}")
+    print(f"against own R: median |error| {100 * cmp['median_abs_error']:.1f} %, max {100 * cmp['max_abs_error']:.1f} %"
+          f" ({'met' if cmp['target_met'] else 'NOT met'}; the verdict until 2026-11-29)")
+    if "comparison_host" in doc:
+        ch = doc["comparison_host"]
+        print(f"the host probe ran the None run's hosts {doc['host_probe']['none_slower_by']:.3f}x slower; the None "
+              "run's first-R slowdowns divided by it: "
+              + ", ".join(f"{r['cluster']} {r['predicted']:.2f} vs {r['measured']:.2f} ({100 * r['error']:+.0f} %)"
+                          for r in ch["rows"]))
+        print(f"verdict (host probe): median |error| {100 * ch['median_abs_error']:.1f} %, max "
+              f"{100 * ch['max_abs_error']:.1f} % (target: median <= 10 %, none > 20 %, every sign right): "
+              f"{'met' if ch['target_met'] else 'NOT met'}")
     print(f"results: {result_path}; total {time.time() - t0:.0f} s")
     return 0
 

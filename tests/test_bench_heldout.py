@@ -146,3 +146,21 @@ def test_the_speed_probe_measures_steps_per_cpu_second_and_stops():
     assert not any(t.name == "speed-probe" and t.is_alive() for t in threading.enumerate())
     assert all(v > 1e4 for _, v in probe.samples)  # SHA-256 steps a CPU-second: millions on any machine
     assert probe.speed(t0, time.time()) > 1e4 and probe.speed(0, 1) is None
+
+
+@pytest.mark.usefixtures("root_and_cgroups")  # conftest: fails under CI, skips elsewhere
+def test_the_host_probe_measures_what_its_quota_lets_it_do_per_wall_second():
+    import time
+
+    from bench.speed_probe import HostProbe
+    from fawkes.lab import cgroup
+
+    with HostProbe("fwtest-probe-lo", 0.1, every_s=1.0, busy_s=0.5) as lo, \
+            HostProbe("fwtest-probe-hi", 0.4, every_s=1.0, busy_s=0.5) as hi:
+        time.sleep(4.5)
+    now = time.time()
+    assert len(lo.samples) >= 3 and len(hi.samples) >= 3, (lo.samples, hi.samples)
+    ratio = hi.speed(0, now) / lo.speed(0, now)
+    assert 2.0 < ratio < 6.0, ratio  # four times the quota: about four times the steps a wall second
+    assert not cgroup.group_dir("fwtest-probe-lo", "probe").parent.exists()  # its group removed
+    assert lo.speed(now + 1, now + 2) is None
