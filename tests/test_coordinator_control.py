@@ -265,3 +265,42 @@ def test_a_chapter2_runner_policy_runs_in_the_coordinator(world):
     clock.t = 1060
     _, d, _ = control.tick()
     assert [(s.cluster, s.mode.value) for s in d.plan.shrinks] == [("a", "FP")] * 2
+
+
+def test_a_takeover_decides_on_the_last_periods_samples_before_sampling_again(tmp_path):
+    """A standby taking over (its first tick due at once, samples of the last T in the state) ticks before it
+    samples every cluster again; on a state without fresh samples, or whose last decision is recent, the
+    samples come first (the real service loop, APScheduler, one worker thread)."""
+    import time
+
+    from fawkes.config import load_config
+    from fawkes.coordinator.service import build
+
+    (tmp_path / "known_hosts").write_text("")
+    (tmp_path / "inventory.yaml").write_text(
+        "known_hosts: known_hosts\nhosts:\n  - {name: x1, address: 192.0.2.1, cores: 1}\n")
+    (tmp_path / "config.yaml").write_text("state: state.db\ninventory: inventory.yaml\npolicy: td-tc\nperiod: 2\n"
+                                          "sample_period: 1\n")
+    cfg = load_config(tmp_path / "config.yaml")
+    now = time.time()
+    with Store(cfg.state_url()) as s:
+        s.register_framework("spark", "spark-hdfs", spark_home="/opt/spark")
+        s.sync_hosts([{"name": "x1", "cores": 1}])
+        s.request_cluster("c", framework="spark", min_core=1)
+        s.record_sample("c", ClusterMetrics(time=now - 60))
+        s.record_decision(policy="TD", inputs={}, weights={}, discriminations={}, global_factor=0.0,
+                          gate_open=False, targets={}, plan={}, reason="the dead leader's", time=now - 30)
+    coord = build(cfg)
+    try:
+        assert not coord.tick_first(time.time())  # the newest sample older than T: sample first
+        coord.store.record_sample("c", ClusterMetrics(time=time.time() - 1))
+        assert coord.tick_first(time.time())
+        assert not coord.tick_first(now - 29)  # the last decision under T ago: its tick is not due yet
+        order: list[str] = []
+        for step in ("sample", "tick", "fast"):
+            real = getattr(coord, step)
+            setattr(coord, step, lambda real=real, step=step: (order.append(step), real()))
+        coord.run(duration_s=0.8)
+        assert order[:3] == ["tick", "fast", "sample"], order
+    finally:
+        coord.store.close()

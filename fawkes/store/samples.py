@@ -102,6 +102,11 @@ class SamplesMixin(StoreBase):
             return [ClusterMetrics(**{f: getattr(r, f) for f in _METRIC_FIELDS})
                     for r in s.exec(q.order_by(Sample.time, Sample.id))]
 
+    def latest_sample_time(self) -> float | None:
+        """When the newest sample of any cluster was taken (None: no sample); ``ix_samples_time`` answers it."""
+        with self.session() as s:
+            return s.exec(select(func.max(Sample.time))).one()
+
     def samples_of_live_clusters(self, *, since: float, until: float,
                                  clusters: Iterable[str] | None = None) -> dict[str, list[ClusterMetrics]]:
         """Samples with ``since < time <= until`` of every live cluster (or only of the live
