@@ -292,10 +292,11 @@ def test_a_takeover_decides_on_the_last_periods_samples_before_sampling_again(tm
                           gate_open=False, targets={}, plan={}, reason="the dead leader's", time=now - 30)
     coord = build(cfg)
     try:
-        assert not coord.tick_first(time.time())  # the newest sample older than T: sample first
-        coord.store.record_sample("c", ClusterMetrics(time=time.time() - 1))
-        assert coord.tick_first(time.time())
+        assert not coord.tick_first(time.time())  # the newest sample older than 2 T: sample first
+        coord.store.record_sample("c", ClusterMetrics(time=time.time() - 3.5))
+        assert coord.tick_first(time.time())  # within 2 T (T = 2 s): the snapshot reads it
         assert not coord.tick_first(now - 29)  # the last decision under T ago: its tick is not due yet
+        coord.store.record_sample("c", ClusterMetrics(time=time.time()))  # fresh for the run below, however slow
         order: list[str] = []
         for step in ("sample", "tick", "fast"):
             real = getattr(coord, step)

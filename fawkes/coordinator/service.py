@@ -263,13 +263,15 @@ class Coordinator:
 
     def tick_first(self, start: float) -> bool:
         """Whether the first tick after a (re)start runs before the first sample and fast steps: when it is due
-        at once and the state holds samples of the last period (a standby taking over from a leader that
-        sampled until it died), it decides on them, as the leader would have, instead of waiting for a new
-        sample of every cluster (seconds at a thousand clusters); else the samples come first."""
+        at once and the state holds samples of the last two periods (a standby taking over from a leader that
+        sampled until it died: the lease lets it in at most 1.45 T later), it decides on them, as the leader
+        would have (the snapshot reads an interval without samples from the period before it), instead of
+        waiting for a new sample of every cluster and the recovery's first step (seconds each at a thousand
+        clusters); else the samples come first."""
         if self.first_tick_at(start) > start:
             return False
         latest = self.store.latest_sample_time()
-        return latest is not None and latest >= start - self.settings.period_s
+        return latest is not None and latest >= start - 2 * self.settings.period_s
 
     def run(self, *, fast_s: float = 2.0, duration_s: float | None = None, on_tick=None,
             leadership=None) -> list[str]:
