@@ -162,6 +162,22 @@ def against(run: dict, r: float) -> dict:
             "mean": sum(j["response_s"] for j in run["jobs"]) / r / len(run["jobs"]) if run["jobs"] else None}
 
 
+def by_probe(probe, runs: dict, policy: str, unit: str, pending) -> tuple[dict, dict | None]:
+    """A probe's median speed in each run (``unit``: what it counts), ``none_slower_by`` (the policy run's over
+    the None run's: above 1, the None run the slower) and, with ``pending`` = (predicted, the None run, the
+    policy run, the plan), the comparison of the None run's first-R slowdowns divided by it."""
+    speeds = {k: probe.speed(v["start"], v["end"]) for k, v in runs.items() if v}
+    out: dict = {unit: speeds, "samples": probe.samples}
+    if not all(speeds.get(k) for k in (policy, "None")):
+        return out, None
+    k = out["none_slower_by"] = speeds[policy] / speeds["None"]
+    if pending is None:
+        return out, None
+    predicted, none_run, policy_run, plan = pending
+    scaled = {**none_run, "slowdowns": {c: v / k for c, v in none_run["slowdowns"].items()}}
+    return out, compare(predicted, {"None": scaled}, policy_run, plan)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=None, help="the stream's seed (default: from the clock)")
@@ -238,24 +254,12 @@ def main(argv=None) -> int:
         probe.__exit__()
         host.__exit__()
         runs = {a.policy: doc.get("policy_run"), **doc.get("measured", {})}
-        speeds = {k: probe.speed(v["start"], v["end"]) for k, v in runs.items() if v}
-        doc["speed_probe"] = {"steps_per_cpu_s": speeds, "samples": probe.samples}
-        if all(speeds.get(k) for k in (a.policy, "None")):
-            k = speeds[a.policy] / speeds["None"]  # above 1: the None run's machine the slower
-            doc["speed_probe"]["none_slower_by"] = k
-            if "measured" in doc and "None" in doc["measured"]:
-                doc["comparison_probe"] = compare(
-                    predicted, {"None": {**doc["measured"]["None"], "slowdowns": {
-                        c: v / k for c, v in doc["measured"]["None"]["slowdowns"].items()}}}, doc["policy_run"], plan)
-        hs = {k: host.speed(v["start"], v["end"]) for k, v in runs.items() if v}
-        doc["host_probe"] = {"cpus": host.cpus, "steps_per_wall_s": hs, "samples": host.samples}
-        if all(hs.get(k) for k in (a.policy, "None")):
-            k = hs[a.policy] / hs["None"]  # above 1: the None run's hosts the slower
-            doc["host_probe"]["none_slower_by"] = k
-            if "measured" in doc and "None" in doc["measured"]:
-                doc["comparison_host"] = compare(
-                    predicted, {"None": {**doc["measured"]["None"], "slowdowns": {
-                        c: v / k for c, v in doc["measured"]["None"]["slowdowns"].items()}}}, doc["policy_run"], plan)
+        pending = (predicted, doc["measured"]["None"], doc["policy_run"], plan) if "None" in doc.get("measured", {}) \
+            else None
+        doc["speed_probe"], cmp_probe = by_probe(probe, runs, a.policy, "steps_per_cpu_s", pending)
+        doc["host_probe"], cmp_host = by_probe(host, runs, a.policy, "steps_per_wall_s", pending)
+        doc["host_probe"]["cpus"] = host.cpus
+        doc.update({k: v for k, v in (("comparison_probe", cmp_probe), ("comparison_host", cmp_host)) if v})
         doc["load_at_end"] = meta()["load"]
         doc["wall_s"] = time.time() - t0
         result_path.write_text(json.dumps(doc, indent=2, default=str))

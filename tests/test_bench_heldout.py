@@ -164,3 +164,26 @@ def test_the_host_probe_measures_what_its_quota_lets_it_do_per_wall_second():
     assert 2.0 < ratio < 6.0, ratio  # four times the quota: about four times the steps a wall second
     assert not cgroup.group_dir("fwtest-probe-lo", "probe").parent.exists()  # its group removed
     assert lo.speed(now + 1, now + 2) is None
+
+
+def test_a_probes_speed_ratio_scales_the_none_runs_slowdowns_to_the_policy_runs_speed():
+    from bench.bench_twin_heldout import by_probe
+
+    class Probe:
+        samples = [(5.0, 100.0), (15.0, 80.0)]
+
+        def speed(self, start, end):
+            got = [v for t, v in self.samples if start <= t <= end]
+            return got[0] if got else None
+
+    plan = heldout_plan(3)
+    a, b = loaded(plan)
+    runs = {"td-damped": {"start": 0, "end": 10}, "None": {"start": 10, "end": 20}}
+    predicted = {k: {"cluster_mean_slowdown": {a: 1.0, b: 1.0}} for k in ("policy", "None")}
+    none_run = {"slowdowns": {a: 1.25, b: 1.0}}
+    fig, cmp = by_probe(Probe(), runs, "td-damped", "steps_per_wall_s", (predicted, none_run,
+                                                                          {"slowdowns": {a: 0.9, b: 0.9}}, plan))
+    assert fig["steps_per_wall_s"] == {"td-damped": 100.0, "None": 80.0} and fig["none_slower_by"] == 1.25
+    # the None run ran at 0.8 of the policy run's speed: its 1.25 is 1.0 at the speed the twin was fed
+    assert {r["cluster"]: round(r["measured"], 9) for r in cmp["rows"]} == {a: 1.0, b: 0.8}
+    assert by_probe(Probe(), {"td-damped": runs["td-damped"]}, "td-damped", "x", None)[1] is None
