@@ -210,21 +210,41 @@ def test_where_a_jobs_tasks_ended_per_executor_host():
         M.parse_executors("{}")
 
 
-def test_a_drivers_executors_are_asked_only_when_its_ended_tasks_moved():
+def test_a_drivers_executors_are_asked_only_when_its_ended_or_running_tasks_moved():
     """``/allexecutors`` is asked at the first sample of an application and again only when the same
-    sample's ``/stages`` count of ended tasks changed: about once per task, not once per sample; the
-    sample maps executor addresses to node names."""
+    sample's ``/stages`` count of ended or of running tasks changed: about once per task, not once per
+    sample; the sample maps executor addresses to node names."""
     from fawkes.frameworks.spark_hdfs import SparkHdfsDriver
 
     execs = load("driver_allexecutors.json").encode()
-    want = M.parse_executors(execs)
+    want = M.parse_executors(execs), M.parse_active_tasks(execs)
     with driver_api(lambda path: execs if path == "/api/v1/applications/app-1/allexecutors" else None) as (base, asked):
         drv = SparkHdfsDriver(None)
-        for completed in (5, 5, 5, 6, 6):
-            assert drv._driver_task_time(base, "app-1", M.TaskCounts(completed=completed, failed=1)) == want
-        assert len(asked) == 2  # at 5 ended (+1 failed) and at 6
+        for completed, run in ((5, 2), (5, 2), (5, 2), (6, 2), (6, 2), (6, 1)):
+            assert drv._driver_executors(base, "app-1", M.TaskCounts(completed=completed, failed=1, running=run)) == want
+        assert len(asked) == 3  # at 5 ended (+1 failed), at 6, and when a running task ended without a new one
         with pytest.raises(FawkesError):
-            drv._driver_task_time(base, "app-2", M.TaskCounts(completed=1))
+            drv._driver_executors(base, "app-2", M.TaskCounts(completed=1))
     s = M.spark_hdfs_sample(0.0, None, None, None, {}, node_of={"10.201.0.11": "h1", "10.201.0.12": "h2"},
-                            task_time={"app-1": want, "app-2": {"10.9.9.9": (1, 1.0)}})
+                            task_time={"app-1": want[0], "app-2": {"10.9.9.9": (1, 1.0)}},
+                            running={"app-1": {"10.201.0.11": 2, "10.201.0.12": 1}, "app-2": {"10.201.0.11": 1,
+                                                                                            "10.9.9.9": 3}})
     assert s.task_time_by_job == {"app-1": {"h1": (14, 28.801), "h2": (26, 29.159)}}  # unknown addresses out
+    assert s.running_by_node == {"h1": 3, "h2": 1}  # summed over the applications, per node
+    assert M.spark_hdfs_sample(0.0, None, None, None, {}).running_by_node is None  # not read: not known
+
+
+def test_what_runs_on_each_executor_host_now():
+    """``activeTasks`` of the live executors per host (two on one host summed); removed executors (``isActive``
+    false), the driver and malformed counts left out."""
+    doc = [{"id": "driver", "hostPort": "10.0.0.9:1", "activeTasks": 0, "isActive": True},
+           {"id": "1", "hostPort": "10.0.0.1:1", "activeTasks": 2, "isActive": True},
+           {"id": "2", "hostPort": "10.0.0.1:2", "activeTasks": 1, "isActive": True},
+           {"id": "3", "hostPort": "10.0.0.2:1", "activeTasks": 4, "isActive": False},
+           {"id": "4", "hostPort": "10.0.0.3:1", "activeTasks": -1},
+           {"id": "5", "hostPort": "10.0.0.4:1", "activeTasks": "2"},
+           {"id": "6", "hostPort": "10.0.0.5:1", "activeTasks": True},
+           {"id": "7", "hostPort": "10.0.0.6:1", "activeTasks": 0, "isActive": True}, "not an executor"]
+    assert M.parse_active_tasks(json.dumps(doc)) == {"10.0.0.1": 3, "10.0.0.6": 0}
+    with pytest.raises(FawkesError, match="expected a list of executors"):
+        M.parse_active_tasks("{}")

@@ -145,3 +145,56 @@ def test_where_a_jobs_tasks_ended_is_stored_by_master_and_other_nodes(store):
         with pytest.raises(FawkesError, match="task_time"):
             SampleWrite("etl", m, task_time=bad)
     assert store.get_job(j).task_time == {"master": [5, 26.0], "other": [4, 12.0]}
+
+
+def test_the_tasks_running_on_each_node_are_stored_where_the_kind_says(store):
+    """A kind's ``running_by_node`` (Spark: the driver's live executors' ``activeTasks``) becomes each node's
+    ``running_tasks`` (FP's victim order, CERES C-1's idle-or-busy): a node the kind does not list runs none; a
+    kind that does not say (None) leaves them as they are; a bad count refuses the cluster's write."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from fawkes.coordinator.sampler import Sampler
+    from fawkes.errors import FawkesError
+    from fawkes.frameworks.sample import FrameworkSample
+    from fawkes.mechanism import Role, Settings
+    from fawkes.mechanism.model import ClusterMetrics
+    from fawkes.store.lifecycle import NodeState
+    from fawkes.store.samples import SampleWrite
+
+    store.register_framework("spark", "spark")
+    store.sync_hosts([{"name": h, "cores": 2} for h in ("h1", "h2", "h3")])
+    store.request_cluster("etl", framework="spark", min_core=1)
+    store.transition_cluster("etl", ClusterState.DEPLOYING)
+    for h, role in (("h1", Role.CORE), ("h2", Role.TR), ("h3", Role.TC)):
+        n = store.allocate_node("etl", h, role)
+        store.transition_node(n.id, NodeState.PROVISIONING)
+        store.transition_node(n.id, NodeState.RUNNING)
+    store.transition_cluster("etl", ClusterState.ACTIVE)
+    said: dict = {"by_node": {"h1": 1, "h2": 2}}
+
+    class Driver:
+        def web_ui(self, spec):
+            return ""
+
+        def metrics(self, spec, *, jobs=()):
+            return FrameworkSample(time=0.0, running_by_node=said["by_node"])
+
+    fleet = SimpleNamespace(spec=lambda name, states=None: (SimpleNamespace(nodes=(), master=SimpleNamespace(
+        name="h1")), Driver()))
+    sampler = Sampler(store, fleet, None, Settings(policy="TD"), clock=lambda: 1000.0)
+
+    def running() -> dict[str, int]:
+        return {n.host: n.running_tasks for n in store.list_nodes("etl")}
+
+    sampler.sample("etl")
+    assert running() == {"h1": 1, "h2": 2, "h3": 0}
+    said["by_node"] = {"h3": 4}
+    sampler.sample("etl")
+    assert running() == {"h1": 0, "h2": 0, "h3": 4}
+    said["by_node"] = None  # the kind did not say this time: nothing changes
+    sampler.sample("etl")
+    assert running() == {"h1": 0, "h2": 0, "h3": 4}
+    with pytest.raises(FawkesError, match="running_tasks"):
+        SampleWrite("etl", ClusterMetrics(time=1.0), running_by_node={1: -1})

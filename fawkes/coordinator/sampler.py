@@ -258,7 +258,10 @@ class Sampler:
         stored = {n.id: int(fs.stored_by_node[n.host]) for n in nodes
                   if n.host in fs.stored_by_node and fs.stored_by_node[n.host] != n.stored_bytes}
         where = task_time_by_role(spec.master.name, running, fs.task_time_by_job) if fs.task_time_by_job else {}
-        return SampleWrite(name, m, seen, stored, where)
+        busy = {} if fs.running_by_node is None else {
+            n.id: int(fs.running_by_node.get(n.host, 0)) for n in nodes
+            if int(fs.running_by_node.get(n.host, 0)) != (n.running_tasks or 0)}
+        return SampleWrite(name, m, seen, stored, where, busy)
 
     def check_hosts(self) -> None:
         """SSH liveness of every allocated host; failed after ``grace_s`` without an answer."""

@@ -162,6 +162,25 @@ def parse_executors(doc: str | bytes | list) -> dict[str, tuple[int, float]]:
     return out
 
 
+def parse_active_tasks(doc: str | bytes | list) -> dict[str, int]:
+    """The same document: per host address, the tasks running now on the application's live executors there
+    (``activeTasks`` of those with ``isActive``); the driver's entry, removed executors and malformed
+    entries left out."""
+    execs = _load(doc)
+    if not isinstance(execs, list):
+        raise FawkesError("Spark executors JSON: expected a list of executors")
+    out: dict[str, int] = {}
+    for e in execs:
+        if not isinstance(e, Mapping) or e.get("id") == "driver" or e.get("isActive") is False:
+            continue
+        host = str(e.get("hostPort", "")).rsplit(":", 1)[0]
+        n = e.get("activeTasks", 0)
+        if not host or isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            continue
+        out[host] = out.get(host, 0) + n
+    return out
+
+
 # --------------------------------------------------------------------------- NameNode JMX
 def _bean(doc: str | bytes | Mapping, name: str) -> Mapping:
     d = _load(doc)
@@ -304,15 +323,25 @@ def spark_hdfs_sample(time: float, master: SparkMasterState | None, hdfs: HdfsSt
                       datanodes: NameNodeInfo | None, by_app: Mapping[str, TaskCounts], *,
                       node_of: Mapping[str, str] | None = None, hosts: Mapping[str, HostStats] | None = None,
                       task_time: Mapping[str, Mapping[str, tuple[int, float]]] | None = None,
+                      running: Mapping[str, Mapping[str, int]] | None = None,
                       errors: Iterable[str] = ()) -> SparkHdfsSample:
     """The neutral sample from the parsed documents: slots are the ALIVE workers' cores, stored bytes
     the NameNode's DFS used (None when it did not answer), per node the DataNode's used bytes
     (``node_of``: DataNode address -> node name; addresses not in it are left out); ``task_time``: per
-    application, :func:`parse_executors`' figures by address (mapped to node names the same way)."""
+    application, :func:`parse_executors`' figures by address (mapped to node names the same way); ``running``:
+    per application, :func:`parse_active_tasks`' by address, summed per node (None: some application's
+    executors were not read, so no node's figure is known)."""
     node_of = node_of or {}
     stored = {node_of[a]: d.used for a, d in (datanodes.live.items() if datanodes else ()) if a in node_of}
     per_node = {app: {node_of[a]: v for a, v in by_addr.items() if a in node_of}
                 for app, by_addr in (task_time or {}).items()}
+    by_node: dict[str, int] | None = None
+    if running is not None:
+        by_node = {}
+        for by_addr in running.values():
+            for a, n in by_addr.items():
+                if a in node_of:
+                    by_node[node_of[a]] = by_node.get(node_of[a], 0) + n
     return SparkHdfsSample(
         time=time, tasks=sum_tasks(by_app.values()), tasks_by_job=dict(by_app),
         slots=float(master.cores) if master else 0.0, busy_slots=float(master.cores_used) if master else 0.0,
@@ -320,6 +349,6 @@ def spark_hdfs_sample(time: float, master: SparkMasterState | None, hdfs: HdfsSt
         completed_jobs=len(master.completed_apps) if master else 0,
         stored_bytes=float(hdfs.capacity_used) if hdfs else None,
         storage_capacity=float(hdfs.capacity_total) if hdfs else 0.0,
-        stored_by_node=stored, task_time_by_job={a: t for a, t in per_node.items() if t},
+        stored_by_node=stored, task_time_by_job={a: t for a, t in per_node.items() if t}, running_by_node=by_node,
         hosts=dict(hosts or {}), errors=tuple(errors),
         master=master, hdfs=hdfs, datanodes=datanodes)

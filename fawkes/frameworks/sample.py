@@ -62,7 +62,9 @@ class FrameworkSample:
     input load, the DU baseline kept in the state).  ``stored_by_node``: bytes per node name (DP's
     victim order).  ``task_time_by_job``: per job (as ``tasks_by_job``), per node name, the tasks of it
     that ended there and their seconds, over the job's life (the twin's task time on the master node
-    against the others; empty: the kind does not measure it)."""
+    against the others; empty: the kind does not measure it).  ``running_by_node``: per node name, the tasks
+    running there now (a node not in it runs none); None: the kind does not say (FP's victim order and
+    CERES C-1's idle-or-busy judgement then see no task on any node)."""
 
     time: float
     tasks: TaskCounts = TaskCounts()
@@ -76,5 +78,6 @@ class FrameworkSample:
     written_bytes: float | None = None
     stored_by_node: Mapping[str, int] = field(default_factory=dict)
     task_time_by_job: Mapping[str, Mapping[str, tuple[int, float]]] = field(default_factory=dict)
+    running_by_node: Mapping[str, int] | None = None
     hosts: dict[str, HostStats] = field(default_factory=dict)
     errors: tuple[str, ...] = ()

@@ -175,6 +175,7 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
         urls = [f"http://{cluster.master.address}:{p}" for p in ports]
         quiet = set(urls) if block is not None else set()  # a free job port of the block is no error
         task_time: dict[str, dict[str, tuple[int, float]]] = {}
+        running: dict[str, dict[str, int]] | None = {}  # None once an application's executors went unread
         answered = 0
         for base in urls + list(driver_urls):
             if base in quiet and answered >= len(jobs):
@@ -190,16 +191,19 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
                 continue
             for app, counts in got.items():
                 try:
-                    task_time[app] = self._driver_task_time(api, app, counts)
-                except FawkesError:  # (the twin's figure only: the sample stands without it)
-                    pass
+                    task_time[app], active = self._driver_executors(api, app, counts)
+                    if running is not None:
+                        running[app] = active
+                except FawkesError:  # (where tasks ran and run: the sample stands without it)
+                    running = None
         if block is not None and jobs and not by_app:
             errors.append(f"cluster {cluster.name}: no job driver UI answered on ports "
                           f"{block.start}-{block.stop - 1} of {cluster.master.address}")
         hosts = self.host_stats(cluster, errors) if host_stats else {}
         return M.spark_hdfs_sample(time.time(), master, hdfs, dn, by_app,
                                    node_of={n.address: n.name for n in cluster.nodes}, hosts=hosts,
-                                   task_time=task_time, errors=errors)
+                                   task_time=task_time, running=running if master is not None else None,
+                                   errors=errors)
 
     #: how many drivers' application ids :meth:`_driver_stages` keeps (base URL -> ids; the oldest forgotten first)
     _APP_IDS_KEPT = 256
@@ -237,17 +241,20 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
             while len(kept) > cls._APP_IDS_KEPT:
                 kept.pop(next(iter(kept)))
 
-    def _driver_task_time(self, base: str, app: str, counts: M.TaskCounts) -> dict[str, tuple[int, float]]:
+    def _driver_executors(self, base: str, app: str,
+                          counts: M.TaskCounts) -> tuple[dict[str, tuple[int, float]], dict[str, int]]:
         """Per executor address, the tasks of ``app`` that ended there and their seconds
-        (:func:`~fawkes.frameworks.metrics.parse_executors`).  Asked again only when the driver's count
-        of ended tasks (``counts``, from the same sample's ``/stages``) moved: about once per task, not
-        once per sample."""
+        (:func:`~fawkes.frameworks.metrics.parse_executors`) and the tasks running there now
+        (:func:`~fawkes.frameworks.metrics.parse_active_tasks`).  Asked again only when the driver's count
+        of ended or of running tasks (``counts``, from the same sample's ``/stages``) moved: about once per
+        task started or ended, not once per sample."""
         kept = self.__dict__.setdefault("_task_time", {})
-        ended = counts.completed + counts.failed
-        if app in kept and kept[app][0] == ended:
+        moved = (counts.completed + counts.failed, counts.running)
+        if app in kept and kept[app][0] == moved:
             return kept[app][1]
-        got = M.parse_executors(self._http_json(f"{base}/api/v1/applications/{app}/allexecutors"))
-        self._keep(kept, app, (ended, got))
+        doc = self._http_json(f"{base}/api/v1/applications/{app}/allexecutors")
+        got = (M.parse_executors(doc), M.parse_active_tasks(doc))
+        self._keep(kept, app, (moved, got))
         return got
 
     # ================================================================== for drivers (spark-submit)

@@ -34,12 +34,15 @@ class SampleWrite:
     stored_by_node: Mapping[int, int] = dataclasses.field(default_factory=dict)  # node id -> bytes it stores
     #: job id -> ``{"master": (tasks, seconds), "other": (tasks, seconds)}``: where its ended tasks ran
     task_time: Mapping[int, Mapping[str, tuple[int, float]]] = dataclasses.field(default_factory=dict)
+    running_by_node: Mapping[int, int] = dataclasses.field(default_factory=dict)  # node id -> tasks running there
 
     def __post_init__(self) -> None:  # a bad count refuses this cluster's write, not the step's
         for n in self.tasks_seen.values():
             validate.positive_int("tasks_seen", n, minimum=0)
         for b in self.stored_by_node.values():
             validate.positive_int("stored_bytes", b, minimum=0)
+        for n in self.running_by_node.values():
+            validate.positive_int("running_tasks", n, minimum=0)
         for where in self.task_time.values():
             if set(where) - {"master", "other"}:
                 raise FawkesError(f"task_time: expected master and other, got {sorted(where)}")
@@ -61,8 +64,8 @@ class SamplesMixin(StoreBase):
 
     def record_samples(self, batch: Iterable[SampleWrite]) -> list[str]:
         """One sampler step's writes, in one transaction: each live cluster's sample, its running jobs'
-        task counts (raised, never lowered: :meth:`note_job_tasks`) and its nodes' stored bytes (node id ->
-        bytes).  A cluster no longer live (released meanwhile) is skipped: returned as a problem, one line
+        task counts (raised, never lowered: :meth:`note_job_tasks`), its nodes' stored bytes (node id ->
+        bytes) and the tasks running on them (node id -> tasks).  A cluster no longer live (released meanwhile) is skipped: returned as a problem, one line
         each, the others written (as :meth:`record_sample` for each would have done)."""
         batch = list(batch)
         if not batch:
@@ -72,7 +75,7 @@ class SamplesMixin(StoreBase):
         with self.session(write=True) as s:
             ids = dict(s.execute(select(MRCluster.live_name, MRCluster.id)
                                  .where(col(MRCluster.live_name).in_(sorted(names)))).all())
-            rows, seen, stored, task_time = [], {}, {}, {}
+            rows, seen, stored, task_time, running = [], {}, {}, {}, {}
             for w in batch:
                 if w.cluster not in ids:
                     problems.append(f"cluster {w.cluster}: already released")
@@ -81,6 +84,7 @@ class SamplesMixin(StoreBase):
                 seen.update(w.tasks_seen)
                 stored.update(w.stored_by_node)
                 task_time.update(w.task_time)
+                running.update(w.running_by_node)
             insert_many(s.connection(), Sample.__table__, rows)
             raise_tasks_seen(s, seen)
             for job_id, where in task_time.items():  # the driver's running totals: the latest replaces
@@ -88,6 +92,8 @@ class SamplesMixin(StoreBase):
                     task_time={k: [int(n), round(float(secs), 3)] for k, (n, secs) in sorted(where.items())}))
             for node_id, b in stored.items():
                 s.execute(update(Node).where(Node.id == node_id).values(stored_bytes=b))
+            for node_id, n in running.items():
+                s.execute(update(Node).where(Node.id == node_id).values(running_tasks=n))
         return problems
 
     def samples(self, cluster: str, *, since: float | None = None, until: float | None = None) -> list[ClusterMetrics]:
