@@ -57,16 +57,17 @@ class UbisRun:
 
 @contextmanager
 def ubis_coordinator(lab, tmp_path, clusters: dict[str, int], lending: dict[str, str], opportunistic: str = "",
-                     preset_lines: str = "", t_alloc: float = 0.9):
+                     preset_lines: str = "", t_alloc: float = 0.9, grow_type: str = "transient"):
     """``clusters``: name -> min core nodes, requested in that order; ``lending``: name -> accept | refuse;
     ``opportunistic``: more fields of the config's section (YAML flow, e.g. ``t_alloc_tune: true``);
-    ``preset_lines``: more lines of the TD preset (e.g. ``pu_signal: measured``)."""
+    ``preset_lines``: more lines of the TD preset (e.g. ``pu_signal: measured``); ``grow_type``: the role
+    TD grows (transient or transient-core)."""
     from fawkes.config import load_config
     from fawkes.coordinator.service import build
 
     d = dists.ensure_lab_dists()
     preset = tmp_path / "td.yaml"
-    preset.write_text("policy: TD\ngrow_type: transient\nperiod_s: 3600\nsample_period_s: 1\ntau: 0.01\n"
+    preset.write_text(f"policy: TD\ngrow_type: {grow_type}\nperiod_s: 3600\nsample_period_s: 1\ntau: 0.01\n"
                       "idle_timeout_s: 3600\n" + (preset_lines.rstrip("\n") + "\n" if preset_lines else ""))
     config = tmp_path / "config.yaml"
     config.write_text(f"state: sqlite:///{tmp_path / 'state.db'}\ninventory: {lab.inventory_path}\n"
