@@ -199,6 +199,8 @@ class SparkHdfsDriver(HdfsStorage, ControlScriptDriver):
         if block is not None and jobs and not by_app:
             errors.append(f"cluster {cluster.name}: no job driver UI answered on ports "
                           f"{block.start}-{block.stop - 1} of {cluster.master.address}")
+        if answered < len(jobs):  # a running job's driver not read: what runs where is not known
+            running = None
         hosts = self.host_stats(cluster, errors) if host_stats else {}
         return M.spark_hdfs_sample(time.time(), master, hdfs, dn, by_app,
                                    node_of={n.address: n.name for n in cluster.nodes}, hosts=hosts,

@@ -65,8 +65,9 @@ class SamplesMixin(StoreBase):
     def record_samples(self, batch: Iterable[SampleWrite]) -> list[str]:
         """One sampler step's writes, in one transaction: each live cluster's sample, its running jobs'
         task counts (raised, never lowered: :meth:`note_job_tasks`), its nodes' stored bytes (node id ->
-        bytes) and the tasks running on them (node id -> tasks).  A cluster no longer live (released meanwhile) is skipped: returned as a problem, one line
-        each, the others written (as :meth:`record_sample` for each would have done)."""
+        bytes) and the tasks running on them (node id -> tasks).  A cluster no longer live (released
+        meanwhile) is skipped: returned as a problem, one line each, the others written (as
+        :meth:`record_sample` for each would have done)."""
         batch = list(batch)
         if not batch:
             return []
